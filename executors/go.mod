@@ -1,0 +1,3 @@
+module github.com/toolscope/toolscope/executors
+
+go 1.26.0

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// emit appends e to its task's event log in this transaction and assigns
+// its sequence number and time.
+func (t *tx) emit(ctx context.Context, e model.Event) error {
+	e.Time = t.now
+	if e.RepositoryIDs == nil {
+		e.RepositoryIDs = []string{}
+	}
+	ids, err := json.Marshal(e.RepositoryIDs)
+	if err != nil {
+		return err
+	}
+	res, err := t.ExecContext(ctx, `
+		INSERT INTO task_events (task_id, kind, session_id, repository_ids, providers, generation, message, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.TaskID, string(e.Kind), e.SessionID, string(ids), e.Providers.Set.String(), e.Providers.Generation,
+		e.Message, formatTime(e.Time))
+	if err != nil {
+		return err
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	e.Seq = uint64(seq)
+	t.events = append(t.events, e)
+	return nil
+}
+
+// Events returns up to limit events of a task with a sequence number above
+// afterSeq, in sequence order. The task must exist.
+func (s *Store) Events(ctx context.Context, taskID string, afterSeq uint64, limit int) ([]model.Event, error) {
+	if _, err := taskProviders(ctx, s.r, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT seq, task_id, kind, session_id, repository_ids, providers, generation, message, created_at
+		FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, taskID, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Event
+	for rows.Next() {
+		var (
+			e                           model.Event
+			kind, ids, provSet, created string
+		)
+		if err := rows.Scan(&e.Seq, &e.TaskID, &kind, &e.SessionID, &ids, &provSet, &e.Providers.Generation,
+			&e.Message, &created); err != nil {
+			return nil, err
+		}
+		e.Kind = model.EventKind(kind)
+		if err := json.Unmarshal([]byte(ids), &e.RepositoryIDs); err != nil {
+			return nil, err
+		}
+		e.Providers.Set = providers.Of(strings.Split(provSet, ",")...)
+		if e.Time, err = parseTime(created); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

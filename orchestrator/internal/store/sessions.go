@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
+	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at`
+
+// CreateSession records a new session of an existing task; its ID and
+// timestamps are assigned.
+func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Session, error) {
+	sess.ID = newID("sess")
+	err := s.write(ctx, func(t *tx) error {
+		if _, err := taskProviders(ctx, t, sess.TaskID); err != nil {
+			return err
+		}
+		sess.CreatedAt, sess.UpdatedAt = t.now, t.now
+		argv, err := json.Marshal(nonNil(sess.AgentArgv))
+		if err != nil {
+			return err
+		}
+		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
+			sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now))
+		return err
+	})
+	return sess, err
+}
+
+// UpdateSession reads a session, lets fn change it, and writes it back in
+// one transaction, with the events fn returns. The id, task and creation
+// time cannot change. If fn fails nothing is written.
+func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Session) ([]model.Event, error)) (model.Session, error) {
+	var sess model.Session
+	err := s.write(ctx, func(t *tx) error {
+		var err error
+		if sess, err = getSession(ctx, t, id); err != nil {
+			return err
+		}
+		events, err := fn(&sess)
+		if err != nil {
+			return err
+		}
+		sess.UpdatedAt = t.now
+		_, err = t.ExecContext(ctx, `UPDATE sessions SET state = ?, handle_version = ?, handle_state = ?,
+			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?
+			WHERE id = ?`,
+			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), id)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			e.TaskID, e.SessionID = sess.TaskID, sess.ID
+			if err := t.emit(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return sess, err
+}
+
+// GetSession returns one session.
+func (s *Store) GetSession(ctx context.Context, id string) (model.Session, error) {
+	return getSession(ctx, s.r, id)
+}
+
+// ListSessions returns a task's sessions, oldest first.
+func (s *Store) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
+	if _, err := taskProviders(ctx, s.r, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sess)
+	}
+	return out, rows.Err()
+}
+
+func getSession(ctx context.Context, q queryer, id string) (model.Session, error) {
+	sess, err := scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sess, errdefs.NotFound("session", id)
+	}
+	return sess, err
+}
+
+func scanSession(sc scanner) (model.Session, error) {
+	var (
+		sess                                    model.Session
+		mode, state, argv, pushed, created, upd string
+	)
+	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
+		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Pushed.Generation, &sess.NeedsRepair,
+		&sess.StatusMessage, &created, &upd)
+	if err != nil {
+		return sess, err
+	}
+	sess.Mode, sess.State = model.Mode(mode), model.SessionState(state)
+	sess.Pushed.Set = providers.Of(strings.Split(pushed, ",")...)
+	if err := json.Unmarshal([]byte(argv), &sess.AgentArgv); err != nil {
+		return sess, err
+	}
+	if sess.CreatedAt, err = parseTime(created); err != nil {
+		return sess, err
+	}
+	sess.UpdatedAt, err = parseTime(upd)
+	return sess, err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,277 @@
+// Package store persists the orchestrator's records in an embedded SQLite
+// database (modernc.org/sqlite, pure Go) under a data directory.
+//
+// The schema is versioned by goose migrations embedded in the binary. The
+// database runs in WAL mode with foreign keys on and a busy timeout; all
+// writes go through one connection, each public method is one transaction,
+// and a method that fails leaves nothing half-written. Task events are
+// appended in the same transaction as the change they record and handed to
+// Options.OnCommit only after the commit succeeded.
+//
+// Errors are errdefs classes: ErrNotFound names the missing id,
+// ErrAlreadyExists names what collided, *errdefs.FieldError names the bad
+// request field.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// FileName is the database file inside the data directory.
+const FileName = "toolscope.db"
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// ErrSchemaTooNew reports a database written by a newer toolscope. It is
+// an errdefs.ErrFailedPrecondition.
+var ErrSchemaTooNew = fmt.Errorf("database schema is newer than this toolscope: %w", errdefs.ErrFailedPrecondition)
+
+// Options configure a Store.
+type Options struct {
+	// Logger receives migration progress; nil discards.
+	Logger *slog.Logger
+	// OnCommit, if set, receives the events of each committed transaction,
+	// in sequence order, after the commit. It must not block for long.
+	OnCommit func([]model.Event)
+}
+
+// Store is the orchestrator's SQLite database. It is safe for concurrent
+// use.
+type Store struct {
+	w    *sql.DB // the one writer
+	r    *sql.DB // readers
+	path string
+	opts Options
+}
+
+// Open opens (creating if needed) the database in dataDir and migrates it
+// to the current schema. A database from a newer schema, or a file that is
+// not a toolscope database, is refused before anything is written.
+func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if dataDir == "" {
+		return nil, errdefs.RequiredField("data_dir")
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("open data dir %s: %w", dataDir, err)
+	}
+	path := filepath.Join(dataDir, FileName)
+	src, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	latest, err := latestMigration(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExisting(ctx, path, latest); err != nil {
+		return nil, err
+	}
+
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, path: path, opts: opts}
+	if err := s.migrate(ctx, src); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return errors.Join(s.r.Close(), s.w.Close()) }
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Set("_txlock", "immediate")
+	}
+	return (&url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: q.Encode()}).String()
+}
+
+// latestMigration returns the highest version among the embedded
+// migrations, read from their file names (goose's NNNNN_name.sql).
+func latestMigration(src fs.FS) (int64, error) {
+	entries, err := fs.Glob(src, "*.sql")
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, e := range entries {
+		v, err := goose.NumericComponent(e)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: %w", e, err)
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
+}
+
+// checkExisting refuses, through a read-only connection, a file that is not
+// a toolscope database or whose schema is newer than latest.
+func checkExisting(ctx context.Context, path string, latest int64) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(5000)")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	defer db.Close()
+	var tables, versioned int
+	err = db.QueryRowContext(ctx,
+		`SELECT count(*), count(*) FILTER (WHERE name = 'goose_db_version') FROM sqlite_master WHERE type = 'table'`).
+		Scan(&tables, &versioned)
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	switch {
+	case tables == 0:
+		return nil
+	case versioned == 0:
+		return fmt.Errorf("open database %s: it is not a toolscope database (no schema version table): %w",
+			path, errdefs.ErrFailedPrecondition)
+	}
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&v); err != nil {
+		return fmt.Errorf("open database %s: read schema version: %w", path, err)
+	}
+	if v.Int64 > latest {
+		return fmt.Errorf("open database %s: schema version %d, this toolscope knows up to %d; use a newer toolscope: %w",
+			path, v.Int64, latest, ErrSchemaTooNew)
+	}
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context, src fs.FS) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.w, src, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	for _, r := range results {
+		s.opts.Logger.Info("applied migration", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return err
+}
+
+// SchemaVersion returns the version of the latest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	return v.Int64, err
+}
+
+// tx is a write transaction that collects the events it appends.
+type tx struct {
+	*sql.Tx
+	now    time.Time
+	events []model.Event
+}
+
+// write runs fn in one immediate transaction on the writer, then hands the
+// appended events to OnCommit.
+func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
+	sqlTx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	t := &tx{Tx: sqlTx, now: time.Now().UTC()}
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return err
+	}
+	if s.opts.OnCommit != nil && len(t.events) > 0 {
+		s.opts.OnCommit(t.events)
+	}
+	return nil
+}
+
+// newID returns prefix_ followed by 10 random lower-case base32 characters.
+func newID(prefix string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return prefix + "_" + string(b[:])
+}
+
+const timeLayout = time.RFC3339Nano
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(timeLayout, s)
+}
+
+// isConstraint reports whether err is the SQLite extended result code.
+func isConstraint(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == code
+}
+
+func isUnique(err error) bool {
+	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+// placeholders returns "?, ?, ..." with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

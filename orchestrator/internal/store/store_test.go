@@ -1,0 +1,412 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+)
+
+// recorder collects what the store hands to OnCommit.
+type recorder struct {
+	mu     sync.Mutex
+	events []model.Event
+}
+
+func (r *recorder) onCommit(evs []model.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, evs...)
+}
+
+func (r *recorder) snapshot() []model.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]model.Event(nil), r.events...)
+}
+
+func open(t *testing.T, dir string, rec *recorder) *store.Store {
+	t.Helper()
+	opts := store.Options{}
+	if rec != nil {
+		opts.OnCommit = rec.onCommit
+	}
+	s, err := store.Open(context.Background(), dir, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// fixture is a workspace with a github, a gitlab, a local and an
+// unknown-provider repository.
+type fixture struct {
+	ws                             model.Workspace
+	github, gitlab, local, unknown model.Repository
+}
+
+func newFixture(t *testing.T, s *store.Store, name string) fixture {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := s.CreateWorkspace(ctx, name)
+	require.NoError(t, err)
+	repo := func(provider, host, path string) model.Repository {
+		r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: ws.ID, Provider: provider, Host: host, Path: path})
+		require.NoError(t, err)
+		return r
+	}
+	return fixture{
+		ws:      ws,
+		github:  repo("github", "github.com", "acme/api"),
+		gitlab:  repo("GitLab ", "gitlab.com", "acme/platform/web"),
+		local:   repo("local", "", "/src/scratch"),
+		unknown: repo("Bitbucket", "bitbucket.org", "acme/old"),
+	}
+}
+
+func TestProviderSetIsTheUnionOfEveryAttachedRepository(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "fix login"}, f.github.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "github", task.Providers.Set.String())
+	assert.Equal(t, uint64(1), task.Providers.Generation)
+
+	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID, f.unknown.ID})
+	require.NoError(t, err)
+	assert.Equal(t, "github,gitlab", task.Providers.Set.String())
+	assert.Equal(t, uint64(2), task.Providers.Generation, "one batch, one generation")
+	require.Len(t, task.Repositories, 4)
+	for i, want := range []model.Repository{f.github, f.gitlab, f.local, f.unknown} {
+		assert.Equal(t, want.ID, task.Repositories[i].ID)
+		assert.Equal(t, i, task.Repositories[i].Position)
+		assert.Equal(t, i == 0, task.Repositories[i].Primary)
+	}
+	assert.Equal(t, "GitLab ", task.Repositories[1].Provider, "provider is stored exactly as given")
+	assert.Equal(t, "Bitbucket", task.Repositories[3].Provider)
+
+	joined, err := s.TaskProviders(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.Providers, joined, "the joined query and the loaded task agree")
+}
+
+func TestPrimaryRepositoryDoesNotOverrideTheUnion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+
+	cases := []struct {
+		name    string
+		primary model.Repository
+		added   []model.Repository
+		want    string
+	}{
+		{"local primary, github added", f.local, []model.Repository{f.github}, "github"},
+		{"gitlab primary, github added", f.gitlab, []model.Repository{f.github}, "github,gitlab"},
+		{"unknown primary, nothing added", f.unknown, nil, ""},
+		{"local primary, unknown added", f.local, []model.Repository{f.unknown}, ""},
+	}
+	for _, c := range cases {
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: c.name}, c.primary.ID)
+		require.NoError(t, err, c.name)
+		if len(c.added) > 0 {
+			var ids []string
+			for _, r := range c.added {
+				ids = append(ids, r.ID)
+			}
+			_, err = s.AddSources(ctx, task.ID, ids)
+			require.NoError(t, err, c.name)
+		}
+		set, err := s.TaskProviders(ctx, task.ID)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, set.Set.String(), c.name)
+	}
+}
+
+func TestAddSourcesIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := &recorder{}
+	s := open(t, t.TempDir(), rec)
+	f := newFixture(t, s, "acme")
+	other := newFixture(t, s, "other")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+	require.NoError(t, err)
+	before := len(rec.snapshot())
+
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, "repo_missing"})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	assert.Contains(t, err.Error(), `"repo_missing"`)
+	assert.Contains(t, err.Error(), "repository_ids[1]")
+
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, other.github.ID})
+	assert.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+	assert.Equal(t, "repository_ids[1]", errdefs.FieldOf(err))
+
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.github.ID})
+	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
+	assert.Contains(t, err.Error(), f.github.ID)
+
+	_, err = s.AddSources(ctx, "task_missing", []string{f.gitlab.ID})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	assert.Contains(t, err.Error(), `"task_missing"`)
+
+	got, err := s.GetTask(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Len(t, got.Repositories, 1, "no failed batch attached anything")
+	assert.Equal(t, uint64(1), got.Providers.Generation, "no failed batch moved the generation")
+	assert.Len(t, rec.snapshot(), before, "no failed batch published an event")
+}
+
+func TestConcurrentBatchesEndWithTheUnionOfBoth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, repo := range []model.Repository{f.github, f.gitlab} {
+		wg.Go(func() { _, errs[i] = s.AddSources(ctx, task.ID, []string{repo.ID}) })
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+
+	set, err := s.TaskProviders(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "github,gitlab", set.Set.String())
+	assert.Equal(t, uint64(3), set.Generation)
+}
+
+func TestBadInputIsRefusedWithNamedErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+
+	_, err := s.CreateWorkspace(ctx, "acme")
+	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
+
+	_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "GitHub.com", Path: "ACME/api"})
+	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "host and path compare case-insensitively")
+	assert.Contains(t, err.Error(), f.github.ID)
+
+	other, err := s.CreateWorkspace(ctx, "other")
+	require.NoError(t, err)
+	_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: other.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+	assert.NoError(t, err, "the same repository may live in another workspace")
+
+	for name, call := range map[string]func() error{
+		"workspace":  func() error { _, err := s.GetWorkspace(ctx, "ws_nope"); return err },
+		"repository": func() error { _, err := s.GetRepository(ctx, "repo_nope"); return err },
+		"task":       func() error { _, err := s.GetTask(ctx, "task_nope"); return err },
+		"session":    func() error { _, err := s.GetSession(ctx, "sess_nope"); return err },
+		"repos of":   func() error { _, err := s.ListRepositories(ctx, "ws_gone"); return err },
+		"tasks of":   func() error { _, err := s.ListTasks(ctx, "ws_gone"); return err },
+		"events of":  func() error { _, err := s.Events(ctx, "task_gone", 0, 10); return err },
+		"task on":    func() error { _, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID}, "repo_nope"); return err },
+		"connection": func() error { return s.RemoveConnection(ctx, f.ws.ID, providers.GitLab) },
+	} {
+		assert.ErrorIs(t, call(), errdefs.ErrNotFound, name)
+	}
+	_, err = s.CreateTask(ctx, model.Task{WorkspaceID: other.ID}, f.github.ID)
+	assert.Equal(t, "repository_id", errdefs.FieldOf(err), "primary repository from another workspace")
+}
+
+func TestDataSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "nested", "data dir") // created on open; a space in the path
+	s, err := store.Open(ctx, dir, store.Options{})
+	require.NoError(t, err)
+	f := newFixture(t, s, "acme")
+	conn, err := s.SetConnection(ctx, f.ws.ID, model.Connection{
+		Provider: providers.GitLab, APIBaseURL: "https://gitlab.example.com/api/v4",
+		Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"},
+	})
+	require.NoError(t, err)
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
+	require.NoError(t, err)
+	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID})
+	require.NoError(t, err)
+	sess, err := s.CreateSession(ctx, model.Session{
+		TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
+		AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)},
+		Pushed: task.Providers,
+	})
+	require.NoError(t, err)
+	events, err := s.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s2 := open(t, dir, nil)
+	ws, err := s2.GetWorkspace(ctx, f.ws.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "acme", ws.Name)
+	assert.Equal(t, []model.Connection{conn}, ws.Connections)
+	gotTask, err := s2.GetTask(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task, gotTask)
+	gotSess, err := s2.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, sess, gotSess)
+	gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Equal(t, events, gotEvents)
+	v, err := s2.SchemaVersion(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), v)
+}
+
+func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := &recorder{}
+	s := open(t, t.TempDir(), rec)
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+	require.NoError(t, err)
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID})
+	require.NoError(t, err)
+
+	published := rec.snapshot()
+	stored, err := s.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Equal(t, stored, published)
+	require.Len(t, stored, 2)
+	assert.Equal(t, model.EventTaskCreated, stored[0].Kind)
+	assert.Equal(t, model.EventSourcesAdded, stored[1].Kind)
+	assert.Equal(t, []string{f.gitlab.ID, f.local.ID}, stored[1].RepositoryIDs)
+	assert.Equal(t, "github,gitlab", stored[1].Providers.Set.String())
+	assert.Less(t, stored[0].Seq, stored[1].Seq)
+
+	after, err := s.Events(ctx, task.ID, stored[0].Seq, 100)
+	require.NoError(t, err)
+	assert.Equal(t, stored[1:], after)
+}
+
+func TestUpdateSessionWritesNothingWhenItFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := &recorder{}
+	s := open(t, t.TempDir(), rec)
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+	require.NoError(t, err)
+	sess, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+	require.NoError(t, err)
+	before := len(rec.snapshot())
+
+	_, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
+		s.State = model.SessionRunning
+		return nil, fmt.Errorf("executor refused: %w", errdefs.ErrUnavailable)
+	})
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
+	got, err := s.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, model.SessionPending, got.State)
+
+	got, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
+		s.State, s.NeedsRepair, s.StatusMessage = model.SessionRunning, true, "push failed"
+		return []model.Event{{Kind: model.EventSessionStarted, Message: "started"}}, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, got.NeedsRepair)
+	evs := rec.snapshot()[before:]
+	require.Len(t, evs, 1)
+	assert.Equal(t, sess.ID, evs[0].SessionID)
+	assert.Equal(t, task.ID, evs[0].TaskID)
+}
+
+func TestNewerSchemaIsRefusedWithoutTouchingTheFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.Open(ctx, dir, store.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	path := filepath.Join(dir, store.FileName)
+	raw, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = raw.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, 1)`)
+	require.NoError(t, err)
+	_, err = raw.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	_, err = store.Open(ctx, dir, store.Options{})
+	require.ErrorIs(t, err, store.ErrSchemaTooNew)
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "schema version 999")
+	assert.Contains(t, err.Error(), path)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(before, after), "the database file was changed")
+}
+
+func TestUnusableDataIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("not a database", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		path := filepath.Join(dir, store.FileName)
+		junk := []byte("this is not an SQLite database, just some text that is long enough to matter\n")
+		require.NoError(t, os.WriteFile(path, junk, 0o600))
+		_, err := store.Open(ctx, dir, store.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, junk, after)
+	})
+	t.Run("another application's database", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		path := filepath.Join(dir, store.FileName)
+		raw, err := sql.Open("sqlite", path)
+		require.NoError(t, err)
+		_, err = raw.Exec(`CREATE TABLE notes (body TEXT)`)
+		require.NoError(t, err)
+		require.NoError(t, raw.Close())
+		_, err = store.Open(ctx, dir, store.Options{})
+		assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+		assert.Contains(t, err.Error(), "not a toolscope database")
+	})
+	t.Run("data dir is a file", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(t.TempDir(), "occupied")
+		require.NoError(t, os.WriteFile(file, nil, 0o600))
+		_, err := store.Open(ctx, file, store.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), file)
+	})
+	t.Run("no data dir", func(t *testing.T) {
+		t.Parallel()
+		_, err := store.Open(ctx, "", store.Options{})
+		assert.Equal(t, "data_dir", errdefs.FieldOf(err))
+	})
+}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// CreateTask records a task in its workspace with primaryRepoID as its
+// primary repository (position 0), at provider generation 1.
+func (s *Store) CreateTask(ctx context.Context, task model.Task, primaryRepoID string) (model.Task, error) {
+	id := newID("task")
+	err := s.write(ctx, func(t *tx) error {
+		if err := workspaceExists(ctx, t, task.WorkspaceID); err != nil {
+			return err
+		}
+		if err := attachable(ctx, t, task.WorkspaceID, primaryRepoID, "repository_id"); err != nil {
+			return err
+		}
+		now := formatTime(t.now)
+		if _, err := t.ExecContext(ctx, `
+			INSERT INTO tasks (id, workspace_id, title, description, provider_generation, created_at, updated_at)
+			VALUES (?, ?, ?, ?, 1, ?, ?)`, id, task.WorkspaceID, task.Title, task.Description, now, now); err != nil {
+			return err
+		}
+		if _, err := t.ExecContext(ctx, `
+			INSERT INTO task_repositories (task_id, repository_id, position, is_primary) VALUES (?, ?, 0, 1)`,
+			id, primaryRepoID); err != nil {
+			return err
+		}
+		var err error
+		if task, err = loadTask(ctx, t, id); err != nil {
+			return err
+		}
+		return t.emit(ctx, model.Event{
+			TaskID: id, Kind: model.EventTaskCreated, RepositoryIDs: []string{primaryRepoID}, Providers: task.Providers,
+			Message: fmt.Sprintf("task created on %s", describeRepo(task.Repositories[0].Repository)),
+		})
+	})
+	return task, err
+}
+
+// AddSources attaches repoIDs to a task as one batch, after the task's
+// current repositories and in the given order, and moves the task to the
+// next provider generation. Either every repository is attached or none
+// is. The returned task carries the provider set recomputed after the
+// batch.
+func (s *Store) AddSources(ctx context.Context, taskID string, repoIDs []string) (model.Task, error) {
+	var task model.Task
+	err := s.write(ctx, func(t *tx) error {
+		var workspaceID string
+		var next int
+		err := t.QueryRowContext(ctx, `
+			SELECT t.workspace_id, coalesce(max(tr.position) + 1, 0)
+			FROM tasks t LEFT JOIN task_repositories tr ON tr.task_id = t.id
+			WHERE t.id = ? GROUP BY t.id`, taskID).Scan(&workspaceID, &next)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errdefs.NotFound("task", taskID)
+		} else if err != nil {
+			return err
+		}
+		for i, repoID := range repoIDs {
+			field := fmt.Sprintf("repository_ids[%d]", i)
+			if err := attachable(ctx, t, workspaceID, repoID, field); err != nil {
+				return err
+			}
+			_, err := t.ExecContext(ctx, `
+				INSERT INTO task_repositories (task_id, repository_id, position, is_primary) VALUES (?, ?, ?, 0)`,
+				taskID, repoID, next+i)
+			if isUnique(err) {
+				return errdefs.AlreadyExists("repository %q (%s) is already attached to task %q", repoID, field, taskID)
+			} else if err != nil {
+				return err
+			}
+		}
+		if _, err := t.ExecContext(ctx, `
+			UPDATE tasks SET provider_generation = provider_generation + 1, updated_at = ? WHERE id = ?`,
+			formatTime(t.now), taskID); err != nil {
+			return err
+		}
+		set, err := taskProviders(ctx, t, taskID)
+		if err != nil {
+			return err
+		}
+		if err := t.emit(ctx, model.Event{
+			TaskID: taskID, Kind: model.EventSourcesAdded, RepositoryIDs: repoIDs, Providers: set,
+			Message: fmt.Sprintf("%d repositories attached; providers now %s", len(repoIDs), describeSet(set.Set)),
+		}); err != nil {
+			return err
+		}
+		task, err = loadTask(ctx, t, taskID)
+		return err
+	})
+	return task, err
+}
+
+// attachable checks that repoID exists and belongs to workspaceID; field
+// names the request field that carried repoID.
+func attachable(ctx context.Context, q queryer, workspaceID, repoID, field string) error {
+	var repoWorkspace string
+	err := q.QueryRowContext(ctx, `SELECT workspace_id FROM repositories WHERE id = ?`, repoID).Scan(&repoWorkspace)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", field, errdefs.NotFound("repository", repoID))
+	} else if err != nil {
+		return err
+	}
+	if repoWorkspace != workspaceID {
+		return errdefs.InvalidField(field, "repository %q belongs to workspace %q, not %q", repoID, repoWorkspace, workspaceID)
+	}
+	return nil
+}
+
+// TaskProviders computes a task's provider set with one joined query: the
+// union, through the allowlist, of the providers of every repository
+// attached to the task, with the task's current generation.
+func (s *Store) TaskProviders(ctx context.Context, taskID string) (model.ProviderSet, error) {
+	return taskProviders(ctx, s.r, taskID)
+}
+
+func taskProviders(ctx context.Context, q queryer, taskID string) (model.ProviderSet, error) {
+	rows, err := q.QueryContext(ctx, `
+		SELECT t.provider_generation, r.provider
+		FROM tasks t
+		LEFT JOIN task_repositories tr ON tr.task_id = t.id
+		LEFT JOIN repositories r ON r.id = tr.repository_id
+		WHERE t.id = ?`, taskID)
+	if err != nil {
+		return model.ProviderSet{}, err
+	}
+	defer rows.Close()
+	var (
+		set   model.ProviderSet
+		found bool
+	)
+	for rows.Next() {
+		var provider sql.NullString
+		if err := rows.Scan(&set.Generation, &provider); err != nil {
+			return model.ProviderSet{}, err
+		}
+		found = true
+		set.Set = set.Set.Union(providers.Of(provider.String))
+	}
+	if err := rows.Err(); err != nil {
+		return model.ProviderSet{}, err
+	}
+	if !found {
+		return model.ProviderSet{}, errdefs.NotFound("task", taskID)
+	}
+	return set, nil
+}
+
+// GetTask returns a task with its repositories and provider set.
+func (s *Store) GetTask(ctx context.Context, id string) (model.Task, error) {
+	return loadTask(ctx, s.r, id)
+}
+
+// ListTasks returns a workspace's tasks, oldest first.
+func (s *Store) ListTasks(ctx context.Context, workspaceID string) ([]model.Task, error) {
+	if err := workspaceExists(ctx, s.r, workspaceID); err != nil {
+		return nil, err
+	}
+	tasks, err := queryTasks(ctx, s.r, `WHERE t.workspace_id = ? ORDER BY t.created_at, t.id`, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	links, err := queryLinks(ctx, s.r, `WHERE t.workspace_id = ?`, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range tasks {
+		withRepositories(&tasks[i], links[tasks[i].ID])
+	}
+	return tasks, nil
+}
+
+func loadTask(ctx context.Context, q queryer, id string) (model.Task, error) {
+	tasks, err := queryTasks(ctx, q, `WHERE t.id = ?`, id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	if len(tasks) == 0 {
+		return model.Task{}, errdefs.NotFound("task", id)
+	}
+	links, err := queryLinks(ctx, q, `WHERE t.id = ?`, id)
+	if err != nil {
+		return model.Task{}, err
+	}
+	withRepositories(&tasks[0], links[id])
+	return tasks[0], nil
+}
+
+// withRepositories attaches repos to task and derives its provider set
+// from them, through the same allowlist as TaskProviders.
+func withRepositories(task *model.Task, repos []model.TaskRepository) {
+	task.Repositories = repos
+	task.Providers.Set = providers.Set{}
+	for _, r := range repos {
+		task.Providers.Set = task.Providers.Set.Union(providers.Of(r.Provider))
+	}
+}
+
+func queryTasks(ctx context.Context, q queryer, where string, args ...any) ([]model.Task, error) {
+	rows, err := q.QueryContext(ctx, `
+		SELECT t.id, t.workspace_id, t.title, t.description, t.provider_generation, t.created_at, t.updated_at
+		FROM tasks t `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Task
+	for rows.Next() {
+		var (
+			task             model.Task
+			created, updated string
+		)
+		if err := rows.Scan(&task.ID, &task.WorkspaceID, &task.Title, &task.Description,
+			&task.Providers.Generation, &created, &updated); err != nil {
+			return nil, err
+		}
+		if task.CreatedAt, err = parseTime(created); err != nil {
+			return nil, err
+		}
+		if task.UpdatedAt, err = parseTime(updated); err != nil {
+			return nil, err
+		}
+		out = append(out, task)
+	}
+	return out, rows.Err()
+}
+
+// queryLinks returns attached repositories keyed by task id, in position
+// order.
+func queryLinks(ctx context.Context, q queryer, where string, args ...any) (map[string][]model.TaskRepository, error) {
+	rows, err := q.QueryContext(ctx, `
+		SELECT `+repoColumns+`, tr.task_id, tr.position, tr.is_primary
+		FROM task_repositories tr
+		JOIN tasks t ON t.id = tr.task_id
+		JOIN repositories r ON r.id = tr.repository_id `+where+`
+		ORDER BY tr.task_id, tr.position`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]model.TaskRepository{}
+	for rows.Next() {
+		var (
+			link   model.TaskRepository
+			taskID string
+		)
+		if link.Repository, err = scanRepository(rows, &taskID, &link.Position, &link.Primary); err != nil {
+			return nil, err
+		}
+		out[taskID] = append(out[taskID], link)
+	}
+	return out, rows.Err()
+}
+
+func describeRepo(r model.Repository) string {
+	if r.Host == "" {
+		return r.Path
+	}
+	return r.Host + "/" + r.Path
+}
+
+func describeSet(s providers.Set) string {
+	if s.IsEmpty() {
+		return "none"
+	}
+	return s.String()
+}
