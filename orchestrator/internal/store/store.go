@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -58,6 +59,9 @@ type Options struct {
 // Store is the orchestrator's SQLite database. It is safe for concurrent
 // use.
 type Store struct {
+	// mu makes commit order and publish order the same: OnCommit sees
+	// events in sequence order. Writes are serialized by w anyway.
+	mu   sync.Mutex
 	w    *sql.DB // the one writer
 	r    *sql.DB // readers
 	path string
@@ -216,6 +220,8 @@ type tx struct {
 // write runs fn in one immediate transaction on the writer, then hands the
 // appended events to OnCommit.
 func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -1,0 +1,103 @@
+# toolscope — the two commands a newcomer needs:
+#   make run    build everything and run the orchestrator on embedded SQLite
+#   make test   every test, with -race
+# `make help` lists the rest.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+
+# Go modules of the workspace (go.work). tools/ stays outside it on purpose.
+MODULES := gen internal orchestrator agentctl executors
+PKGS := $(foreach m,$(MODULES),./$(m)/...)
+# Code generators and linters, built from versions pinned by `tool`
+# directives (tools/go.mod for buf, gen/go.mod for the protoc plugins).
+TOOLS_BIN := $(CURDIR)/.bin
+BUF := $(TOOLS_BIN)/buf
+OUT := $(CURDIR)/bin
+
+LISTEN ?= 127.0.0.1:7733
+DATA_DIR ?=
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/toolscope and a static bin/agentctl
+	$(GO) build -o $(OUT)/toolscope ./orchestrator/cmd/toolscope
+	CGO_ENABLED=0 $(GO) build -o $(OUT)/agentctl ./agentctl/cmd/agentctl
+
+.PHONY: run
+run: build ## run the orchestrator on embedded SQLite (LISTEN=, DATA_DIR=)
+	$(OUT)/toolscope serve --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+
+.PHONY: test
+test: ## run every test with -race
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: fuzz
+fuzz: ## fuzz the provider allowlist for a while (FUZZTIME=30s)
+	$(GO) test ./internal/providers -run '^$$' -fuzz FuzzOf -fuzztime $(or $(FUZZTIME),30s)
+
+$(BUF): tools/go.mod tools/go.sum
+	cd tools && GOWORK=off $(GO) build -o $(TOOLS_BIN)/ github.com/bufbuild/buf/cmd/buf
+
+$(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc &: gen/go.mod gen/go.sum
+	cd gen && GOWORK=off $(GO) build -o $(TOOLS_BIN)/ google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+.PHONY: tools
+tools: $(BUF) $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc ## build the pinned generators
+
+.PHONY: generate
+generate: tools ## regenerate gen/ from proto/
+	rm -rf gen/toolscope
+	PATH="$(TOOLS_BIN):$$PATH" $(BUF) generate
+
+.PHONY: check-generate
+check-generate: generate ## fail if gen/ differs from what proto/ generates
+	@if [[ -n "$$(git status --porcelain -- gen/)" ]]; then \
+		git status --short -- gen/; git --no-pager diff --stat -- gen/; \
+		echo "gen/ is out of date: run 'make generate' and commit the result" >&2; exit 1; fi
+
+.PHONY: lint
+lint: $(BUF) ## gofmt, go vet, buf lint and buf format
+	@unformatted=$$(gofmt -l $(MODULES) tools | grep -v '^gen/' || true); \
+		if [[ -n "$$unformatted" ]]; then echo "gofmt needed:" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+
+.PHONY: breaking
+breaking: $(BUF) ## buf breaking against the main branch
+	@if git rev-parse --verify --quiet main >/dev/null; then \
+		$(BUF) breaking --against '.git#branch=main'; \
+	else echo "WARNING: no local 'main' branch: buf breaking NOT run" >&2; fi
+
+.PHONY: check-imports
+check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)
+	@bad=$$($(GO) list -deps ./agentctl/... | grep -E '^(modernc\.org/sqlite|github\.com/docker/|github\.com/pressly/goose)' || true); \
+		if [[ -n "$$bad" ]]; then echo "agentctl must not depend on:" >&2; echo "$$bad" >&2; exit 1; fi
+	@bad=$$($(GO) list -deps ./gen/... | grep -E '^github\.com/toolscope/toolscope/(internal|orchestrator|agentctl|executors)' || true); \
+		if [[ -n "$$bad" ]]; then echo "gen must not import the project:" >&2; echo "$$bad" >&2; exit 1; fi
+	@for p in model store service events; do \
+		bad=$$($(GO) list -deps ./orchestrator/internal/$$p | grep -E '^google\.golang\.org/grpc/(status|codes)$$' || true); \
+		if [[ -n "$$bad" ]]; then echo "orchestrator/internal/$$p must not use gRPC status codes (errdefs only):" >&2; echo "$$bad" >&2; exit 1; fi; \
+	done
+	@echo "module boundaries hold"
+
+.PHONY: tidy-check
+tidy-check: ## fail if any go.mod/go.sum is not tidy
+	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off $(GO) mod tidy); done
+	@if [[ -n "$$(git status --porcelain -- '*go.mod' '*go.sum')" ]]; then \
+		git --no-pager diff -- '*go.mod' '*go.sum'; echo "run 'go mod tidy' in the modules above and commit" >&2; exit 1; fi
+
+.PHONY: check
+check: lint check-generate breaking check-imports tidy-check ## every static check CI runs
+
+.PHONY: ci
+ci: check test ## what .ci/run runs
+
+.PHONY: clean
+clean: ## remove built binaries and tools
+	rm -rf $(OUT) $(TOOLS_BIN)

@@ -1,0 +1,272 @@
+package main
+
+// End-to-end tests of the toolscope binary: a real server process on a real
+// loopback socket with a real SQLite file, driven by real CLI processes.
+// The test binary doubles as the toolscope binary (TestMain re-executes it
+// with TOOLSCOPE_TEST_AS_MAIN set), so no separate build step is needed and
+// the race detector covers the server too.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/orchestrator/internal/api"
+	"github.com/toolscope/toolscope/orchestrator/internal/cli"
+)
+
+const asMain = "TOOLSCOPE_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	return cmd
+}
+
+// orchestrator is a running `toolscope serve` process.
+type orchestrator struct {
+	addr string
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+}
+
+func startServer(t *testing.T, dataDir string) *orchestrator {
+	t.Helper()
+	cmd := command(context.Background(), "serve", "--json", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	logs := &bytes.Buffer{}
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	o := &orchestrator{cmd: cmd, logs: logs}
+	t.Cleanup(func() { o.stop(t) })
+
+	// Wait for the ready line, with a deadline.
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line := <-ready:
+		var r struct{ Addr, Database string }
+		require.NoError(t, json.Unmarshal([]byte(line), &r), "ready line %q; logs: %s", line, logs)
+		assert.Equal(t, filepath.Join(dataDir, "toolscope.db"), r.Database)
+		o.addr = r.Addr
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server not ready; logs: %s", logs)
+	}
+	return o
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (o *orchestrator) stop(t *testing.T) {
+	t.Helper()
+	if o.cmd.ProcessState != nil {
+		return
+	}
+	require.NoError(t, o.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- o.cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "server exit; logs: %s", o.logs)
+	case <-time.After(30 * time.Second):
+		_ = o.cmd.Process.Kill()
+		t.Fatalf("server did not stop on SIGTERM; logs: %s", o.logs)
+	}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (o *orchestrator) run(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := command(ctx, append([]string{"--server", o.addr}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return r
+}
+
+// ok runs a command that must succeed and returns its stdout.
+func (o *orchestrator) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := o.run(t, args...)
+	require.Equal(t, 0, r.code, "toolscope %v: %s", args, r.stderr)
+	return r.stdout
+}
+
+// id runs a --json command and returns the id of the named object.
+func (o *orchestrator) id(t *testing.T, object string, args ...string) string {
+	t.Helper()
+	var resp map[string]map[string]any
+	require.NoError(t, json.Unmarshal([]byte(o.ok(t, append([]string{"--json"}, args...)...)), &resp))
+	id, _ := resp[object]["id"].(string)
+	require.NotEmpty(t, id, "no %s id in response", object)
+	return id
+}
+
+// TestCLIScenario is the issue's acceptance scenario: a workspace with a
+// github, a gitlab and a local repository; a task on the first; the other
+// two attached in one batch; the task's provider set is github,gitlab. It
+// survives a server restart.
+func TestCLIScenario(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir)
+
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/acme/api.git")
+	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--url", "git@gitlab.com:acme/platform/web.git")
+	local := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "local", "--path", "/src/scratch")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
+	assert.Equal(t, "github\n", srv.ok(t, "task", "providers", task))
+
+	out := srv.ok(t, "source", "add", task, "--repo", gl, "--repo", local)
+	assert.Contains(t, out, "attached 2 repositories in one batch")
+	assert.Equal(t, "github,gitlab\n", srv.ok(t, "task", "providers", task))
+
+	var set struct {
+		Providers  []string `json:"providers"`
+		Generation string   `json:"generation"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "task", "providers", task)), &set))
+	assert.Equal(t, []string{"github", "gitlab"}, set.Providers)
+	assert.Equal(t, "2", set.Generation)
+
+	human := srv.ok(t, "task", "get", task)
+	for _, want := range []string{task, "fix login", "github,gitlab", "(generation 2)", "github.com/acme/api", "gitlab.com/acme/platform/web", "/src/scratch", "primary"} {
+		assert.Contains(t, human, want)
+	}
+
+	// The events of the task, through the stream API.
+	conn := dial(t, srv.addr)
+	stream, err := pb.NewEventServiceClient(conn).WatchTaskEvents(t.Context(), &pb.WatchTaskEventsRequest{TaskId: task})
+	require.NoError(t, err)
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	second, err := stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED, first.GetEvent().GetKind())
+	assert.Equal(t, pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED, second.GetEvent().GetKind())
+	assert.Equal(t, []string{gl, local}, second.GetEvent().GetRepositoryIds())
+	assert.Equal(t, []string{"github", "gitlab"}, second.GetEvent().GetProviderSet().GetProviders())
+	require.NoError(t, conn.Close())
+
+	// Restart on the same data dir: everything is still there.
+	srv.stop(t)
+	srv = startServer(t, dataDir)
+	assert.Equal(t, "github,gitlab\n", srv.ok(t, "task", "providers", task))
+	assert.Contains(t, srv.ok(t, "repo", "list", "--workspace", ws), "gitlab.com/acme/platform/web")
+}
+
+func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	odd := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "Perforce", "--host", "p4.example.com", "--path", "depot/main")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", odd)
+	assert.Equal(t, "none\n", srv.ok(t, "task", "providers", task), "an unknown provider contributes nothing")
+	assert.Contains(t, srv.ok(t, "repo", "get", odd), "Perforce", "and is stored as given")
+
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"workspace", "create", "acme"}, cli.ExitAlreadyExists, `workspace named "acme"`},
+		{[]string{"repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/ACME/api"}, cli.ExitAlreadyExists, gh},
+		{[]string{"task", "get", "task_nope"}, cli.ExitNotFound, `task "task_nope"`},
+		{[]string{"source", "add", task, "--repo", gh, "--repo", "repo_nope"}, cli.ExitNotFound, `repository_ids[1]: repository "repo_nope"`},
+		{[]string{"source", "add", task, "--repo", gh, "--repo", gh}, cli.ExitUsage, "invalid repository_ids[1]"},
+		{[]string{"source", "add", task}, cli.ExitUsage, "invalid repository_ids"},
+		{[]string{"task", "create", "--workspace", ws, "--repo", gh}, cli.ExitUsage, "invalid title: is required"},
+		{[]string{"workspace", "connect", ws, "--provider", "gitea", "--token-env", "T"}, cli.ExitUsage, "invalid provider"},
+		{[]string{"workspace", "connect", ws, "--provider", "github"}, cli.ExitUsage, "--token-env"},
+		{[]string{"session", "launch", task, "--executor", "nomad"}, cli.ExitUsage, "invalid executor"},
+		{[]string{"session", "launch", task, "--mode", "turbo"}, cli.ExitUsage, "--mode"},
+		{[]string{"task", "get"}, cli.ExitUsage, "TASK"},
+		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
+	}
+	for _, c := range cases {
+		r := srv.run(t, c.args...)
+		assert.Equal(t, c.code, r.code, "toolscope %v: %s", c.args, r.stderr)
+		assert.Contains(t, r.stderr, c.msg, "toolscope %v", c.args)
+		assert.True(t, strings.HasPrefix(r.stderr, "toolscope: "), r.stderr)
+	}
+	out := srv.ok(t, "task", "get", task)
+	assert.NotContains(t, out, "acme/api", "the failed batches attached nothing")
+}
+
+func TestReflectionAndHealthListTheServices(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	conn := dial(t, srv.addr)
+
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
+	}))
+	resp, err := stream.Recv()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	for _, want := range append([]string{"grpc.health.v1.Health"}, api.ServiceNames...) {
+		assert.Contains(t, names, want)
+	}
+
+	health := healthpb.NewHealthClient(conn)
+	for _, name := range append([]string{""}, api.ServiceNames...) {
+		r, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: name})
+		require.NoError(t, err, name)
+		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, r.GetStatus(), name)
+	}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}

@@ -1,0 +1,232 @@
+// Package api serves the orchestrator's public gRPC API
+// (toolscope.orchestrator.v1). Handlers only convert between the wire and
+// the domain and call package service; errors stay domain errors and are
+// turned into status codes by the grpcerr interceptors installed on the
+// server.
+package api
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
+)
+
+// Register registers every public service on s.
+func Register(s grpc.ServiceRegistrar, svc *service.Service) {
+	pb.RegisterWorkspaceServiceServer(s, &workspaces{svc: svc})
+	pb.RegisterRepositoryServiceServer(s, &repositories{svc: svc})
+	pb.RegisterTaskServiceServer(s, &tasks{svc: svc})
+	pb.RegisterSessionServiceServer(s, &sessions{svc: svc})
+	pb.RegisterEventServiceServer(s, &eventsServer{svc: svc})
+}
+
+// ServiceNames lists the fully qualified names of the public services.
+var ServiceNames = []string{
+	pb.WorkspaceService_ServiceDesc.ServiceName,
+	pb.RepositoryService_ServiceDesc.ServiceName,
+	pb.TaskService_ServiceDesc.ServiceName,
+	pb.SessionService_ServiceDesc.ServiceName,
+	pb.EventService_ServiceDesc.ServiceName,
+}
+
+type workspaces struct {
+	pb.UnimplementedWorkspaceServiceServer
+	svc *service.Service
+}
+
+func (h *workspaces) CreateWorkspace(ctx context.Context, req *pb.CreateWorkspaceRequest) (*pb.CreateWorkspaceResponse, error) {
+	ws, err := h.svc.CreateWorkspace(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateWorkspaceResponse{Workspace: toWorkspace(ws)}, nil
+}
+
+func (h *workspaces) GetWorkspace(ctx context.Context, req *pb.GetWorkspaceRequest) (*pb.GetWorkspaceResponse, error) {
+	ws, err := h.svc.GetWorkspace(ctx, req.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetWorkspaceResponse{Workspace: toWorkspace(ws)}, nil
+}
+
+func (h *workspaces) ListWorkspaces(ctx context.Context, _ *pb.ListWorkspacesRequest) (*pb.ListWorkspacesResponse, error) {
+	list, err := h.svc.ListWorkspaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListWorkspacesResponse{}
+	for _, ws := range list {
+		out.Workspaces = append(out.Workspaces, toWorkspace(ws))
+	}
+	return out, nil
+}
+
+func (h *workspaces) SetConnection(ctx context.Context, req *pb.SetConnectionRequest) (*pb.SetConnectionResponse, error) {
+	c, err := h.svc.SetConnection(ctx, service.ConnectionInput{
+		WorkspaceID: req.GetWorkspaceId(), Provider: req.GetProvider(), APIBaseURL: req.GetApiBaseUrl(),
+		Credential: fromCredential(req.GetCredential()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetConnectionResponse{Connection: toConnection(c)}, nil
+}
+
+func (h *workspaces) RemoveConnection(ctx context.Context, req *pb.RemoveConnectionRequest) (*pb.RemoveConnectionResponse, error) {
+	if err := h.svc.RemoveConnection(ctx, req.GetWorkspaceId(), req.GetProvider()); err != nil {
+		return nil, err
+	}
+	return &pb.RemoveConnectionResponse{}, nil
+}
+
+type repositories struct {
+	pb.UnimplementedRepositoryServiceServer
+	svc *service.Service
+}
+
+func (h *repositories) CreateRepository(ctx context.Context, req *pb.CreateRepositoryRequest) (*pb.CreateRepositoryResponse, error) {
+	r, err := h.svc.CreateRepository(ctx, service.RepositoryInput{
+		WorkspaceID: req.GetWorkspaceId(), Provider: req.GetProvider(), Host: req.GetHost(), Path: req.GetPath(),
+		RemoteURL: req.GetRemoteUrl(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateRepositoryResponse{Repository: toRepository(r)}, nil
+}
+
+func (h *repositories) GetRepository(ctx context.Context, req *pb.GetRepositoryRequest) (*pb.GetRepositoryResponse, error) {
+	r, err := h.svc.GetRepository(ctx, req.GetRepositoryId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetRepositoryResponse{Repository: toRepository(r)}, nil
+}
+
+func (h *repositories) ListRepositories(ctx context.Context, req *pb.ListRepositoriesRequest) (*pb.ListRepositoriesResponse, error) {
+	list, err := h.svc.ListRepositories(ctx, req.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListRepositoriesResponse{}
+	for _, r := range list {
+		out.Repositories = append(out.Repositories, toRepository(r))
+	}
+	return out, nil
+}
+
+type tasks struct {
+	pb.UnimplementedTaskServiceServer
+	svc *service.Service
+}
+
+func (h *tasks) CreateTask(ctx context.Context, req *pb.CreateTaskRequest) (*pb.CreateTaskResponse, error) {
+	t, err := h.svc.CreateTask(ctx, service.TaskInput{
+		WorkspaceID: req.GetWorkspaceId(), Title: req.GetTitle(), Description: req.GetDescription(),
+		RepositoryID: req.GetRepositoryId(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateTaskResponse{Task: toTask(t)}, nil
+}
+
+func (h *tasks) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb.GetTaskResponse, error) {
+	t, err := h.svc.GetTask(ctx, req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetTaskResponse{Task: toTask(t)}, nil
+}
+
+func (h *tasks) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
+	list, err := h.svc.ListTasks(ctx, req.GetWorkspaceId())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListTasksResponse{}
+	for _, t := range list {
+		out.Tasks = append(out.Tasks, toTask(t))
+	}
+	return out, nil
+}
+
+func (h *tasks) AddSources(ctx context.Context, req *pb.AddSourcesRequest) (*pb.AddSourcesResponse, error) {
+	t, err := h.svc.AddSources(ctx, req.GetTaskId(), req.GetRepositoryIds())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AddSourcesResponse{Task: toTask(t)}, nil
+}
+
+type sessions struct {
+	pb.UnimplementedSessionServiceServer
+	svc *service.Service
+}
+
+func (h *sessions) LaunchSession(ctx context.Context, req *pb.LaunchSessionRequest) (*pb.LaunchSessionResponse, error) {
+	mode, err := fromMode(req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.svc.LaunchSession(ctx, service.SessionInput{
+		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode,
+		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LaunchSessionResponse{Session: toSession(s)}, nil
+}
+
+func (h *sessions) ResumeSession(ctx context.Context, req *pb.ResumeSessionRequest) (*pb.ResumeSessionResponse, error) {
+	s, err := h.svc.ResumeSession(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ResumeSessionResponse{Session: toSession(s)}, nil
+}
+
+func (h *sessions) StopSession(ctx context.Context, req *pb.StopSessionRequest) (*pb.StopSessionResponse, error) {
+	s, err := h.svc.StopSession(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.StopSessionResponse{Session: toSession(s)}, nil
+}
+
+func (h *sessions) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
+	s, err := h.svc.GetSession(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetSessionResponse{Session: toSession(s)}, nil
+}
+
+func (h *sessions) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (*pb.ListSessionsResponse, error) {
+	list, err := h.svc.ListSessions(ctx, req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListSessionsResponse{}
+	for _, s := range list {
+		out.Sessions = append(out.Sessions, toSession(s))
+	}
+	return out, nil
+}
+
+type eventsServer struct {
+	pb.UnimplementedEventServiceServer
+	svc *service.Service
+}
+
+func (h *eventsServer) WatchTaskEvents(req *pb.WatchTaskEventsRequest, stream grpc.ServerStreamingServer[pb.WatchTaskEventsResponse]) error {
+	return h.svc.WatchTaskEvents(stream.Context(), req.GetTaskId(), req.GetAfterSequence(), func(e model.Event) error {
+		return stream.Send(&pb.WatchTaskEventsResponse{Event: toEvent(e)})
+	})
+}

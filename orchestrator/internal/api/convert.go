@@ -1,0 +1,123 @@
+package api
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func toWorkspace(w model.Workspace) *pb.Workspace {
+	out := &pb.Workspace{Id: w.ID, Name: w.Name, CreateTime: ts(w.CreatedAt)}
+	for _, c := range w.Connections {
+		out.Connections = append(out.Connections, toConnection(c))
+	}
+	return out
+}
+
+func toConnection(c model.Connection) *pb.Connection {
+	out := &pb.Connection{
+		Provider: string(c.Provider), ApiBaseUrl: c.APIBaseURL, Username: c.Username,
+		ValidateTime: ts(c.ValidatedAt), Credential: &pb.CredentialRef{},
+	}
+	switch c.Credential.Kind {
+	case model.CredentialEnv:
+		out.Credential.Source = &pb.CredentialRef_EnvVar{EnvVar: c.Credential.Ref}
+	case model.CredentialFile:
+		out.Credential.Source = &pb.CredentialRef_FilePath{FilePath: c.Credential.Ref}
+	}
+	return out
+}
+
+func fromCredential(c *pb.CredentialRef) model.CredentialRef {
+	switch s := c.GetSource().(type) {
+	case *pb.CredentialRef_EnvVar:
+		return model.CredentialRef{Kind: model.CredentialEnv, Ref: s.EnvVar}
+	case *pb.CredentialRef_FilePath:
+		return model.CredentialRef{Kind: model.CredentialFile, Ref: s.FilePath}
+	}
+	return model.CredentialRef{}
+}
+
+func toRepository(r model.Repository) *pb.Repository {
+	return &pb.Repository{
+		Id: r.ID, WorkspaceId: r.WorkspaceID, Provider: r.Provider, Host: r.Host, Path: r.Path,
+		RemoteUrl: r.RemoteURL, CreateTime: ts(r.CreatedAt),
+	}
+}
+
+func toProviderSet(p model.ProviderSet) *pb.ProviderSet {
+	return &pb.ProviderSet{Providers: p.Set.Strings(), Generation: p.Generation}
+}
+
+func toTask(t model.Task) *pb.Task {
+	out := &pb.Task{
+		Id: t.ID, WorkspaceId: t.WorkspaceID, Title: t.Title, Description: t.Description,
+		ProviderSet: toProviderSet(t.Providers), CreateTime: ts(t.CreatedAt), UpdateTime: ts(t.UpdatedAt),
+	}
+	for _, r := range t.Repositories {
+		out.Repositories = append(out.Repositories, &pb.TaskRepository{
+			Repository: toRepository(r.Repository), Position: uint32(r.Position), Primary: r.Primary,
+		})
+	}
+	return out
+}
+
+var modes = map[model.Mode]pb.SessionMode{
+	model.ModeTask: pb.SessionMode_SESSION_MODE_TASK,
+	model.ModePlan: pb.SessionMode_SESSION_MODE_PLAN,
+}
+
+func fromMode(m pb.SessionMode) (model.Mode, error) {
+	if m == pb.SessionMode_SESSION_MODE_UNSPECIFIED {
+		return "", nil
+	}
+	for k, v := range modes {
+		if v == m {
+			return k, nil
+		}
+	}
+	return "", errdefs.InvalidField("mode", "unknown session mode %d", int32(m))
+}
+
+var states = map[model.SessionState]pb.SessionState{
+	model.SessionPending: pb.SessionState_SESSION_STATE_PENDING,
+	model.SessionRunning: pb.SessionState_SESSION_STATE_RUNNING,
+	model.SessionStopped: pb.SessionState_SESSION_STATE_STOPPED,
+	model.SessionFailed:  pb.SessionState_SESSION_STATE_FAILED,
+}
+
+func toSession(s model.Session) *pb.Session {
+	return &pb.Session{
+		Id: s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
+		Agent:             &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir},
+		PushedProviderSet: toProviderSet(s.Pushed), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
+		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt),
+	}
+}
+
+var eventKinds = map[model.EventKind]pb.TaskEventKind{
+	model.EventTaskCreated:         pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED,
+	model.EventSourcesAdded:        pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
+	model.EventSessionStarted:      pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
+	model.EventSessionEnded:        pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
+	model.EventProvidersPushed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
+	model.EventProvidersPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
+}
+
+func toEvent(e model.Event) *pb.TaskEvent {
+	return &pb.TaskEvent{
+		Sequence: e.Seq, TaskId: e.TaskID, Kind: eventKinds[e.Kind], Time: ts(e.Time), SessionId: e.SessionID,
+		RepositoryIds: e.RepositoryIDs, ProviderSet: toProviderSet(e.Providers), Message: e.Message,
+	}
+}

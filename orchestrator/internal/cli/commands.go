@@ -1,0 +1,423 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/orchestrator/internal/server"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var cfg server.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite",
+		Long: `Run the orchestrator until interrupted. It serves the public gRPC API on a
+loopback address, with gRPC health checking and server reflection, so
+'grpcurl -plaintext ADDR list' shows the services. Records live in an SQLite
+database under --data-dir.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("invalid --log-level %q: use debug, info, warn or error", logLevel)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, cfg, func(r server.Ready) {
+				if a.json {
+					fmt.Fprintf(a.stdout, "{\"addr\":%q,\"database\":%q}\n", r.Addr, r.DBPath)
+					return
+				}
+				fmt.Fprintf(a.stdout, "toolscope serving on %s (database %s)\n", r.Addr, r.DBPath)
+				fmt.Fprintf(a.stdout, "try: toolscope --server %s workspace create demo\n", r.Addr)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Listen, "listen", server.DefaultAddr, "TCP address to serve on (port 0 picks a free port)")
+	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func (a *app) workspaceCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "workspace", Aliases: []string{"ws"}, Short: "Manage workspaces and their provider connections"}
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create a workspace", Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.workspaces(conn).CreateWorkspace(ctx, &pb.CreateWorkspaceRequest{Name: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printWorkspace(w, resp.GetWorkspace()) })
+			})
+		},
+	}
+	get := &cobra.Command{
+		Use: "get WORKSPACE", Short: "Show a workspace and its connections", Args: exactArgs("WORKSPACE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.workspaces(conn).GetWorkspace(ctx, &pb.GetWorkspaceRequest{WorkspaceId: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printWorkspace(w, resp.GetWorkspace()) })
+			})
+		},
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List workspaces", Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					fmt.Fprintln(w, "ID\tNAME\tCONNECTIONS")
+					for _, ws := range resp.GetWorkspaces() {
+						var conns []string
+						for _, c := range ws.GetConnections() {
+							conns = append(conns, c.GetProvider())
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\n", ws.GetId(), ws.GetName(), orDash(strings.Join(conns, ",")))
+					}
+				})
+			})
+		},
+	}
+	var provider, baseURL, tokenEnv, tokenFile string
+	connect := &cobra.Command{
+		Use:   "connect WORKSPACE --provider github|gitlab (--token-env VAR | --token-file PATH)",
+		Short: "Connect a workspace to a provider's API (the credential is stored as a reference, never its value)",
+		Args:  exactArgs("WORKSPACE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cred := &pb.CredentialRef{}
+			switch {
+			case tokenEnv != "" && tokenFile != "":
+				return usagef("give --token-env or --token-file, not both")
+			case tokenEnv != "":
+				cred.Source = &pb.CredentialRef_EnvVar{EnvVar: tokenEnv}
+			case tokenFile != "":
+				cred.Source = &pb.CredentialRef_FilePath{FilePath: tokenFile}
+			default:
+				return usagef("give --token-env VAR or --token-file PATH: where the orchestrator reads the token")
+			}
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.workspaces(conn).SetConnection(ctx, &pb.SetConnectionRequest{
+					WorkspaceId: args[0], Provider: provider, ApiBaseUrl: baseURL, Credential: cred,
+				})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printConnection(w, resp.GetConnection()) })
+			})
+		},
+	}
+	connect.Flags().StringVar(&provider, "provider", "", "github or gitlab")
+	connect.Flags().StringVar(&baseURL, "base-url", "", "API base URL for GitHub Enterprise or self-managed GitLab (default: the public API)")
+	connect.Flags().StringVar(&tokenEnv, "token-env", "", "name of the environment variable holding the token")
+	connect.Flags().StringVar(&tokenFile, "token-file", "", "absolute path of a file holding the token")
+	var dprovider string
+	disconnect := &cobra.Command{
+		Use: "disconnect WORKSPACE --provider github|gitlab", Short: "Remove a workspace's connection to a provider",
+		Args: exactArgs("WORKSPACE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.workspaces(conn).RemoveConnection(ctx, &pb.RemoveConnectionRequest{WorkspaceId: args[0], Provider: dprovider})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { fmt.Fprintf(w, "removed the %s connection of %s\n", dprovider, args[0]) })
+			})
+		},
+	}
+	disconnect.Flags().StringVar(&dprovider, "provider", "", "github or gitlab")
+	cmd.AddCommand(create, get, list, connect, disconnect)
+	return cmd
+}
+
+func (a *app) repoCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "repo", Aliases: []string{"repository"}, Short: "Manage a workspace's repositories"}
+	var in pb.CreateRepositoryRequest
+	add := &cobra.Command{
+		Use:   "add --workspace WORKSPACE --provider PROVIDER (--url URL | --host HOST --path PATH)",
+		Short: "Add a repository to a workspace",
+		Long: `Add a repository to a workspace. The provider is stored as given; only github and
+gitlab (case-insensitive) give a task provider tools. Host and path are taken
+from --url when not given.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.repositories(conn).CreateRepository(ctx, &in)
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printRepositories(w, []*pb.Repository{resp.GetRepository()}) })
+			})
+		},
+	}
+	add.Flags().StringVar(&in.WorkspaceId, "workspace", "", "workspace id")
+	add.Flags().StringVar(&in.Provider, "provider", "", "github, gitlab, local, ... (stored as given)")
+	add.Flags().StringVar(&in.Host, "host", "", "host, for example github.com")
+	add.Flags().StringVar(&in.Path, "path", "", "owner/name, group/project path, or a local path")
+	add.Flags().StringVar(&in.RemoteUrl, "url", "", "clone URL (https, ssh or git@host:path)")
+	get := &cobra.Command{
+		Use: "get REPOSITORY", Short: "Show a repository", Args: exactArgs("REPOSITORY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.repositories(conn).GetRepository(ctx, &pb.GetRepositoryRequest{RepositoryId: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printRepositories(w, []*pb.Repository{resp.GetRepository()}) })
+			})
+		},
+	}
+	var ws string
+	list := &cobra.Command{
+		Use: "list --workspace WORKSPACE", Short: "List a workspace's repositories", Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: ws})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printRepositories(w, resp.GetRepositories()) })
+			})
+		},
+	}
+	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	cmd.AddCommand(add, get, list)
+	return cmd
+}
+
+func (a *app) taskCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "task", Short: "Manage tasks"}
+	var in pb.CreateTaskRequest
+	create := &cobra.Command{
+		Use: "create --workspace WORKSPACE --title TITLE --repo REPOSITORY", Short: "Create a task on its primary repository",
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.tasks(conn).CreateTask(ctx, &in)
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printTask(w, resp.GetTask()) })
+			})
+		},
+	}
+	create.Flags().StringVar(&in.WorkspaceId, "workspace", "", "workspace id")
+	create.Flags().StringVar(&in.Title, "title", "", "what the task is about")
+	create.Flags().StringVar(&in.Description, "description", "", "longer description")
+	create.Flags().StringVar(&in.RepositoryId, "repo", "", "primary repository id")
+	get := &cobra.Command{
+		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.tasks(conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printTask(w, resp.GetTask()) })
+			})
+		},
+	}
+	providersCmd := &cobra.Command{
+		Use:   "providers TASK",
+		Short: "Print a task's provider set, for example github,gitlab (none when empty)",
+		Args:  exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.tasks(conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: args[0]})
+				if err != nil {
+					return err
+				}
+				ps := resp.GetTask().GetProviderSet()
+				return a.emit(ps, func(w io.Writer) { fmt.Fprintln(w, providerList(ps)) })
+			})
+		},
+	}
+	var ws string
+	list := &cobra.Command{
+		Use: "list --workspace WORKSPACE", Short: "List a workspace's tasks", Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: ws})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					fmt.Fprintln(w, "ID\tTITLE\tREPOSITORIES\tPROVIDERS")
+					for _, t := range resp.GetTasks() {
+						fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.GetId(), t.GetTitle(), len(t.GetRepositories()), providerList(t.GetProviderSet()))
+					}
+				})
+			})
+		},
+	}
+	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	cmd.AddCommand(create, get, providersCmd, list)
+	return cmd
+}
+
+func (a *app) sourceCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "source", Short: "Attach repositories to tasks"}
+	var repos []string
+	add := &cobra.Command{
+		Use:   "add TASK --repo REPOSITORY [--repo REPOSITORY ...]",
+		Short: "Attach several repositories to a task as one batch: all of them or none",
+		Args:  exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.tasks(conn).AddSources(ctx, &pb.AddSourcesRequest{TaskId: args[0], RepositoryIds: repos})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					fmt.Fprintf(w, "attached %d repositories in one batch\n", len(repos))
+					printTask(w, resp.GetTask())
+				})
+			})
+		},
+	}
+	add.Flags().StringSliceVar(&repos, "repo", nil, "repository id; repeat or separate with commas")
+	cmd.AddCommand(add)
+	return cmd
+}
+
+func (a *app) sessionCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "session", Short: "Run agents on tasks"}
+	var (
+		executor, mode, workdir string
+	)
+	launch := &cobra.Command{
+		Use:   "launch TASK --executor local|docker|remote [--mode task|plan] [-- AGENT COMMAND...]",
+		Short: "Launch an agent session on a task",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() == 0 || len(args) == 0 {
+				return usagef("session launch takes the task id before any '--'")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, ok := map[string]pb.SessionMode{"": pb.SessionMode_SESSION_MODE_UNSPECIFIED, "task": pb.SessionMode_SESSION_MODE_TASK, "plan": pb.SessionMode_SESSION_MODE_PLAN}[mode]
+			if !ok {
+				return usagef("invalid --mode %q: use task or plan", mode)
+			}
+			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir}}
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.sessions(conn).LaunchSession(ctx, req)
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printSessions(w, []*pb.Session{resp.GetSession()}) })
+			})
+		},
+	}
+	launch.Flags().StringVar(&executor, "executor", "local", "local, docker or remote")
+	launch.Flags().StringVar(&mode, "mode", "", "task (default) or plan")
+	launch.Flags().StringVar(&workdir, "workdir", "", "agent working directory")
+
+	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " SESSION", Short: short, Args: exactArgs("SESSION"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+					s, err := rpc(ctx, a.sessions(conn), args[0])
+					if err != nil {
+						return err
+					}
+					return a.emit(s, func(w io.Writer) { printSessions(w, []*pb.Session{s}) })
+				})
+			},
+		}
+	}
+	resume := one("resume", "Resume a stopped or failed session, pushing the task's current provider set",
+		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
+			r, err := c.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
+			return r.GetSession(), err
+		})
+	stop := one("stop", "Stop a session (stopping a stopped session succeeds)",
+		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
+			r, err := c.StopSession(ctx, &pb.StopSessionRequest{SessionId: id})
+			return r.GetSession(), err
+		})
+	get := one("get", "Show a session, its pushed provider set and whether it needs repair",
+		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
+			r, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
+			return r.GetSession(), err
+		})
+	list := &cobra.Command{
+		Use: "list TASK", Short: "List a task's sessions", Args: exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printSessions(w, resp.GetSessions()) })
+			})
+		},
+	}
+	cmd.AddCommand(launch, resume, stop, get, list)
+	return cmd
+}
+
+func (a *app) eventsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "events", Short: "Follow task events"}
+	var after uint64
+	watch := &cobra.Command{
+		Use:   "watch TASK [--after SEQUENCE]",
+		Short: "Print a task's events, then follow new ones until interrupted (JSON lines with --json)",
+		Args:  exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			conn, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			stream, err := pb.NewEventServiceClient(conn).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: args[0], AfterSequence: after})
+			if err != nil {
+				return err
+			}
+			for {
+				resp, err := stream.Recv()
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, io.EOF) {
+						return nil
+					}
+					return err
+				}
+				if a.json {
+					b, err := jsonLine.Marshal(resp.GetEvent())
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "%s\n", b)
+				} else {
+					fmt.Fprintln(a.stdout, formatEvent(resp.GetEvent()))
+				}
+			}
+		},
+	}
+	watch.Flags().Uint64Var(&after, "after", 0, "start after this sequence number")
+	cmd.AddCommand(watch)
+	return cmd
+}

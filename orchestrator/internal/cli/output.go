@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+)
+
+var jsonOut = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}
+
+// jsonLine is for streams: one object per line.
+var jsonLine = protojson.MarshalOptions{UseProtoNames: true}
+
+// emit prints msg as JSON with --json, else calls human.
+func (a *app) emit(msg proto.Message, human func(w io.Writer)) error {
+	if a.json {
+		b, err := jsonOut.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	human(tw)
+	return tw.Flush()
+}
+
+func providerList(p *pb.ProviderSet) string {
+	if len(p.GetProviders()) == 0 {
+		return "none"
+	}
+	return strings.Join(p.GetProviders(), ",")
+}
+
+func repoName(r *pb.Repository) string {
+	if r.GetHost() == "" {
+		return r.GetPath()
+	}
+	return r.GetHost() + "/" + r.GetPath()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printWorkspace(w io.Writer, ws *pb.Workspace) {
+	fmt.Fprintf(w, "workspace\t%s\t%s\n", ws.GetId(), ws.GetName())
+	if len(ws.GetConnections()) == 0 {
+		fmt.Fprintf(w, "  connections\tnone\n")
+	}
+	for _, c := range ws.GetConnections() {
+		printConnection(w, c)
+	}
+}
+
+func printConnection(w io.Writer, c *pb.Connection) {
+	ref := "env " + c.GetCredential().GetEnvVar()
+	if f := c.GetCredential().GetFilePath(); f != "" {
+		ref = "file " + f
+	}
+	user := "not validated"
+	if c.GetUsername() != "" {
+		user = "as " + c.GetUsername()
+	}
+	fmt.Fprintf(w, "  %s\t%s\tcredential from %s\t%s\n", c.GetProvider(), c.GetApiBaseUrl(), ref, user)
+}
+
+func printRepositories(w io.Writer, repos []*pb.Repository) {
+	fmt.Fprintln(w, "ID\tPROVIDER\tREPOSITORY\tREMOTE")
+	for _, r := range repos {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.GetId(), orDash(r.GetProvider()), repoName(r), orDash(r.GetRemoteUrl()))
+	}
+}
+
+func printTask(w io.Writer, t *pb.Task) {
+	fmt.Fprintf(w, "task\t%s\t%s\n", t.GetId(), t.GetTitle())
+	fmt.Fprintf(w, "  workspace\t%s\n", t.GetWorkspaceId())
+	fmt.Fprintf(w, "  providers\t%s\t(generation %d)\n", providerList(t.GetProviderSet()), t.GetProviderSet().GetGeneration())
+	fmt.Fprintf(w, "  repositories\n")
+	for _, tr := range t.GetRepositories() {
+		primary := ""
+		if tr.GetPrimary() {
+			primary = "primary"
+		}
+		r := tr.GetRepository()
+		fmt.Fprintf(w, "    %d\t%s\t%s\t%s\t%s\n", tr.GetPosition(), r.GetId(), orDash(r.GetProvider()), repoName(r), primary)
+	}
+}
+
+var sessionStates = map[pb.SessionState]string{
+	pb.SessionState_SESSION_STATE_PENDING: "pending",
+	pb.SessionState_SESSION_STATE_RUNNING: "running",
+	pb.SessionState_SESSION_STATE_STOPPED: "stopped",
+	pb.SessionState_SESSION_STATE_FAILED:  "failed",
+}
+
+var sessionModes = map[pb.SessionMode]string{
+	pb.SessionMode_SESSION_MODE_TASK: "task",
+	pb.SessionMode_SESSION_MODE_PLAN: "plan",
+}
+
+func printSessions(w io.Writer, list []*pb.Session) {
+	fmt.Fprintln(w, "ID\tEXECUTOR\tMODE\tSTATE\tPROVIDERS\tREPAIR")
+	for _, s := range list {
+		repair := ""
+		if s.GetNeedsRepair() {
+			repair = "needs repair: " + s.GetStatusMessage()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (gen %d)\t%s\n", s.GetId(), s.GetExecutor(), sessionModes[s.GetMode()],
+			sessionStates[s.GetState()], providerList(s.GetPushedProviderSet()), s.GetPushedProviderSet().GetGeneration(), repair)
+	}
+}
+
+var eventKinds = map[pb.TaskEventKind]string{
+	pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED:          "task created",
+	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED:         "sources added",
+	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED:       "session started",
+	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED:         "session ended",
+	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED:      "providers pushed",
+	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED: "providers push failed",
+}
+
+func formatEvent(e *pb.TaskEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d %s  %s", e.GetSequence(), e.GetTime().AsTime().Local().Format("15:04:05.000"), eventKinds[e.GetKind()])
+	if e.GetSessionId() != "" {
+		fmt.Fprintf(&b, "  session=%s", e.GetSessionId())
+	}
+	if len(e.GetRepositoryIds()) > 0 {
+		fmt.Fprintf(&b, "  repositories=%s", strings.Join(e.GetRepositoryIds(), ","))
+	}
+	if ps := e.GetProviderSet(); ps.GetGeneration() > 0 {
+		fmt.Fprintf(&b, "  providers=%s gen=%d", providerList(ps), ps.GetGeneration())
+	}
+	if e.GetMessage() != "" {
+		fmt.Fprintf(&b, "  %s", e.GetMessage())
+	}
+	return b.String()
+}

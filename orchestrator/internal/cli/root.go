@@ -1,0 +1,195 @@
+// Package cli is the `toolscope` command line: `toolscope serve` runs the
+// orchestrator, and the other subcommands are clients of its public gRPC
+// API, one per RPC. Output is human-readable by default and the response
+// message as JSON with --json. Errors go to stderr as "toolscope: ..." with
+// an exit code per error class (see ExitCode).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/version"
+	"github.com/toolscope/toolscope/orchestrator/internal/server"
+)
+
+// app holds what every subcommand shares.
+type app struct {
+	server  string
+	json    bool
+	timeout time.Duration
+	stdout  io.Writer
+	stderr  io.Writer
+
+	conn *grpc.ClientConn
+}
+
+// NewRoot returns the toolscope command tree writing to stdout and stderr.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "toolscope",
+		Short: "Run AI coding agents on tasks with exactly the MCP tools each task can use",
+		Long: `toolscope runs AI coding agents on tasks and gives each agent exactly the MCP
+tools its task can use: GitHub PR tools when a GitHub repository is attached to
+the task, GitLab MR tools when a GitLab one is, nothing provider-specific
+otherwise.
+
+Start the orchestrator with 'toolscope serve'; every other command talks to it.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if a.conn != nil {
+				return a.conn.Close()
+			}
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	defaultServer := server.DefaultAddr
+	if env := os.Getenv("TOOLSCOPE_ADDR"); env != "" {
+		defaultServer = env
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.server, "server", defaultServer, "orchestrator address (env TOOLSCOPE_ADDR)")
+	pf.BoolVar(&a.json, "json", false, "print results as JSON, for scripts")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each API call")
+
+	root.AddCommand(
+		a.serveCmd(),
+		a.workspaceCmd(),
+		a.repoCmd(),
+		a.taskCmd(),
+		a.sourceCmd(),
+		a.sessionCmd(),
+		a.eventsCmd(),
+		&cobra.Command{
+			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
+			RunE: func(*cobra.Command, []string) error {
+				_, err := fmt.Fprintf(a.stdout, "toolscope %s\n", version.String())
+				return err
+			},
+		},
+	)
+	return root
+}
+
+// Main runs the command line with args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "toolscope: %v\n", err)
+	return ExitCode(err)
+}
+
+// Exit codes, one per error class, for scripts.
+const (
+	ExitError         = 1 // anything else
+	ExitUsage         = 2 // bad flags or arguments, or an invalid field
+	ExitNotFound      = 3
+	ExitAlreadyExists = 4
+	ExitPrecondition  = 5 // the request is valid but the state forbids it
+	ExitUnavailable   = 6 // the server, or something it needs, is unreachable
+)
+
+// ExitCode maps an error to the process exit code.
+func ExitCode(err error) int {
+	var usage *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &usage), errors.Is(err, errdefs.ErrInvalidArgument):
+		return ExitUsage
+	case errors.Is(err, errdefs.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, errdefs.ErrAlreadyExists):
+		return ExitAlreadyExists
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		return ExitPrecondition
+	case errors.Is(err, errdefs.ErrUnavailable):
+		return ExitUnavailable
+	}
+	return ExitError
+}
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// dial connects to the orchestrator, failing fast with a clear message
+// when nothing listens at the address.
+func (a *app) dial(ctx context.Context) (*grpc.ClientConn, error) {
+	if a.conn != nil {
+		return a.conn, nil
+	}
+	var d net.Dialer
+	probeCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	probe, err := d.DialContext(probeCtx, "tcp", a.server)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the toolscope server at %s (start it with 'toolscope serve' or 'make run', or set --server): %v: %w",
+			a.server, err, errdefs.ErrUnavailable)
+	}
+	_ = probe.Close()
+	opts := append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(a.server, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", a.server, err)
+	}
+	a.conn = conn
+	return conn, nil
+}
+
+// call runs fn with a per-call deadline and a connection to the server.
+func (a *app) call(cmd *cobra.Command, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
+	defer cancel()
+	conn, err := a.dial(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, conn)
+}
+
+func (a *app) workspaces(conn *grpc.ClientConn) pb.WorkspaceServiceClient {
+	return pb.NewWorkspaceServiceClient(conn)
+}
+
+func (a *app) repositories(conn *grpc.ClientConn) pb.RepositoryServiceClient {
+	return pb.NewRepositoryServiceClient(conn)
+}
+
+func (a *app) tasks(conn *grpc.ClientConn) pb.TaskServiceClient { return pb.NewTaskServiceClient(conn) }
+
+func (a *app) sessions(conn *grpc.ClientConn) pb.SessionServiceClient {
+	return pb.NewSessionServiceClient(conn)
+}
+
+// exactArgs is cobra.ExactArgs with a message that names the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usagef("%s takes %d argument(s): %v (got %d); see '%s --help'", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}

@@ -1,0 +1,131 @@
+// Package server assembles the orchestrator: it opens the store under the
+// data directory, wires the event broker and the service, and serves the
+// public gRPC API with health checking and reflection (so grpcurl works)
+// until its context ends.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/orchestrator/internal/api"
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+)
+
+// DefaultAddr is where the orchestrator listens, and where clients look
+// for it, unless told otherwise.
+const DefaultAddr = "127.0.0.1:7733"
+
+// Config configures the orchestrator server.
+type Config struct {
+	// Listen is the TCP address to serve on; DefaultAddr if empty.
+	Listen string
+	// DataDir holds the SQLite database; DefaultDataDir() if empty.
+	DataDir string
+	// Logger receives the server's logs; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultDataDir returns $TOOLSCOPE_DATA_DIR, else $XDG_DATA_HOME/toolscope,
+// else ~/.local/share/toolscope.
+func DefaultDataDir() (string, error) {
+	if d := os.Getenv("TOOLSCOPE_DATA_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "toolscope"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find a data dir (set --data-dir or TOOLSCOPE_DATA_DIR): %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "toolscope"), nil
+}
+
+// Ready describes a server that accepts connections.
+type Ready struct {
+	Addr   string // the address actually bound (useful with port 0)
+	DBPath string
+}
+
+// Run serves until ctx ends, then stops gracefully. ready, if set, is
+// called once the listener is bound and the store is open.
+func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultAddr
+	}
+	if cfg.DataDir == "" {
+		d, err := DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir = d
+	}
+
+	broker := &events.Broker{}
+	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc := service.New(st, broker, log)
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set --listen to another address): %w", cfg.Listen, err)
+	}
+
+	srv := grpc.NewServer(grpcerr.ServerOptions(log)...)
+	api.Register(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	for _, name := range api.ServiceNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	reflection.Register(srv)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(lis) }()
+	log.Info("toolscope serving", "addr", lis.Addr().String(), "db", st.Path())
+	if ready != nil {
+		ready(Ready{Addr: lis.Addr().String(), DBPath: st.Path()})
+	}
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("toolscope stopping")
+	hs.Shutdown()
+	svc.Close()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		srv.Stop()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+// Package service is the orchestrator's domain logic: it validates requests
+// (naming the bad field), applies defaults, and changes records through the
+// store, one transaction per call. It speaks domain types and errdefs
+// errors only; package api converts to and from the wire.
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+)
+
+// MaxBatch is the most repositories one AddSources call may attach.
+const MaxBatch = 100
+
+// Service implements the orchestrator's operations.
+type Service struct {
+	store  *store.Store
+	broker *events.Broker
+	log    *slog.Logger
+	done   chan struct{} // closed by Close: ends every watcher
+	once   sync.Once
+}
+
+// New returns a Service over st. broker receives nothing from the service
+// itself (the store publishes committed events to it); the service reads
+// it to serve watchers. log may be nil.
+func New(st *store.Store, broker *events.Broker, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: st, broker: broker, log: log, done: make(chan struct{})}
+}
+
+// ErrShuttingDown ends event watchers when the service closes.
+var ErrShuttingDown = fmt.Errorf("orchestrator is shutting down: %w", errdefs.ErrUnavailable)
+
+// Close ends every event watcher with ErrShuttingDown, so a graceful server
+// stop does not wait on streams that never end. It does not close the
+// store.
+func (s *Service) Close() { s.once.Do(func() { close(s.done) }) }
+
+// CreateWorkspace creates an empty workspace.
+func (s *Service) CreateWorkspace(ctx context.Context, name string) (model.Workspace, error) {
+	name = strings.TrimSpace(name)
+	if err := checkName("name", name, 100); err != nil {
+		return model.Workspace{}, err
+	}
+	return s.store.CreateWorkspace(ctx, name)
+}
+
+// GetWorkspace returns one workspace.
+func (s *Service) GetWorkspace(ctx context.Context, id string) (model.Workspace, error) {
+	if err := required("workspace_id", id); err != nil {
+		return model.Workspace{}, err
+	}
+	return s.store.GetWorkspace(ctx, id)
+}
+
+// ListWorkspaces returns every workspace.
+func (s *Service) ListWorkspaces(ctx context.Context) ([]model.Workspace, error) {
+	return s.store.ListWorkspaces(ctx)
+}
+
+// ConnectionInput is a request to connect a workspace to a provider.
+type ConnectionInput struct {
+	WorkspaceID string
+	Provider    string
+	APIBaseURL  string
+	Credential  model.CredentialRef
+}
+
+// DefaultAPIBaseURL is the public API of each provider.
+var DefaultAPIBaseURL = map[providers.Provider]string{
+	providers.GitHub: "https://api.github.com",
+	providers.GitLab: "https://gitlab.com/api/v4",
+}
+
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// SetConnection creates or replaces a workspace's connection to a
+// provider. The credential is a reference: an environment variable name or
+// an absolute file path, never the secret.
+func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.Connection, error) {
+	if err := required("workspace_id", in.WorkspaceID); err != nil {
+		return model.Connection{}, err
+	}
+	p, err := connectionProvider(in.Provider)
+	if err != nil {
+		return model.Connection{}, err
+	}
+	c := model.Connection{Provider: p, APIBaseURL: strings.TrimRight(strings.TrimSpace(in.APIBaseURL), "/"), Credential: in.Credential}
+	if c.APIBaseURL == "" {
+		c.APIBaseURL = DefaultAPIBaseURL[p]
+	}
+	if u, err := url.Parse(c.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return model.Connection{}, errdefs.InvalidField("api_base_url", "%q is not an http(s) URL", c.APIBaseURL)
+	} else if u.User != nil {
+		return model.Connection{}, errdefs.InvalidField("api_base_url", "must not carry credentials; use credential instead")
+	}
+	switch c.Credential.Kind {
+	case model.CredentialEnv:
+		if !envVarName.MatchString(c.Credential.Ref) {
+			return model.Connection{}, errdefs.InvalidField("credential.env_var", "%q is not an environment variable name", c.Credential.Ref)
+		}
+	case model.CredentialFile:
+		if !filepath.IsAbs(c.Credential.Ref) {
+			return model.Connection{}, errdefs.InvalidField("credential.file_path", "%q is not an absolute path", c.Credential.Ref)
+		}
+	default:
+		return model.Connection{}, errdefs.InvalidField("credential", "set env_var or file_path")
+	}
+	return s.store.SetConnection(ctx, in.WorkspaceID, c)
+}
+
+// RemoveConnection deletes a workspace's connection to a provider.
+func (s *Service) RemoveConnection(ctx context.Context, workspaceID, provider string) error {
+	if err := required("workspace_id", workspaceID); err != nil {
+		return err
+	}
+	p, err := connectionProvider(provider)
+	if err != nil {
+		return err
+	}
+	return s.store.RemoveConnection(ctx, workspaceID, p)
+}
+
+func connectionProvider(raw string) (providers.Provider, error) {
+	if err := required("provider", raw); err != nil {
+		return "", err
+	}
+	p, ok := providers.Normalize(raw)
+	if !ok {
+		return "", errdefs.InvalidField("provider", "%q is not a review provider; use one of %s", raw, providers.Of("github", "gitlab"))
+	}
+	return p, nil
+}
+
+// RepositoryInput is a request to add a repository to a workspace.
+type RepositoryInput struct {
+	WorkspaceID string
+	Provider    string // stored as given
+	Host        string
+	Path        string
+	RemoteURL   string
+}
+
+// CreateRepository adds a repository to a workspace. Host and path may be
+// left out when the remote URL names them. The provider is stored exactly
+// as given; one outside the allowlist contributes nothing to a task's
+// provider set.
+func (s *Service) CreateRepository(ctx context.Context, in RepositoryInput) (model.Repository, error) {
+	if err := required("workspace_id", in.WorkspaceID); err != nil {
+		return model.Repository{}, err
+	}
+	r := model.Repository{
+		WorkspaceID: in.WorkspaceID, Provider: in.Provider,
+		Host: strings.ToLower(strings.TrimSpace(in.Host)), Path: strings.TrimSpace(in.Path), RemoteURL: strings.TrimSpace(in.RemoteURL),
+	}
+	if r.RemoteURL != "" && (r.Host == "" || r.Path == "") {
+		host, path, err := ParseRemote(r.RemoteURL)
+		if err != nil {
+			return model.Repository{}, errdefs.InvalidField("remote_url", "%v", err)
+		}
+		if r.Host == "" {
+			r.Host = host
+		}
+		if r.Path == "" {
+			r.Path = path
+		}
+	}
+	if r.Host != "" {
+		// A hosted repository's path is owner/name or group/project.
+		r.Path = cleanRepoPath(r.Path)
+	}
+	if err := required("path", r.Path); err != nil {
+		return model.Repository{}, err
+	}
+	if _, ok := providers.Normalize(r.Provider); ok && r.Host == "" {
+		return model.Repository{}, errdefs.InvalidField("host", "is required for a %s repository", strings.TrimSpace(r.Provider))
+	}
+	return s.store.CreateRepository(ctx, r)
+}
+
+// ParseRemote extracts host and path from a clone URL:
+// https://host/owner/name(.git), ssh://git@host[:port]/path(.git) or the
+// scp-like git@host:path(.git).
+func ParseRemote(remote string) (host, path string, err error) {
+	if i := strings.Index(remote, "://"); i < 0 {
+		// scp-like: [user@]host:path
+		at := strings.LastIndex(remote, "@")
+		colon := strings.Index(remote, ":")
+		if colon <= at+1 {
+			return "", "", fmt.Errorf("%q is not a clone URL", remote)
+		}
+		host, path = remote[at+1:colon], remote[colon+1:]
+	} else {
+		u, perr := url.Parse(remote)
+		if perr != nil || u.Hostname() == "" {
+			return "", "", fmt.Errorf("%q is not a clone URL", remote)
+		}
+		host, path = u.Hostname(), u.Path
+	}
+	path = cleanRepoPath(path)
+	if host == "" || path == "" {
+		return "", "", fmt.Errorf("%q names no host and path", remote)
+	}
+	return strings.ToLower(host), path, nil
+}
+
+func cleanRepoPath(p string) string {
+	p = strings.Trim(strings.TrimSpace(p), "/")
+	return strings.TrimSuffix(p, ".git")
+}
+
+// GetRepository returns one repository.
+func (s *Service) GetRepository(ctx context.Context, id string) (model.Repository, error) {
+	if err := required("repository_id", id); err != nil {
+		return model.Repository{}, err
+	}
+	return s.store.GetRepository(ctx, id)
+}
+
+// ListRepositories returns a workspace's repositories.
+func (s *Service) ListRepositories(ctx context.Context, workspaceID string) ([]model.Repository, error) {
+	if err := required("workspace_id", workspaceID); err != nil {
+		return nil, err
+	}
+	return s.store.ListRepositories(ctx, workspaceID)
+}
+
+// TaskInput is a request to create a task.
+type TaskInput struct {
+	WorkspaceID  string
+	Title        string
+	Description  string
+	RepositoryID string // the primary repository
+}
+
+// CreateTask creates a task on its primary repository.
+func (s *Service) CreateTask(ctx context.Context, in TaskInput) (model.Task, error) {
+	if err := required("workspace_id", in.WorkspaceID); err != nil {
+		return model.Task{}, err
+	}
+	title := strings.TrimSpace(in.Title)
+	if err := checkName("title", title, 200); err != nil {
+		return model.Task{}, err
+	}
+	if err := required("repository_id", in.RepositoryID); err != nil {
+		return model.Task{}, err
+	}
+	return s.store.CreateTask(ctx, model.Task{WorkspaceID: in.WorkspaceID, Title: title, Description: in.Description}, in.RepositoryID)
+}
+
+// GetTask returns a task with its repositories and provider set.
+func (s *Service) GetTask(ctx context.Context, id string) (model.Task, error) {
+	if err := required("task_id", id); err != nil {
+		return model.Task{}, err
+	}
+	return s.store.GetTask(ctx, id)
+}
+
+// ListTasks returns a workspace's tasks.
+func (s *Service) ListTasks(ctx context.Context, workspaceID string) ([]model.Task, error) {
+	if err := required("workspace_id", workspaceID); err != nil {
+		return nil, err
+	}
+	return s.store.ListTasks(ctx, workspaceID)
+}
+
+// AddSources attaches a batch of repositories to a task, all or none, and
+// returns the task with its recomputed provider set.
+func (s *Service) AddSources(ctx context.Context, taskID string, repoIDs []string) (model.Task, error) {
+	if err := required("task_id", taskID); err != nil {
+		return model.Task{}, err
+	}
+	if len(repoIDs) == 0 {
+		return model.Task{}, errdefs.InvalidField("repository_ids", "name at least one repository")
+	}
+	if len(repoIDs) > MaxBatch {
+		return model.Task{}, errdefs.InvalidField("repository_ids", "%d repositories in one batch; the limit is %d", len(repoIDs), MaxBatch)
+	}
+	seen := make(map[string]int, len(repoIDs))
+	for i, id := range repoIDs {
+		field := fmt.Sprintf("repository_ids[%d]", i)
+		if err := required(field, id); err != nil {
+			return model.Task{}, err
+		}
+		if j, dup := seen[id]; dup {
+			return model.Task{}, errdefs.InvalidField(field, "repeats repository_ids[%d] (%q)", j, id)
+		}
+		seen[id] = i
+	}
+	task, err := s.store.AddSources(ctx, taskID, repoIDs)
+	if err != nil {
+		return task, err
+	}
+	s.log.InfoContext(ctx, "sources added", "task_id", taskID, "count", len(repoIDs),
+		"providers", task.Providers.Set.String(), "generation", task.Providers.Generation)
+	return task, nil
+}
+
+func required(field, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return errdefs.RequiredField(field)
+	}
+	return nil
+}
+
+func checkName(field, value string, maxLen int) error {
+	if err := required(field, value); err != nil {
+		return err
+	}
+	if n := len([]rune(value)); n > maxLen {
+		return errdefs.InvalidField(field, "is %d characters long; the limit is %d", n, maxLen)
+	}
+	return checkPrintable(field, value)
+}
+
+func checkPrintable(field, value string) error {
+	for _, r := range value {
+		if unicode.IsControl(r) && r != '\t' {
+			return errdefs.InvalidField(field, "contains a control character (%U)", r)
+		}
+	}
+	return nil
+}

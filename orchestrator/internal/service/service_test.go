@@ -1,0 +1,298 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+)
+
+func newService(t *testing.T) *service.Service {
+	t.Helper()
+	broker := &events.Broker{}
+	st, err := store.Open(context.Background(), t.TempDir(), store.Options{OnCommit: broker.Publish})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, broker, nil)
+	t.Cleanup(svc.Close)
+	return svc
+}
+
+type world struct {
+	svc    *service.Service
+	ws     model.Workspace
+	github model.Repository
+	gitlab model.Repository
+	task   model.Task
+}
+
+func newWorld(t *testing.T) world {
+	t.Helper()
+	ctx := context.Background()
+	w := world{svc: newService(t)}
+	var err error
+	w.ws, err = w.svc.CreateWorkspace(ctx, "  acme  ")
+	require.NoError(t, err)
+	w.github, err = w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "github", RemoteURL: "https://github.com/acme/api.git"})
+	require.NoError(t, err)
+	w.gitlab, err = w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "gitlab", Host: "gitlab.com", Path: "/acme/web/"})
+	require.NoError(t, err)
+	w.task, err = w.svc.CreateTask(ctx, service.TaskInput{WorkspaceID: w.ws.ID, Title: "fix login", RepositoryID: w.github.ID})
+	require.NoError(t, err)
+	return w
+}
+
+func TestInvalidRequestsNameTheField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	svc := w.svc
+	cases := []struct {
+		field string
+		call  func() error
+	}{
+		{"name", func() error { _, err := svc.CreateWorkspace(ctx, " \t"); return err }},
+		{"name", func() error { _, err := svc.CreateWorkspace(ctx, strings.Repeat("x", 101)); return err }},
+		{"name", func() error { _, err := svc.CreateWorkspace(ctx, "bad\x07name"); return err }},
+		{"workspace_id", func() error { _, err := svc.GetWorkspace(ctx, ""); return err }},
+		{"provider", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "local",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "T"}})
+			return err
+		}},
+		{"api_base_url", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github", APIBaseURL: "ftp://x",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "T"}})
+			return err
+		}},
+		{"api_base_url", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github", APIBaseURL: "https://me:pw@ghe.local/api/v3",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "T"}})
+			return err
+		}},
+		{"credential", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github"})
+			return err
+		}},
+		{"credential.env_var", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "ghp_secretvalue-with-dash"}})
+			return err
+		}},
+		{"credential.file_path", func() error {
+			_, err := svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				Credential: model.CredentialRef{Kind: model.CredentialFile, Ref: "token.txt"}})
+			return err
+		}},
+		{"path", func() error {
+			_, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "local"})
+			return err
+		}},
+		{"host", func() error {
+			_, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: " GitHub", Path: "acme/x"})
+			return err
+		}},
+		{"remote_url", func() error {
+			_, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "github", RemoteURL: "not a url"})
+			return err
+		}},
+		{"title", func() error {
+			_, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: w.ws.ID, RepositoryID: w.github.ID})
+			return err
+		}},
+		{"repository_id", func() error {
+			_, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: w.ws.ID, Title: "t"})
+			return err
+		}},
+		{"repository_ids", func() error { _, err := svc.AddSources(ctx, w.task.ID, nil); return err }},
+		{"repository_ids", func() error { _, err := svc.AddSources(ctx, w.task.ID, make([]string, service.MaxBatch+1)); return err }},
+		{"repository_ids[1]", func() error { _, err := svc.AddSources(ctx, w.task.ID, []string{w.gitlab.ID, " "}); return err }},
+		{"repository_ids[2]", func() error {
+			_, err := svc.AddSources(ctx, w.task.ID, []string{w.gitlab.ID, "repo_b", w.gitlab.ID})
+			return err
+		}},
+		{"task_id", func() error { _, err := svc.AddSources(ctx, "", []string{w.gitlab.ID}); return err }},
+		{"executor", func() error {
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "kubernetes"})
+			return err
+		}},
+		{"mode", func() error {
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", Mode: "yolo"})
+			return err
+		}},
+		{"agent.argv[1]", func() error {
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: []string{"a", "b\x00"}})
+			return err
+		}},
+		{"session_id", func() error { _, err := svc.StopSession(ctx, ""); return err }},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%d_%s", i, c.field), func(t *testing.T) {
+			err := c.call()
+			require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+			assert.Equal(t, c.field, errdefs.FieldOf(err), err.Error())
+		})
+	}
+
+	got, err := svc.GetTask(ctx, w.task.ID)
+	require.NoError(t, err)
+	assert.Len(t, got.Repositories, 1, "no invalid batch attached anything")
+	assert.Equal(t, uint64(1), got.Providers.Generation)
+}
+
+func TestDefaultsAndNormalization(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	assert.Equal(t, "acme", w.ws.Name, "names are trimmed")
+	assert.Equal(t, "github.com", w.github.Host)
+	assert.Equal(t, "acme/api", w.github.Path, "host and path come from the remote URL")
+	assert.Equal(t, "acme/web", w.gitlab.Path, "slashes around a hosted path are dropped")
+
+	local, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "local", Path: "/src/scratch"})
+	require.NoError(t, err)
+	assert.Equal(t, "/src/scratch", local.Path, "a local path is kept as given")
+
+	c, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: " GitLab ",
+		Credential: model.CredentialRef{Kind: model.CredentialFile, Ref: "/run/secrets/gitlab"}})
+	require.NoError(t, err)
+	assert.Equal(t, "gitlab", string(c.Provider))
+	assert.Equal(t, "https://gitlab.com/api/v4", c.APIBaseURL)
+	c, err = w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github",
+		APIBaseURL: "https://ghe.example.com/api/v3/", Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GHE_TOKEN"}})
+	require.NoError(t, err)
+	assert.Equal(t, "https://ghe.example.com/api/v3", c.APIBaseURL)
+
+	ws, err := w.svc.GetWorkspace(ctx, w.ws.ID)
+	require.NoError(t, err)
+	require.Len(t, ws.Connections, 2)
+	assert.Equal(t, "github", string(ws.Connections[0].Provider), "connections in canonical order")
+	require.NoError(t, w.svc.RemoveConnection(ctx, w.ws.ID, "GITHUB"))
+	ws, err = w.svc.GetWorkspace(ctx, w.ws.ID)
+	require.NoError(t, err)
+	assert.Len(t, ws.Connections, 1)
+}
+
+func TestParseRemote(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, host, path string }{
+		{"https://github.com/acme/api", "github.com", "acme/api"},
+		{"https://GitHub.com/acme/api.git", "github.com", "acme/api"},
+		{"https://gitlab.example.com:8443/group/sub/project.git", "gitlab.example.com", "group/sub/project"},
+		{"ssh://git@gitlab.com:2222/group/project.git", "gitlab.com", "group/project"},
+		{"git@github.com:acme/api.git", "github.com", "acme/api"},
+		{"github.com:acme/api", "github.com", "acme/api"},
+	}
+	for _, c := range cases {
+		host, path, err := service.ParseRemote(c.in)
+		require.NoError(t, err, c.in)
+		assert.Equal(t, c.host, host, c.in)
+		assert.Equal(t, c.path, path, c.in)
+	}
+	for _, bad := range []string{"", "acme/api", "https:///acme", "git@:acme/api", "https://github.com/"} {
+		_, _, err := service.ParseRemote(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestSessionsWithoutAnExecutorBackend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	_, err := w.svc.LaunchSession(ctx, service.SessionInput{TaskID: "task_nope", Executor: "local"})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	_, err = w.svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "docker"})
+	assert.ErrorIs(t, err, service.ErrNoExecutor)
+	list, err := w.svc.ListSessions(ctx, w.task.ID)
+	require.NoError(t, err)
+	assert.Empty(t, list, "a refused launch records nothing")
+}
+
+// collect watches a task and returns the events received once want
+// events arrived or the deadline passed.
+func collect(ctx context.Context, t *testing.T, svc *service.Service, taskID string, after uint64, want int) ([]model.Event, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got []model.Event
+	errStop := errors.New("enough")
+	err := svc.WatchTaskEvents(ctx, taskID, after, func(e model.Event) error {
+		got = append(got, e)
+		if len(got) == want {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return got, err
+}
+
+func TestWatchSendsBacklogThenLiveEventsWithoutGapsOrRepeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+
+	// 30 more repositories, attached one batch at a time while a watcher
+	// that started after the first event runs.
+	var repos []string
+	for i := range 30 {
+		r, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "local", Path: fmt.Sprintf("/src/%d", i)})
+		require.NoError(t, err)
+		repos = append(repos, r.ID)
+	}
+	var wg sync.WaitGroup
+	var got []model.Event
+	var watchErr error
+	wg.Go(func() { got, watchErr = collect(ctx, t, w.svc, w.task.ID, 0, 31) })
+	for _, id := range repos {
+		_, err := w.svc.AddSources(ctx, w.task.ID, []string{id})
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	require.NoError(t, watchErr)
+	require.Len(t, got, 31)
+	for i, e := range got {
+		if i > 0 {
+			assert.Greater(t, e.Seq, got[i-1].Seq, "strictly increasing")
+		}
+		assert.Equal(t, uint64(i+1), e.Providers.Generation, "every generation exactly once")
+	}
+
+	// Resuming after a sequence number sends exactly the rest.
+	rest, err := collect(ctx, t, w.svc, w.task.ID, got[29].Seq, 1)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	assert.Equal(t, got[30], rest[0])
+}
+
+func TestWatchEndsOnShutdownAndUnknownTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	_, err := collect(ctx, t, w.svc, "task_nope", 0, 1)
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+
+	done := make(chan error, 1)
+	go func() { _, err := collect(ctx, t, w.svc, w.task.ID, 0, 99); done <- err }()
+	w.svc.Close()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, service.ErrShuttingDown)
+	case <-time.After(10 * time.Second):
+		t.Fatal("watcher did not end on Close")
+	}
+}
