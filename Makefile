@@ -68,11 +68,22 @@ lint: $(BUF) ## gofmt, go vet, buf lint and buf format
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 
+# buf breaking compares proto/ with a baseline commit: BREAKING_AGAINST if
+# set; else, on a branch, where it left main; else (on main itself) the
+# commit before HEAD, so the newest change is always checked.
+BREAKING_AGAINST ?=
+
 .PHONY: breaking
-breaking: $(BUF) ## buf breaking against the main branch
-	@if git rev-parse --verify --quiet main >/dev/null; then \
-		$(BUF) breaking --against '.git#branch=main'; \
-	else echo "WARNING: no local 'main' branch: buf breaking NOT run" >&2; fi
+breaking: $(BUF) ## buf breaking against the main branch (or HEAD~1 on main)
+	@against="$(BREAKING_AGAINST)"; \
+	if [[ -z "$$against" ]]; then \
+		base=$$(git merge-base HEAD main 2>/dev/null || true); \
+		if [[ -n "$$base" && "$$base" != "$$(git rev-parse HEAD)" ]]; then against=$$base; \
+		elif git rev-parse --verify --quiet HEAD~1 >/dev/null; then against=$$(git rev-parse HEAD~1); \
+		else echo "buf breaking: HEAD is the first commit; there is no earlier contract to compare with"; exit 0; fi; \
+	fi; \
+	echo "buf breaking against $$against"; \
+	$(BUF) breaking --against ".git#ref=$$against"
 
 .PHONY: check-imports
 check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)

@@ -35,9 +35,14 @@ var classes = []struct {
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 }
 
+// internalMessage is all a client learns of an unclassified error; the
+// server interceptors log the detail, which may hold SQL or file paths.
+const internalMessage = "internal error; the orchestrator's log has the details"
+
 // ToStatus converts a domain error to a gRPC status error. A FieldError
 // carries its field as a google.rpc.BadRequest detail. Errors that are
-// already statuses pass through; anything unclassified is Internal.
+// already statuses pass through; anything unclassified is Internal, with a
+// generic message.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
@@ -52,7 +57,11 @@ func ToStatus(err error) error {
 			break
 		}
 	}
-	st := status.New(code, err.Error())
+	msg := err.Error()
+	if code == codes.Internal {
+		msg = internalMessage
+	}
+	st := status.New(code, msg)
 	var fe *errdefs.FieldError
 	if errors.As(err, &fe) {
 		withDetail, derr := st.WithDetails(&errdetails.BadRequest{
@@ -122,13 +131,21 @@ func ServerOptions(log *slog.Logger) []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 			defer recoverPanic(log, info.FullMethod, &err)
 			resp, err = h(ctx, req)
-			return resp, ToStatus(err)
+			return resp, toStatusLogged(log, info.FullMethod, err)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 			defer recoverPanic(log, info.FullMethod, &err)
-			return ToStatus(h(srv, ss))
+			return toStatusLogged(log, info.FullMethod, h(srv, ss))
 		}),
 	}
+}
+
+func toStatusLogged(log *slog.Logger, method string, err error) error {
+	st := ToStatus(err)
+	if status.Code(st) == codes.Internal && status.Convert(st).Message() == internalMessage {
+		log.Error("internal error in gRPC handler", "method", method, "error", err.Error())
+	}
+	return st
 }
 
 func recoverPanic(log *slog.Logger, method string, err *error) {

@@ -1,9 +1,12 @@
 package grpcerr_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,9 +56,17 @@ func (h failingHealth) Watch(req *healthpb.HealthCheckRequest, _ healthpb.Health
 
 func dial(t *testing.T) healthpb.HealthClient {
 	t.Helper()
+	client, _ := dialLogged(t)
+	return client
+}
+
+// dialLogged also returns the server's log.
+func dialLogged(t *testing.T) (healthpb.HealthClient, *syncBuffer) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpc.NewServer(grpcerr.ServerOptions(nil)...)
+	logs := &syncBuffer{}
+	srv := grpc.NewServer(grpcerr.ServerOptions(slog.New(slog.NewTextHandler(logs, nil)))...)
 	healthpb.RegisterHealthServer(srv, failingHealth{})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -63,7 +74,34 @@ func dial(t *testing.T) healthpb.HealthClient {
 		append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	return healthpb.NewHealthClient(conn), logs
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestInternalDetailIsLoggedNotSent(t *testing.T) {
+	t.Parallel()
+	client, logs := dialLogged(t)
+	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "plain"})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "disk on fire")
+	assert.Contains(t, logs.String(), "disk on fire")
+	assert.Contains(t, logs.String(), "/grpc.health.v1.Health/Check")
 }
 
 func TestErrorsSurviveTheWire(t *testing.T) {
@@ -79,7 +117,7 @@ func TestErrorsSurviveTheWire(t *testing.T) {
 		{"field", errdefs.ErrInvalidArgument, codes.InvalidArgument, "repository_ids[1]", "invalid repository_ids[1]: duplicate"},
 		{"notfound", errdefs.ErrNotFound, codes.NotFound, "", `task "task_123"`},
 		{"exists", errdefs.ErrAlreadyExists, codes.AlreadyExists, "", "github.com/acme/api"},
-		{"plain", nil, codes.Internal, "", "disk on fire"},
+		{"plain", nil, codes.Internal, "", "internal error; the orchestrator's log has the details"},
 		{"panic", nil, codes.Internal, "", "internal error in /grpc.health.v1.Health/Check"},
 	}
 	for _, c := range cases {
@@ -93,6 +131,7 @@ func TestErrorsSurviveTheWire(t *testing.T) {
 			assert.Equal(t, c.code, status.Code(err))
 			assert.Equal(t, c.field, errdefs.FieldOf(err))
 			assert.Contains(t, err.Error(), c.contains)
+			assert.NotContains(t, err.Error(), "disk on fire", "internal detail reached the client")
 		})
 	}
 }

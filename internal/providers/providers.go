@@ -3,8 +3,10 @@
 // agentctl) normalizes through it, so a provider outside the allowlist can
 // never reach a tool registry.
 //
-// Normalization trims surrounding white space and lower-cases; the result is
-// kept only if it is on the allowlist {github, gitlab}. Blank, "local",
+// Normalization trims surrounding ASCII white space and lower-cases ASCII
+// letters; the result is kept only if it is exactly on the allowlist
+// {github, gitlab}. Only ASCII is folded, so look-alikes such as "GİTHUB"
+// (dotted capital I) or a Kelvin sign are unknown, not github. Blank, "local",
 // unknown and malformed values contribute nothing: the allowlist fails
 // closed, and an empty set means "no provider tools", never "all of them".
 package providers
@@ -32,13 +34,31 @@ func All() []Provider { return append([]Provider(nil), allowlist[:]...) }
 // Normalize maps a raw provider value to an allowlisted provider. ok is
 // false for anything outside the allowlist.
 func Normalize(raw string) (p Provider, ok bool) {
-	s := strings.ToLower(strings.TrimSpace(raw))
+	s := strings.Trim(raw, asciiSpace)
 	for _, a := range allowlist {
-		if s == string(a) {
+		if len(s) == len(a) && equalFoldASCII(s, string(a)) {
 			return a, true
 		}
 	}
 	return "", false
+}
+
+const asciiSpace = " \t\n\v\f\r"
+
+// equalFoldASCII reports whether s equals the lower-case ASCII string
+// lower when ASCII upper-case letters of s are lower-cased. Bytes outside
+// ASCII never match.
+func equalFoldASCII(s, lower string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Set is an immutable set of allowlisted providers. The zero value is the

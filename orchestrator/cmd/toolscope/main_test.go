@@ -223,6 +223,9 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"session", "launch", task, "--executor", "nomad"}, cli.ExitUsage, "invalid executor"},
 		{[]string{"session", "launch", task, "--mode", "turbo"}, cli.ExitUsage, "--mode"},
 		{[]string{"task", "get"}, cli.ExitUsage, "TASK"},
+		{[]string{"session", "launch", task, "claude"}, cli.ExitUsage, "after '--'"},
+		{[]string{"session", "launch", task, "--", "claude"}, cli.ExitUnavailable, "executor backend not available"},
+		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid after_sequence"},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
 	}
 	for _, c := range cases {
@@ -233,6 +236,43 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 	}
 	out := srv.ok(t, "task", "get", task)
 	assert.NotContains(t, out, "acme/api", "the failed batches attached nothing")
+}
+
+// TestEventsWatchFollowsLiveEvents runs `toolscope events watch --json`
+// as a process: it prints the backlog, then a batch committed while it
+// runs, one JSON object per line.
+func TestEventsWatchFollowsLiveEvents(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	watch := command(ctx, "--server", srv.addr, "--json", "events", "watch", task)
+	stdout, err := watch.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, watch.Start())
+	lines := bufio.NewScanner(stdout)
+	next := func() map[string]any {
+		t.Helper()
+		require.True(t, lines.Scan(), "watch ended early: %v", lines.Err())
+		var e map[string]any
+		require.NoError(t, json.Unmarshal(lines.Bytes(), &e), lines.Text())
+		return e
+	}
+	assert.Equal(t, "TASK_EVENT_KIND_TASK_CREATED", next()["kind"])
+
+	srv.ok(t, "source", "add", task, "--repo", gl)
+	live := next()
+	assert.Equal(t, "TASK_EVENT_KIND_SOURCES_ADDED", live["kind"])
+	assert.Equal(t, []any{gl}, live["repository_ids"])
+	assert.Equal(t, map[string]any{"providers": []any{"github", "gitlab"}, "generation": "2"}, live["provider_set"])
+
+	require.NoError(t, watch.Process.Signal(syscall.SIGTERM))
+	assert.NoError(t, watch.Wait(), "watch exits cleanly when interrupted")
 }
 
 func TestReflectionAndHealthListTheServices(t *testing.T) {

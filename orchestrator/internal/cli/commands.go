@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
 
@@ -39,7 +41,10 @@ database under --data-dir.`,
 			defer stop()
 			return server.Run(ctx, cfg, func(r server.Ready) {
 				if a.json {
-					fmt.Fprintf(a.stdout, "{\"addr\":%q,\"database\":%q}\n", r.Addr, r.DBPath)
+					_ = json.NewEncoder(a.stdout).Encode(struct {
+						Addr     string `json:"addr"`
+						Database string `json:"database"`
+					}{r.Addr, r.DBPath})
 					return
 				}
 				fmt.Fprintf(a.stdout, "toolscope serving on %s (database %s)\n", r.Addr, r.DBPath)
@@ -310,8 +315,12 @@ func (a *app) sessionCmd() *cobra.Command {
 		Use:   "launch TASK --executor local|docker|remote [--mode task|plan] [-- AGENT COMMAND...]",
 		Short: "Launch an agent session on a task",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() == 0 || len(args) == 0 {
+			dash := cmd.ArgsLenAtDash()
+			switch {
+			case len(args) == 0 || dash == 0:
 				return usagef("session launch takes the task id before any '--'")
+			case dash == -1 && len(args) > 1, dash > 1:
+				return usagef("session launch takes one task id; put the agent command after '--' (got %q)", args[1])
 			}
 			return nil
 		},
@@ -379,6 +388,34 @@ func (a *app) sessionCmd() *cobra.Command {
 	return cmd
 }
 
+// watchOnce prints events from one WatchTaskEvents stream, advancing
+// *after, until the stream ends. printed reports whether any event came.
+func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID string, after *uint64) (printed bool, err error) {
+	stream, err := c.WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: taskID, AfterSequence: *after})
+	if err != nil {
+		return false, err
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return printed, nil
+		} else if err != nil {
+			return printed, err
+		}
+		e := resp.GetEvent()
+		if a.json {
+			b, err := jsonLine.Marshal(e)
+			if err != nil {
+				return printed, err
+			}
+			fmt.Fprintf(a.stdout, "%s\n", b)
+		} else {
+			fmt.Fprintln(a.stdout, formatEvent(e))
+		}
+		*after, printed = e.GetSequence(), true
+	}
+}
+
 func (a *app) eventsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "events", Short: "Follow task events"}
 	var after uint64
@@ -393,27 +430,22 @@ func (a *app) eventsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stream, err := pb.NewEventServiceClient(conn).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: args[0], AfterSequence: after})
-			if err != nil {
-				return err
-			}
-			for {
-				resp, err := stream.Recv()
-				if err != nil {
-					if ctx.Err() != nil || errors.Is(err, io.EOF) {
-						return nil
-					}
+			events := pb.NewEventServiceClient(conn)
+			// A watcher that falls behind is cut off by the server; it
+			// resumes after the last event it printed, a few times in a row
+			// at most.
+			for retries := 0; ; retries++ {
+				printed, err := a.watchOnce(ctx, events, args[0], &after)
+				switch {
+				case err == nil || ctx.Err() != nil:
+					return nil
+				case !errors.Is(err, errdefs.ErrUnavailable) || retries >= 3 && !printed:
 					return err
 				}
-				if a.json {
-					b, err := jsonLine.Marshal(resp.GetEvent())
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(a.stdout, "%s\n", b)
-				} else {
-					fmt.Fprintln(a.stdout, formatEvent(resp.GetEvent()))
+				if printed {
+					retries = 0
 				}
+				fmt.Fprintf(a.stderr, "toolscope: %v; resuming after event %d\n", err, after)
 			}
 		},
 	}

@@ -7,6 +7,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,9 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		&cobra.Command{
 			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
 			RunE: func(*cobra.Command, []string) error {
+				if a.json {
+					return json.NewEncoder(a.stdout).Encode(map[string]string{"version": version.String()})
+				}
 				_, err := fmt.Fprintf(a.stdout, "toolscope %s\n", version.String())
 				return err
 			},

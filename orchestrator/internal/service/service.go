@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -105,19 +106,28 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 	if c.APIBaseURL == "" {
 		c.APIBaseURL = DefaultAPIBaseURL[p]
 	}
-	if u, err := url.Parse(c.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return model.Connection{}, errdefs.InvalidField("api_base_url", "%q is not an http(s) URL", c.APIBaseURL)
-	} else if u.User != nil {
-		return model.Connection{}, errdefs.InvalidField("api_base_url", "must not carry credentials; use credential instead")
+	u, err := url.Parse(c.APIBaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return model.Connection{}, errdefs.InvalidField("api_base_url", "is not an absolute http(s) URL")
 	}
+	if problem := urlSecretProblem(u); problem != "" {
+		return model.Connection{}, errdefs.InvalidField("api_base_url", "%s", problem)
+	}
+	// Rejected credential references are never echoed: a mistyped
+	// reference may be the secret itself.
 	switch c.Credential.Kind {
 	case model.CredentialEnv:
-		if !envVarName.MatchString(c.Credential.Ref) {
-			return model.Connection{}, errdefs.InvalidField("credential.env_var", "%q is not an environment variable name", c.Credential.Ref)
+		if looksLikeToken(c.Credential.Ref) {
+			return model.Connection{}, errdefs.InvalidField("credential.env_var",
+				"looks like a token, not the name of the variable holding it (the value is not shown)")
+		}
+		if len(c.Credential.Ref) > 256 || !envVarName.MatchString(c.Credential.Ref) {
+			return model.Connection{}, errdefs.InvalidField("credential.env_var",
+				"is not an environment variable name (letters, digits and _; the value is not shown)")
 		}
 	case model.CredentialFile:
-		if !filepath.IsAbs(c.Credential.Ref) {
-			return model.Connection{}, errdefs.InvalidField("credential.file_path", "%q is not an absolute path", c.Credential.Ref)
+		if !filepath.IsAbs(c.Credential.Ref) || strings.ContainsRune(c.Credential.Ref, 0) {
+			return model.Connection{}, errdefs.InvalidField("credential.file_path", "is not an absolute path (the value is not shown)")
 		}
 	default:
 		return model.Connection{}, errdefs.InvalidField("credential", "set env_var or file_path")
@@ -169,16 +179,23 @@ func (s *Service) CreateRepository(ctx context.Context, in RepositoryInput) (mod
 		WorkspaceID: in.WorkspaceID, Provider: in.Provider,
 		Host: strings.ToLower(strings.TrimSpace(in.Host)), Path: strings.TrimSpace(in.Path), RemoteURL: strings.TrimSpace(in.RemoteURL),
 	}
-	if r.RemoteURL != "" && (r.Host == "" || r.Path == "") {
-		host, path, err := ParseRemote(r.RemoteURL)
-		if err != nil {
+	_, hosted := providers.Normalize(r.Provider)
+	if r.RemoteURL != "" {
+		remote, err := ParseRemote(r.RemoteURL)
+		switch {
+		case err != nil && (hosted || r.Host != ""):
 			return model.Repository{}, errdefs.InvalidField("remote_url", "%v", err)
-		}
-		if r.Host == "" {
-			r.Host = host
-		}
-		if r.Path == "" {
-			r.Path = path
+		case err != nil:
+			// A local or unknown source may have any remote; keep it as given.
+		case r.Host != "" && remote.Host != "" && remote.Host != r.Host:
+			return model.Repository{}, errdefs.InvalidField("remote_url", "names host %q but host is %q", remote.Host, r.Host)
+		default:
+			if r.Host == "" {
+				r.Host = remote.Host
+			}
+			if r.Path == "" {
+				r.Path = remote.Path
+			}
 		}
 	}
 	if r.Host != "" {
@@ -188,36 +205,92 @@ func (s *Service) CreateRepository(ctx context.Context, in RepositoryInput) (mod
 	if err := required("path", r.Path); err != nil {
 		return model.Repository{}, err
 	}
-	if _, ok := providers.Normalize(r.Provider); ok && r.Host == "" {
+	if hosted && r.Host == "" {
 		return model.Repository{}, errdefs.InvalidField("host", "is required for a %s repository", strings.TrimSpace(r.Provider))
+	}
+	if r.Host != "" {
+		if !hostPattern.MatchString(r.Host) {
+			return model.Repository{}, errdefs.InvalidField("host", "%q is not a host name (no scheme or path; a port is allowed)", r.Host)
+		}
+		if err := checkRepoPath(r.Provider, r.Path); err != nil {
+			return model.Repository{}, err
+		}
+	}
+	if err := checkPrintable("path", r.Path); err != nil {
+		return model.Repository{}, err
 	}
 	return s.store.CreateRepository(ctx, r)
 }
 
+var hostPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$`)
+
+// checkRepoPath checks a hosted repository's path: slash-separated
+// segments without blanks or dot segments; owner/name on GitHub, at least
+// group/project on GitLab.
+func checkRepoPath(provider, path string) error {
+	segments := strings.Split(path, "/")
+	for _, seg := range segments {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsFunc(seg, unicode.IsSpace) {
+			return errdefs.InvalidField("path", "%q is not a repository path (segments separated by single slashes, no spaces)", path)
+		}
+	}
+	switch p, _ := providers.Normalize(provider); {
+	case p == providers.GitHub && len(segments) != 2:
+		return errdefs.InvalidField("path", "%q is not owner/name", path)
+	case p == providers.GitLab && len(segments) < 2:
+		return errdefs.InvalidField("path", "%q is not a group/project path", path)
+	}
+	return nil
+}
+
+// Remote is what a clone URL names.
+type Remote struct {
+	Host string // lower-case, without port; "" for file:// URLs
+	Path string
+}
+
 // ParseRemote extracts host and path from a clone URL:
-// https://host/owner/name(.git), ssh://git@host[:port]/path(.git) or the
-// scp-like git@host:path(.git).
-func ParseRemote(remote string) (host, path string, err error) {
+// https://host/owner/name(.git), ssh://git@host[:port]/path(.git), the
+// scp-like git@host:path(.git), or file:///path. A URL carrying a password,
+// a query or a fragment is refused without echoing it.
+func ParseRemote(remote string) (Remote, error) {
 	if i := strings.Index(remote, "://"); i < 0 {
 		// scp-like: [user@]host:path
 		at := strings.LastIndex(remote, "@")
 		colon := strings.Index(remote, ":")
-		if colon <= at+1 {
-			return "", "", fmt.Errorf("%q is not a clone URL", remote)
+		if colon <= at+1 || strings.ContainsAny(remote[:colon], "/ ") {
+			return Remote{}, fmt.Errorf("is not a clone URL (https://, ssh://, file:// or user@host:path)")
 		}
-		host, path = remote[at+1:colon], remote[colon+1:]
-	} else {
-		u, perr := url.Parse(remote)
-		if perr != nil || u.Hostname() == "" {
-			return "", "", fmt.Errorf("%q is not a clone URL", remote)
+		if at >= 0 && (strings.Contains(remote[:at], ":") || looksLikeToken(remote[:at])) {
+			return Remote{}, errors.New("must not carry credentials (the value is not shown)")
 		}
-		host, path = u.Hostname(), u.Path
+		r := Remote{Host: strings.ToLower(remote[at+1 : colon]), Path: cleanRepoPath(remote[colon+1:])}
+		if r.Path == "" {
+			return Remote{}, fmt.Errorf("names no repository path")
+		}
+		return r, nil
 	}
-	path = cleanRepoPath(path)
-	if host == "" || path == "" {
-		return "", "", fmt.Errorf("%q names no host and path", remote)
+	u, err := url.Parse(remote)
+	if err != nil {
+		return Remote{}, fmt.Errorf("is not a URL (the value is not shown)")
 	}
-	return strings.ToLower(host), path, nil
+	if problem := urlSecretProblem(u); problem != "" {
+		return Remote{}, errors.New(problem)
+	}
+	if u.Scheme == "file" {
+		if u.Host != "" || u.Path == "" {
+			return Remote{}, fmt.Errorf("a file URL must name an absolute path (file:///path)")
+		}
+		return Remote{Path: u.Path}, nil
+	}
+	if u.Hostname() == "" {
+		return Remote{}, fmt.Errorf("names no host")
+	}
+	r := Remote{Host: strings.ToLower(u.Hostname()), Path: cleanRepoPath(u.Path)}
+	if r.Path == "" {
+		return Remote{}, fmt.Errorf("names no repository path")
+	}
+	return r, nil
 }
 
 func cleanRepoPath(p string) string {

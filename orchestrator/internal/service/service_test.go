@@ -21,13 +21,19 @@ import (
 
 func newService(t *testing.T) *service.Service {
 	t.Helper()
+	svc, _ := newServiceAndStore(t)
+	return svc
+}
+
+func newServiceAndStore(t *testing.T) (*service.Service, *store.Store) {
+	t.Helper()
 	broker := &events.Broker{}
 	st, err := store.Open(context.Background(), t.TempDir(), store.Options{OnCommit: broker.Publish})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	svc := service.New(st, broker, nil)
 	t.Cleanup(svc.Close)
-	return svc
+	return svc, st
 }
 
 type world struct {
@@ -194,17 +200,135 @@ func TestParseRemote(t *testing.T) {
 		{"ssh://git@gitlab.com:2222/group/project.git", "gitlab.com", "group/project"},
 		{"git@github.com:acme/api.git", "github.com", "acme/api"},
 		{"github.com:acme/api", "github.com", "acme/api"},
+		{"file:///src/scratch", "", "/src/scratch"},
 	}
 	for _, c := range cases {
-		host, path, err := service.ParseRemote(c.in)
+		r, err := service.ParseRemote(c.in)
 		require.NoError(t, err, c.in)
-		assert.Equal(t, c.host, host, c.in)
-		assert.Equal(t, c.path, path, c.in)
+		assert.Equal(t, service.Remote{Host: c.host, Path: c.path}, r, c.in)
 	}
-	for _, bad := range []string{"", "acme/api", "https:///acme", "git@:acme/api", "https://github.com/"} {
-		_, _, err := service.ParseRemote(bad)
+	for _, bad := range []string{"", "acme/api", "https:///acme", "git@:acme/api", "https://github.com/", "file://host/x"} {
+		_, err := service.ParseRemote(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestSecretsAreRefusedAndNeverEchoed feeds token-shaped values into every
+// field that names where a secret lives or that could carry one, and checks
+// each is refused with an error that names the field but not the value.
+func TestSecretsAreRefusedAndNeverEchoed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	const token = "glpat-Zx9vQ2mN4bR7tY1uW3eA"
+	env := model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"}
+	cases := []struct {
+		field string
+		call  func() error
+	}{
+		{"credential.env_var", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: token}})
+			return err
+		}},
+		{"credential.env_var", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "ghp_" + token[6:]}})
+			return err
+		}},
+		{"credential.env_var", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "x-" + token}})
+			return err
+		}},
+		{"credential.file_path", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				Credential: model.CredentialRef{Kind: model.CredentialFile, Ref: token}})
+			return err
+		}},
+		{"api_base_url", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				APIBaseURL: "https://gitlab.example.com/api/v4?private_token=" + token, Credential: env})
+			return err
+		}},
+		{"api_base_url", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				APIBaseURL: "https://oauth2:" + token + "@gitlab.example.com/api/v4", Credential: env})
+			return err
+		}},
+		{"api_base_url", func() error {
+			_, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				APIBaseURL: token, Credential: env})
+			return err
+		}},
+		{"remote_url", func() error {
+			_, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				RemoteURL: "https://oauth2:" + token + "@gitlab.com/acme/secret.git"})
+			return err
+		}},
+		{"remote_url", func() error {
+			_, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				RemoteURL: "https://" + token + "@gitlab.com/acme/secret.git"})
+			return err
+		}},
+		{"remote_url", func() error {
+			_, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "gitlab",
+				RemoteURL: "https://gitlab.com/acme/secret.git?token=" + token})
+			return err
+		}},
+		{"remote_url", func() error {
+			_, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "github",
+				RemoteURL: "x-access-token:" + token + "@github.com:acme/secret.git"})
+			return err
+		}},
+	}
+	for i, c := range cases {
+		err := c.call()
+		require.Error(t, err, "case %d", i)
+		assert.Equal(t, c.field, errdefs.FieldOf(err), "case %d: %v", i, err)
+		assert.NotContains(t, err.Error(), token[6:], "case %d echoed the secret", i)
+	}
+	repos, err := w.svc.ListRepositories(ctx, w.ws.ID)
+	require.NoError(t, err)
+	assert.Len(t, repos, 2, "nothing was stored")
+	ws, err := w.svc.GetWorkspace(ctx, w.ws.ID)
+	require.NoError(t, err)
+	assert.Empty(t, ws.Connections, "nothing was stored")
+}
+
+func TestRepositoryHostAndPathAreChecked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	bad := []struct {
+		field string
+		in    service.RepositoryInput
+	}{
+		{"host", service.RepositoryInput{Provider: "github", Host: "https://github.com", Path: "acme/x"}},
+		{"host", service.RepositoryInput{Provider: "github", Host: "github.com/acme", Path: "acme/x"}},
+		{"path", service.RepositoryInput{Provider: "github", Host: "github.com", Path: "acme"}},
+		{"path", service.RepositoryInput{Provider: "github", Host: "github.com", Path: "acme/x/y"}},
+		{"path", service.RepositoryInput{Provider: "gitlab", Host: "gitlab.com", Path: "group/../x"}},
+		{"path", service.RepositoryInput{Provider: "gitlab", Host: "gitlab.com", Path: "group/my project"}},
+		{"path", service.RepositoryInput{Provider: "gitlab", Host: "gitlab.com", Path: "project"}},
+		{"remote_url", service.RepositoryInput{Provider: "github", Host: "github.com", RemoteURL: "https://gitlab.com/acme/x"}},
+		{"remote_url", service.RepositoryInput{Provider: "github", RemoteURL: "/src/x"}},
+	}
+	for i, c := range bad {
+		c.in.WorkspaceID = w.ws.ID
+		_, err := w.svc.CreateRepository(ctx, c.in)
+		assert.Equal(t, c.field, errdefs.FieldOf(err), "case %d: %v", i, err)
+	}
+
+	local, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "local", Path: "/src/x", RemoteURL: "/srv/git/x"})
+	require.NoError(t, err, "a local source keeps any remote as given")
+	assert.Equal(t, "/srv/git/x", local.RemoteURL)
+	fromFile, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "local", RemoteURL: "file:///srv/git/y"})
+	require.NoError(t, err)
+	assert.Equal(t, "/srv/git/y", fromFile.Path)
+	sub, err := w.svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: w.ws.ID, Provider: "gitlab", Host: "gitlab.example.com:8443", Path: "a/b/c"})
+	require.NoError(t, err)
+	assert.Equal(t, "a/b/c", sub.Path)
 }
 
 func TestSessionsWithoutAnExecutorBackend(t *testing.T) {
@@ -295,4 +419,39 @@ func TestWatchEndsOnShutdownAndUnknownTask(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("watcher did not end on Close")
 	}
+}
+
+func TestStopSessionIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc, st := newServiceAndStore(t)
+	ws, err := svc.CreateWorkspace(ctx, "acme")
+	require.NoError(t, err)
+	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+	require.NoError(t, err)
+	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
+	require.NoError(t, err)
+	sess, err := st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+	require.NoError(t, err)
+
+	stopped, err := svc.StopSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, model.SessionStopped, stopped.State)
+	again, err := svc.StopSession(ctx, sess.ID)
+	require.NoError(t, err, "stopping a stopped session succeeds")
+	assert.Equal(t, stopped, again)
+
+	evs, err := st.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	var ended int
+	for _, e := range evs {
+		if e.Kind == model.EventSessionEnded {
+			ended++
+			assert.Equal(t, sess.ID, e.SessionID)
+		}
+	}
+	assert.Equal(t, 1, ended, "one session.ended event, not one per stop")
+
+	_, err = svc.StopSession(ctx, "sess_nope")
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -77,13 +78,29 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	case model.SessionStopped, model.SessionFailed:
 		return sess, nil
 	case model.SessionPending:
-		return s.store.UpdateSession(ctx, id, func(sess *model.Session) ([]model.Event, error) {
+		stopped, err := s.store.UpdateSession(ctx, id, func(sess *model.Session) ([]model.Event, error) {
+			// Checked again inside the transaction: the session may have
+			// started since it was read.
+			if sess.State != model.SessionPending {
+				return nil, errStateChanged
+			}
 			sess.State = model.SessionStopped
 			return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped before it started"}}, nil
 		})
+		if !errors.Is(err, errStateChanged) {
+			return stopped, err
+		}
+		if sess, err = s.GetSession(ctx, id); err != nil {
+			return sess, err
+		}
+		if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
+			return sess, nil
+		}
 	}
 	return sess, fmt.Errorf("stop session %q on %q: %w", id, sess.Executor, ErrNoExecutor)
 }
+
+var errStateChanged = errors.New("session state changed")
 
 // GetSession returns one session.
 func (s *Service) GetSession(ctx context.Context, id string) (model.Session, error) {

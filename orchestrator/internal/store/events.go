@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -39,11 +41,22 @@ func (t *tx) emit(ctx context.Context, e model.Event) error {
 
 // Events returns up to limit events of a task with a sequence number above
 // afterSeq, in sequence order. The task must exist.
-func (s *Store) Events(ctx context.Context, taskID string, afterSeq uint64, limit int) ([]model.Event, error) {
-	if _, err := taskProviders(ctx, s.r, taskID); err != nil {
+func (s *Store) Events(ctx context.Context, taskID string, afterSeq uint64, limit int) (out []model.Event, err error) {
+	if afterSeq > math.MaxInt64 {
+		return nil, errdefs.InvalidField("after_sequence", "%d is beyond any sequence number", afterSeq)
+	}
+	err = s.read(ctx, func(q queryer) error {
+		out, err = events(ctx, q, taskID, afterSeq, limit)
+		return err
+	})
+	return out, err
+}
+
+func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limit int) ([]model.Event, error) {
+	if _, err := taskProviders(ctx, q, taskID); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `
+	rows, err := q.QueryContext(ctx, `
 		SELECT seq, task_id, kind, session_id, repository_ids, providers, generation, message, created_at
 		FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, taskID, afterSeq, limit)
 	if err != nil {

@@ -48,25 +48,27 @@ func (s *Store) GetRepository(ctx context.Context, id string) (model.Repository,
 }
 
 // ListRepositories returns a workspace's repositories, oldest first.
-func (s *Store) ListRepositories(ctx context.Context, workspaceID string) ([]model.Repository, error) {
-	if err := workspaceExists(ctx, s.r, workspaceID); err != nil {
-		return nil, err
-	}
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT `+repoColumns+` FROM repositories r WHERE r.workspace_id = ? ORDER BY r.created_at, r.id`, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []model.Repository
-	for rows.Next() {
-		r, err := scanRepository(rows)
-		if err != nil {
-			return nil, err
+func (s *Store) ListRepositories(ctx context.Context, workspaceID string) (out []model.Repository, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		if err := workspaceExists(ctx, q, workspaceID); err != nil {
+			return err
 		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		rows, err := q.QueryContext(ctx,
+			`SELECT `+repoColumns+` FROM repositories r WHERE r.workspace_id = ? ORDER BY r.created_at, r.id`, workspaceID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRepository(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
 
 func scanRepository(sc scanner, extra ...any) (model.Repository, error) {

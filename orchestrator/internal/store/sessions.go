@@ -78,24 +78,26 @@ func (s *Store) GetSession(ctx context.Context, id string) (model.Session, error
 }
 
 // ListSessions returns a task's sessions, oldest first.
-func (s *Store) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
-	if _, err := taskProviders(ctx, s.r, taskID); err != nil {
-		return nil, err
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []model.Session
-	for rows.Next() {
-		sess, err := scanSession(rows)
-		if err != nil {
-			return nil, err
+func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		if _, err := taskProviders(ctx, q, taskID); err != nil {
+			return err
 		}
-		out = append(out, sess)
-	}
-	return out, rows.Err()
+		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			sess, err := scanSession(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, sess)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
 
 func getSession(ctx context.Context, q queryer, id string) (model.Session, error) {

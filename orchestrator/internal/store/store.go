@@ -151,12 +151,24 @@ func latestMigration(src fs.FS) (int64, error) {
 }
 
 // checkExisting refuses, through a read-only connection, a file that is not
-// a toolscope database or whose schema is newer than latest.
-func checkExisting(ctx context.Context, path string, latest int64) error {
+// a toolscope database or whose schema is newer than latest. A refused
+// database is left as it was found: side files (-wal, -shm) that the check
+// itself created are removed.
+func checkExisting(ctx context.Context, path string, latest int64) (err error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		side := path + suffix
+		if _, statErr := os.Stat(side); errors.Is(statErr, fs.ErrNotExist) {
+			defer func() {
+				if err != nil {
+					_ = os.Remove(side)
+				}
+			}()
+		}
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
@@ -238,6 +250,17 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 		s.opts.OnCommit(t.events)
 	}
 	return nil
+}
+
+// read runs fn in one read-only transaction on the reader pool, so a
+// method that reads with several statements sees one snapshot.
+func (s *Store) read(ctx context.Context, fn func(q queryer) error) error {
+	t, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = t.Rollback() }()
+	return fn(t)
 }
 
 // newID returns prefix_ followed by 10 random lower-case base32 characters.

@@ -226,7 +226,9 @@ func TestBadInputIsRefusedWithNamedErrors(t *testing.T) {
 		"task on":    func() error { _, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID}, "repo_nope"); return err },
 		"connection": func() error { return s.RemoveConnection(ctx, f.ws.ID, providers.GitLab) },
 	} {
-		assert.ErrorIs(t, call(), errdefs.ErrNotFound, name)
+		err := call()
+		assert.ErrorIs(t, err, errdefs.ErrNotFound, name)
+		assert.Regexp(t, `"(ws|repo|task|sess)_(nope|gone)"|no gitlab connection`, err.Error(), name)
 	}
 	_, err = s.CreateTask(ctx, model.Task{WorkspaceID: other.ID}, f.github.ID)
 	assert.Equal(t, "repository_id", errdefs.FieldOf(err), "primary repository from another workspace")
@@ -355,6 +357,7 @@ func TestNewerSchemaIsRefusedWithoutTouchingTheFile(t *testing.T) {
 	require.NoError(t, raw.Close())
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
+	filesBefore := listDir(t, dir)
 
 	_, err = store.Open(ctx, dir, store.Options{})
 	require.ErrorIs(t, err, store.ErrSchemaTooNew)
@@ -364,6 +367,18 @@ func TestNewerSchemaIsRefusedWithoutTouchingTheFile(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(before, after), "the database file was changed")
+	assert.Equal(t, filesBefore, listDir(t, dir), "files appeared or vanished in the data dir")
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 func TestUnusableDataIsRefused(t *testing.T) {
@@ -382,6 +397,7 @@ func TestUnusableDataIsRefused(t *testing.T) {
 		after, err := os.ReadFile(path)
 		require.NoError(t, err)
 		assert.Equal(t, junk, after)
+		assert.Equal(t, []string{store.FileName}, listDir(t, dir))
 	})
 	t.Run("another application's database", func(t *testing.T) {
 		t.Parallel()
@@ -409,4 +425,56 @@ func TestUnusableDataIsRefused(t *testing.T) {
 		_, err := store.Open(ctx, "", store.Options{})
 		assert.Equal(t, "data_dir", errdefs.FieldOf(err))
 	})
+}
+
+// TestReadsSeeOneSnapshot reads a task while batches land: its generation,
+// repositories and provider set must always belong to the same commit.
+func TestReadsSeeOneSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
+	require.NoError(t, err)
+
+	const batches = 60
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for i := range batches {
+			r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "local", Path: fmt.Sprintf("/src/%d", i)})
+			if !assert.NoError(t, err) {
+				return
+			}
+			if _, err := s.AddSources(ctx, task.ID, []string{r.ID}); !assert.NoError(t, err) {
+				return
+			}
+		}
+	})
+	reads := 0
+	for {
+		select {
+		case <-done:
+			wg.Wait()
+			t.Logf("%d consistent reads during %d batches", reads, batches)
+			return
+		default:
+		}
+		got, err := s.GetTask(ctx, task.ID)
+		require.NoError(t, err)
+		// Generation g means g-1 batches of one repository each.
+		require.Equal(t, int(got.Providers.Generation), len(got.Repositories), "torn read")
+		list, err := s.ListTasks(ctx, f.ws.ID)
+		require.NoError(t, err)
+		require.Equal(t, int(list[0].Providers.Generation), len(list[0].Repositories), "torn list")
+		reads++
+	}
+}
+
+func TestEventsRefuseAnImpossibleSequence(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir(), nil)
+	_, err := s.Events(context.Background(), "task_x", 1<<63, 10)
+	assert.Equal(t, "after_sequence", errdefs.FieldOf(err))
 }

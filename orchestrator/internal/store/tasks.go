@@ -155,27 +155,30 @@ func taskProviders(ctx context.Context, q queryer, taskID string) (model.Provide
 }
 
 // GetTask returns a task with its repositories and provider set.
-func (s *Store) GetTask(ctx context.Context, id string) (model.Task, error) {
-	return loadTask(ctx, s.r, id)
+func (s *Store) GetTask(ctx context.Context, id string) (task model.Task, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		task, err = loadTask(ctx, q, id)
+		return err
+	})
+	return task, err
 }
 
 // ListTasks returns a workspace's tasks, oldest first.
-func (s *Store) ListTasks(ctx context.Context, workspaceID string) ([]model.Task, error) {
-	if err := workspaceExists(ctx, s.r, workspaceID); err != nil {
-		return nil, err
-	}
-	tasks, err := queryTasks(ctx, s.r, `WHERE t.workspace_id = ? ORDER BY t.created_at, t.id`, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	links, err := queryLinks(ctx, s.r, `WHERE t.workspace_id = ?`, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	for i := range tasks {
-		withRepositories(&tasks[i], links[tasks[i].ID])
-	}
-	return tasks, nil
+func (s *Store) ListTasks(ctx context.Context, workspaceID string) (tasks []model.Task, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		if err := workspaceExists(ctx, q, workspaceID); err != nil {
+			return err
+		}
+		if tasks, err = queryTasks(ctx, q, `WHERE t.workspace_id = ? ORDER BY t.created_at, t.id`, workspaceID); err != nil {
+			return err
+		}
+		links, err := queryLinks(ctx, q, `WHERE t.workspace_id = ?`, workspaceID)
+		for i := range tasks {
+			withRepositories(&tasks[i], links[tasks[i].ID])
+		}
+		return err
+	})
+	return tasks, err
 }
 
 func loadTask(ctx context.Context, q queryer, id string) (model.Task, error) {

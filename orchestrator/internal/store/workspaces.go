@@ -27,40 +27,45 @@ func (s *Store) CreateWorkspace(ctx context.Context, name string) (model.Workspa
 }
 
 // GetWorkspace returns a workspace with its connections.
-func (s *Store) GetWorkspace(ctx context.Context, id string) (model.Workspace, error) {
-	ws, err := scanWorkspace(s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ws, errdefs.NotFound("workspace", id)
-	} else if err != nil {
-		return ws, err
-	}
-	conns, err := s.connections(ctx, s.r, id)
-	ws.Connections = conns[id]
+func (s *Store) GetWorkspace(ctx context.Context, id string) (ws model.Workspace, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		ws, err = scanWorkspace(q.QueryRowContext(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errdefs.NotFound("workspace", id)
+		} else if err != nil {
+			return err
+		}
+		conns, err := connections(ctx, q, id)
+		ws.Connections = conns[id]
+		return err
+	})
 	return ws, err
 }
 
 // ListWorkspaces returns every workspace, oldest first.
-func (s *Store) ListWorkspaces(ctx context.Context) ([]model.Workspace, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []model.Workspace
-	for rows.Next() {
-		ws, err := scanWorkspace(rows)
+func (s *Store) ListWorkspaces(ctx context.Context) (out []model.Workspace, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		rows, err := q.QueryContext(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, ws)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	conns, err := s.connections(ctx, s.r, "")
-	for i := range out {
-		out[i].Connections = conns[out[i].ID]
-	}
+		defer rows.Close()
+		for rows.Next() {
+			ws, err := scanWorkspace(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, ws)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		conns, err := connections(ctx, q, "")
+		for i := range out {
+			out[i].Connections = conns[out[i].ID]
+		}
+		return err
+	})
 	return out, err
 }
 
@@ -119,7 +124,7 @@ func workspaceExists(ctx context.Context, q queryer, id string) error {
 
 // connections returns the connections of one workspace, or of all when
 // workspaceID is "", keyed by workspace id, in canonical provider order.
-func (s *Store) connections(ctx context.Context, q queryer, workspaceID string) (map[string][]model.Connection, error) {
+func connections(ctx context.Context, q queryer, workspaceID string) (map[string][]model.Connection, error) {
 	rows, err := q.QueryContext(ctx, `
 		SELECT workspace_id, provider, api_base_url, credential_kind, credential_ref, username, validated_at
 		FROM connections WHERE ? = '' OR workspace_id = ? ORDER BY workspace_id, provider`, workspaceID, workspaceID)
