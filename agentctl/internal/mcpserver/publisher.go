@@ -1,0 +1,237 @@
+// Package mcpserver serves a tool registry over MCP with the official
+// go-sdk, and keeps what clients see exactly in step with it.
+//
+// A Publisher owns one *mcp.Server. Publish hands it a new registry
+// snapshot; the publisher diffs it against what the SDK serves and applies
+// only the difference (the SDK notifies on every AddTool, even of an
+// identical tool, so an equivalent snapshot makes no SDK call at all).
+// The whole difference is applied under a write lock that tools/list
+// requests take for reading, so a listing never sees a half-applied
+// change, and applying takes well under the SDK's 10 ms notification
+// debounce, so one change yields one notifications/tools/list_changed.
+//
+// The SDK's debounce is trailing-edge with no maximum wait: changes closer
+// together than 10 ms would postpone the notification for as long as they
+// continue. The publisher therefore applies at most once per MinInterval
+// (the first change of a quiet period at once, later ones coalesced into
+// the latest snapshot), which leaves the debounce room to fire: under
+// continuous churn clients still get a notification at least every
+// MinInterval + 10 ms.
+package mcpserver
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+)
+
+// DefaultMinInterval is the least time between two applications of a
+// registry to the SDK.
+const DefaultMinInterval = 25 * time.Millisecond
+
+// HandlerFunc returns the handler of the named tool. It is called when the
+// tool is published; the handler runs concurrently with other calls.
+type HandlerFunc func(tool registry.Tool) mcp.ToolHandler
+
+// Options configure a Publisher.
+type Options struct {
+	// Name and Version identify the server to clients.
+	Name, Version string
+	// Instructions are shown to clients at initialization, if set.
+	Instructions string
+	// Handler supplies each tool's handler.
+	Handler HandlerFunc
+	// MinInterval between two applications; DefaultMinInterval if zero.
+	MinInterval time.Duration
+	// KeepAlive pings clients on this interval and drops those that stop
+	// answering; zero disables it.
+	KeepAlive time.Duration
+	Logger    *slog.Logger
+}
+
+// Publisher serves registries through one go-sdk server.
+type Publisher struct {
+	server  *mcp.Server
+	handler HandlerFunc
+	every   time.Duration
+	log     *slog.Logger
+
+	// listMu is held for writing while the SDK's tool set changes and for
+	// reading by every tools/list request.
+	listMu    sync.RWMutex
+	published *registry.Registry // what the SDK serves; guarded by listMu
+
+	mu        sync.Mutex
+	desired   *registry.Registry // the latest snapshot handed to Publish
+	lastApply time.Time
+	timer     *time.Timer // pending coalesced apply, if any
+	closed    bool
+	applied   func(*registry.Registry) // test hook: after each application
+}
+
+// New returns a publisher serving initial.
+func New(initial *registry.Registry, opts Options) *Publisher {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MinInterval <= 0 {
+		opts.MinInterval = DefaultMinInterval
+	}
+	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger}
+	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       opts.Logger,
+		KeepAlive:    opts.KeepAlive,
+		// Advertised explicitly: an inferred capability is absent while the
+		// tool set is empty, and a 2026-07-28 client that connects then
+		// never subscribes to list_changed.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	p.server.AddReceivingMiddleware(p.gateListing)
+	p.mu.Lock()
+	p.desired = initial
+	p.applyLocked()
+	p.mu.Unlock()
+	return p
+}
+
+// Server returns the go-sdk server, to connect transports to.
+func (p *Publisher) Server() *mcp.Server { return p.server }
+
+// Published returns the registry the SDK serves now.
+func (p *Publisher) Published() *registry.Registry {
+	p.listMu.RLock()
+	defer p.listMu.RUnlock()
+	return p.published
+}
+
+// Desired returns the latest registry handed to Publish.
+func (p *Publisher) Desired() *registry.Registry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.desired
+}
+
+// Publish makes r the surface clients see: at once if nothing was applied
+// within MinInterval, else at the end of it, coalesced with any later
+// snapshot. It reports whether r differs from the previous snapshot; an
+// equivalent snapshot changes nothing and notifies no one.
+func (p *Publisher) Publish(r *registry.Registry) (changed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || r.Equal(p.desired) {
+		return false
+	}
+	p.desired = r
+	if p.timer != nil {
+		return true // a pending application will pick r up
+	}
+	if wait := p.every - time.Since(p.lastApply); wait > 0 {
+		p.timer = time.AfterFunc(wait, p.flush)
+		return true
+	}
+	p.applyLocked()
+	return true
+}
+
+func (p *Publisher) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.timer = nil
+	if !p.closed {
+		p.applyLocked()
+	}
+}
+
+// applyLocked moves the SDK from published to desired. p.mu is held.
+func (p *Publisher) applyLocked() {
+	target := p.desired
+	removed, upserted := target.Diff(p.Published())
+	if len(removed) == 0 && len(upserted) == 0 {
+		p.listMu.Lock()
+		p.published = target
+		p.listMu.Unlock()
+		return
+	}
+	// Build everything before taking the lock, so the SDK's tool set
+	// changes in one short burst.
+	tools := make([]*mcp.Tool, len(upserted))
+	handlers := make([]mcp.ToolHandler, len(upserted))
+	for i, t := range upserted {
+		tools[i] = toMCP(t)
+		handlers[i] = p.handler(t)
+	}
+	p.listMu.Lock()
+	if len(removed) > 0 {
+		p.server.RemoveTools(removed...)
+	}
+	for i := range tools {
+		p.server.AddTool(tools[i], handlers[i])
+	}
+	p.published = target
+	p.listMu.Unlock()
+	p.lastApply = time.Now()
+	p.log.Debug("tools published", "removed", removed, "upserted", len(upserted), "total", target.Len())
+	if p.applied != nil {
+		p.applied(target)
+	}
+}
+
+// Close stops pending applications. Connected sessions are not closed.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+// gateListing holds listMu for reading around tools/list.
+func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			p.listMu.RLock()
+			defer p.listMu.RUnlock()
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func toMCP(t registry.Tool) *mcp.Tool {
+	destructive, openWorld := t.Destructive, t.OpenWorld
+	return &mcp.Tool{
+		Name:        t.Name,
+		Title:       t.Title,
+		Description: t.Description,
+		InputSchema: t.InputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.Title,
+			ReadOnlyHint:    t.ReadOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  t.Idempotent,
+			OpenWorldHint:   &openWorld,
+		},
+	}
+}
+
+// FromMCP converts a tool a client listed back into a registry entry; the
+// stdio bridge mirrors an upstream session with it.
+func FromMCP(t *mcp.Tool, schema []byte) registry.Tool {
+	out := registry.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema, Group: "mirror"}
+	if a := t.Annotations; a != nil {
+		out.ReadOnly, out.Idempotent = a.ReadOnlyHint, a.IdempotentHint
+		out.Destructive = a.DestructiveHint != nil && *a.DestructiveHint
+		out.OpenWorld = a.OpenWorldHint != nil && *a.OpenWorldHint
+		if out.Title == "" {
+			out.Title = a.Title
+		}
+	}
+	return out
+}

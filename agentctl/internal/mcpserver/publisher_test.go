@@ -1,0 +1,251 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
+	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+func build(raw ...string) *registry.Registry {
+	return registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of(raw...)})
+}
+
+func echo(tool registry.Tool) mcp.ToolHandler {
+	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "called " + tool.Name}}}, nil
+	}
+}
+
+func newPublisher(t testing.TB, initial *registry.Registry) *mcpserver.Publisher {
+	t.Helper()
+	p := mcpserver.New(initial, mcpserver.Options{Name: "test", Version: "1", Handler: echo})
+	t.Cleanup(p.Close)
+	return p
+}
+
+// transports connect a client to a publisher's server: streamable HTTP
+// on a loopback socket, and newline-delimited JSON-RPC over OS pipes (the
+// stdio framing).
+var transports = map[string]func(t testing.TB, p *mcpserver.Publisher) mcp.Transport{
+	"http": func(t testing.TB, p *mcpserver.Publisher) mcp.Transport {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.Server() },
+			&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return mcptest.HTTP(srv.URL, "")
+	},
+	"stdio": func(t testing.TB, p *mcpserver.Publisher) mcp.Transport {
+		toServer, fromClient, err := os.Pipe()
+		require.NoError(t, err)
+		toClient, fromServer, err := os.Pipe()
+		require.NoError(t, err)
+		ss, err := p.Server().Connect(context.Background(), &mcp.IOTransport{Reader: toServer, Writer: fromServer}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ss.Close() })
+		return &mcp.IOTransport{Reader: toClient, Writer: fromClient}
+	},
+}
+
+// TestOneNotificationPerEffectiveChange: every transport, every protocol
+// version: a change gives exactly one list_changed and the new list; an
+// equivalent snapshot gives none.
+func TestOneNotificationPerEffectiveChange(t *testing.T) {
+	t.Parallel()
+	for name, connect := range transports {
+		for _, version := range mcptest.ProtocolVersions {
+			t.Run(name+"/"+mcptest.VersionName(version), func(t *testing.T) {
+				t.Parallel()
+				p := newPublisher(t, build())
+				c := mcptest.Connect(t, connect(t, p), version)
+				assert.Equal(t, []string{"session_info", "task_info"}, c.Names(t))
+
+				toggle := []*registry.Registry{build("github"), build("gitlab")}
+				calls := c.Subscribe(t, func() { p.Publish(toggle[0]); toggle[0], toggle[1] = toggle[1], toggle[0] })
+				t.Logf("subscribed after %d change(s)", calls)
+
+				require.True(t, p.Publish(build("github", "gitlab")))
+				c.WaitChanged(t)
+				c.ExpectNone(t, "one change must give one notification")
+				assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+
+				assert.False(t, p.Publish(build(" GitLab", "GITHUB", "local")), "equivalent set")
+				c.ExpectNone(t, "an equivalent set must not notify")
+
+				require.True(t, p.Publish(build("gitlab")))
+				c.WaitChanged(t)
+				c.ExpectNone(t, "one change must give one notification")
+				assert.Equal(t, []string{"gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+
+				res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "gitlab_mr_status"})
+				require.NoError(t, err)
+				assert.Equal(t, "called gitlab_mr_status", res.Content[0].(*mcp.TextContent).Text)
+			})
+		}
+	}
+}
+
+// TestChurnIsCoalescedButNeverStarved publishes a new surface every 2 ms
+// for over a second — faster than the SDK's 10 ms debounce, which alone
+// would send nothing until the churn stops — and expects notifications
+// throughout, then the final list.
+func TestChurnIsCoalescedButNeverStarved(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, build())
+	c := mcptest.Connect(t, transports["http"](t, p), "")
+	surfaces := []*registry.Registry{build("github"), build("gitlab"), build("github", "gitlab"), build()}
+	i := 0
+	c.Subscribe(t, func() { i++; p.Publish(surfaces[i%len(surfaces)]) })
+
+	var during int
+	stop := time.Now().Add(1200 * time.Millisecond)
+	ticker := time.NewTicker(2 * time.Millisecond)
+	defer ticker.Stop()
+	for time.Now().Before(stop) {
+		select {
+		case <-ticker.C:
+			i++
+			p.Publish(surfaces[i%len(surfaces)])
+		case <-c.Changed():
+			during++
+		}
+	}
+	final := surfaces[i%len(surfaces)]
+	t.Logf("%d notifications during 1.2s of churn (%d publishes)", during, i)
+	// Starved, there would be none; with a notification at least every
+	// MinInterval+10ms there are dozens. The bound is loose on purpose.
+	assert.GreaterOrEqual(t, during, 5)
+	require.Eventually(t, func() bool { return slices.Equal(final.Names(), c.Names(t)) }, 10*time.Second, 5*time.Millisecond)
+}
+
+// surface returns a synthetic registry of 20 tools whose names all carry
+// k, so any mixture of two surfaces is recognizable.
+func surface(k int) *registry.Registry {
+	var tools []registry.Tool
+	for i := range 20 {
+		tools = append(tools, registry.Tool{
+			Name: fmt.Sprintf("s%d_tool%02d", k, i), Description: "d",
+			InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnly: true,
+		})
+	}
+	return registry.FromTools(tools)
+}
+
+// TestStormNeverShowsATornList: publishers race listers and callers; every
+// list is one whole surface, the final list is the last one published, and
+// no goroutine outlives the test.
+func TestStormNeverShowsATornList(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		surfaces := make([]*registry.Registry, 6)
+		for k := range surfaces {
+			surfaces[k] = surface(k)
+		}
+		// Apply every publish (no coalescing), so the SDK's tool set keeps
+		// changing under the listers.
+		p := mcpserver.New(surfaces[0], mcpserver.Options{Name: "storm", Handler: echo, MinInterval: time.Nanosecond})
+		defer p.Close()
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.Server() }, nil)
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+
+		var clients []*mcp.ClientSession
+		for range 3 {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "lister"}, nil).Connect(ctx, mcptest.HTTP(srv.URL, ""), nil)
+			require.NoError(t, err)
+			clients = append(clients, cs)
+		}
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			lists   int
+			torn    []string
+			publish sync.WaitGroup
+		)
+		for w := range 4 {
+			publish.Go(func() {
+				for i := range 400 {
+					p.Publish(surfaces[(w*7+i)%len(surfaces)])
+				}
+			})
+		}
+		done := make(chan struct{})
+		for _, cs := range clients {
+			wg.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					res, err := cs.ListTools(ctx, nil)
+					if err != nil {
+						return
+					}
+					prefixes := map[string]bool{}
+					for _, tool := range res.Tools {
+						prefixes[strings.SplitN(tool.Name, "_", 2)[0]] = true
+					}
+					mu.Lock()
+					lists++
+					if len(prefixes) != 1 || len(res.Tools) != 20 {
+						torn = append(torn, fmt.Sprintf("%d tools from %v", len(res.Tools), prefixes))
+					}
+					mu.Unlock()
+				}
+			})
+			wg.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					// Any tool may vanish mid-call; the call must answer, not hang.
+					_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "s0_tool00"})
+				}
+			})
+		}
+		publish.Wait()
+		final := p.Desired()
+		require.Eventually(t, func() bool { return p.Published() == final }, 10*time.Second, time.Millisecond)
+		close(done)
+		wg.Wait()
+		mu.Lock()
+		t.Logf("%d lists during the storm", lists)
+		assert.Empty(t, torn, "torn lists")
+		assert.GreaterOrEqual(t, lists, 50, "the listers must overlap the storm")
+		mu.Unlock()
+		res, err := clients[0].ListTools(ctx, nil)
+		require.NoError(t, err)
+		var got []string
+		for _, tool := range res.Tools {
+			got = append(got, tool.Name)
+		}
+		assert.Equal(t, final.Names(), got, "the final list is the last surface published")
+		for _, cs := range clients {
+			require.NoError(t, cs.Close())
+		}
+	}()
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+2 }, 10*time.Second, 10*time.Millisecond,
+		"goroutines leaked: %d, baseline %d", runtime.NumGoroutine(), baseline)
+}

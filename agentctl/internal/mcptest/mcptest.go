@@ -1,0 +1,151 @@
+// Package mcptest holds helpers for tests that drive toolscope's MCP
+// servers with real go-sdk clients over real transports: connect at a given
+// protocol version, count notifications/tools/list_changed, and wait for
+// them with deadlines instead of sleeps.
+package mcptest
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ProtocolVersions are the MCP versions every server must serve; "" is
+// the go-sdk client's default (2026-07-28: discover plus listen).
+var ProtocolVersions = []string{"2025-06-18", "2025-11-25", ""}
+
+// VersionName names a protocol version for subtests.
+func VersionName(v string) string {
+	if v == "" {
+		return "default"
+	}
+	return v
+}
+
+// Client is a connected client session that counts list_changed
+// notifications.
+type Client struct {
+	Session *mcp.ClientSession
+	changed chan struct{}
+}
+
+// Connect connects a go-sdk client over transport at protocol version
+// (empty: the client's default). The session is closed when the test ends.
+func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
+	t.Helper()
+	c := &Client{changed: make(chan struct{}, 1024)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect (protocol %q): %v", VersionName(version), err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	c.Session = cs
+	return c
+}
+
+// HTTP returns a streamable HTTP client transport for url, sending token
+// as a bearer token when it is not empty.
+func HTTP(url, token string) *mcp.StreamableClientTransport {
+	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
+	if token != "" {
+		tr.HTTPClient = &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	}
+	return tr
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// Names lists the session's tools, sorted.
+func (c *Client) Names(t testing.TB) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.Session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Subscribe makes sure the client's list_changed subscription is live:
+// 2026-07-28 clients subscribe asynchronously after connecting. It calls
+// change until a notification arrives (each call must change the tool
+// list), then drains the count. It returns how many calls it took.
+func (c *Client) Subscribe(t testing.TB, change func()) int {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for calls := 1; ; calls++ {
+		change()
+		select {
+		case <-c.changed:
+			c.Drain()
+			return calls
+		case <-time.After(500 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no list_changed after %d changes", calls)
+		}
+	}
+}
+
+// WaitChanged waits for one list_changed notification.
+func (c *Client) WaitChanged(t testing.TB) {
+	t.Helper()
+	select {
+	case <-c.changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 10s")
+	}
+}
+
+// Quiet is the window in which an expected absence of notifications is
+// observed: the SDK's 10 ms debounce plus ample slack for a busy machine.
+const Quiet = 300 * time.Millisecond
+
+// ExpectNone fails if a notification arrives within Quiet.
+func (c *Client) ExpectNone(t testing.TB, why string) {
+	t.Helper()
+	select {
+	case <-c.changed:
+		t.Fatalf("unexpected notifications/tools/list_changed: %s", why)
+	case <-time.After(Quiet):
+	}
+}
+
+// Drain discards notifications received so far and returns their count.
+func (c *Client) Drain() int {
+	n := 0
+	for {
+		select {
+		case <-c.changed:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+// Changed exposes the notification channel, for tests that count.
+func (c *Client) Changed() <-chan struct{} { return c.changed }

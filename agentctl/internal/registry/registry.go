@@ -1,0 +1,210 @@
+// Package registry decides which MCP tools a session's agent is shown. A
+// Registry is a pure function of a Spec — the session's mode, its provider
+// set and any tool descriptors the orchestrator pushed — and nothing else:
+// building one never calls the orchestrator, reads a git remote or scans a
+// file. Registries are immutable snapshots, safe to share between
+// goroutines; Diff tells a publisher exactly which tools to remove and
+// (re)add to move from one to another.
+//
+// Tools come in groups with a predicate each: the task group is always
+// present, the github group only when github is in the provider set, the
+// gitlab group only when gitlab is. Plan mode keeps only read-only tools.
+// The same registry is served over streamable HTTP and over stdio
+// (`agentctl mcp` mirrors it), so the transport never changes the surface.
+package registry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Mode selects the tools a session's agent is shown.
+type Mode string
+
+// Modes.
+const (
+	ModeTask Mode = "task" // task tools plus the provider tools
+	ModePlan Mode = "plan" // read-only tools only
+)
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool { return m == ModeTask || m == ModePlan }
+
+// Tool is one tool definition as the agent sees it.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// InputSchema is a JSON Schema (draft 2020-12) object, kept as bytes so
+	// that listing never re-encodes it.
+	InputSchema json.RawMessage
+	ReadOnly    bool
+	Destructive bool
+	Idempotent  bool
+	// OpenWorld marks tools that reach outside the task (provider APIs).
+	OpenWorld bool
+	// Group names where the tool comes from: "task", "github", "gitlab",
+	// or "external" for pushed descriptors.
+	Group string
+}
+
+// Spec is everything a registry depends on.
+type Spec struct {
+	Mode      Mode
+	Providers providers.Set
+	// External holds tool descriptors pushed by the orchestrator (for
+	// example external MCP tools exposed through agentctl). They obey the
+	// mode like every other tool; a descriptor whose name collides with a
+	// built-in tool is dropped.
+	External []Tool
+}
+
+// Registry is an immutable, name-sorted set of tools.
+type Registry struct {
+	tools  []Tool
+	index  map[string]int
+	prints map[string][32]byte
+}
+
+// group is a named set of tools with the predicate that enables it.
+type group struct {
+	name    string
+	enabled func(Spec) bool
+	tools   []Tool
+}
+
+func always(Spec) bool { return true }
+
+func provider(p providers.Provider) func(Spec) bool {
+	return func(s Spec) bool { return s.Providers.Has(p) }
+}
+
+// groups is the whole built-in surface, in one table.
+var groups = []group{
+	{name: "task", enabled: always, tools: taskTools},
+	{name: "github", enabled: provider(providers.GitHub), tools: githubTools},
+	{name: "gitlab", enabled: provider(providers.GitLab), tools: gitlabTools},
+}
+
+// Build returns the registry for spec. Unknown modes are treated as plan
+// mode: the narrowest surface, never a wider one.
+func Build(spec Spec) *Registry {
+	// Normalize again: a Set can only hold allowlisted providers, but the
+	// spec may have been assembled by hand.
+	spec.Providers = providers.Of(spec.Providers.Strings()...)
+	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
+	var tools []Tool
+	builtin := map[string]bool{}
+	for _, g := range groups {
+		for _, t := range g.tools {
+			builtin[t.Name] = true
+			if g.enabled(spec) && keep(t) {
+				t.Group = g.name
+				tools = append(tools, t)
+			}
+		}
+	}
+	for _, t := range spec.External {
+		if builtin[t.Name] || t.Name == "" || !keep(t) {
+			continue
+		}
+		t.Group = "external"
+		tools = append(tools, t)
+	}
+	return newRegistry(tools)
+}
+
+// FromTools returns a registry holding exactly tools (the last of several
+// with one name wins). It is how a mirror, such as the stdio bridge,
+// publishes a list it received.
+func FromTools(tools []Tool) *Registry { return newRegistry(tools) }
+
+func newRegistry(tools []Tool) *Registry {
+	byName := map[string]Tool{}
+	for _, t := range tools {
+		byName[t.Name] = t
+	}
+	r := &Registry{index: map[string]int{}, prints: map[string][32]byte{}}
+	for _, t := range byName {
+		t.InputSchema = slices.Clone(t.InputSchema)
+		r.tools = append(r.tools, t)
+	}
+	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
+	for i, t := range r.tools {
+		r.index[t.Name] = i
+		r.prints[t.Name] = fingerprint(t)
+	}
+	return r
+}
+
+// fingerprint covers everything a client sees of a tool.
+func fingerprint(t Tool) [32]byte {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, t.InputSchema); err != nil {
+		compact.Write(t.InputSchema)
+	}
+	b, _ := json.Marshal([]any{t.Name, t.Title, t.Description, compact.String(), t.ReadOnly, t.Destructive, t.Idempotent, t.OpenWorld})
+	return sha256.Sum256(b)
+}
+
+// Tools returns the tools, sorted by name. The slice is a copy.
+func (r *Registry) Tools() []Tool { return slices.Clone(r.tools) }
+
+// Names returns the tool names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, len(r.tools))
+	for i, t := range r.tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// Len returns the number of tools.
+func (r *Registry) Len() int { return len(r.tools) }
+
+// Lookup returns the tool named name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	i, ok := r.index[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return r.tools[i], true
+}
+
+// Diff returns what moves a client from old (nil: nothing) to r: the names
+// to remove, and the tools to add or replace because they are new or their
+// definition changed. Both are empty when the two show the same surface.
+func (r *Registry) Diff(old *Registry) (removed []string, upserted []Tool) {
+	if old != nil {
+		for _, t := range old.tools {
+			if _, ok := r.index[t.Name]; !ok {
+				removed = append(removed, t.Name)
+			}
+		}
+	}
+	for _, t := range r.tools {
+		if p, had := old.lookupPrint(t.Name); !had || p != r.prints[t.Name] {
+			upserted = append(upserted, t)
+		}
+	}
+	return removed, upserted
+}
+
+func (r *Registry) lookupPrint(name string) ([32]byte, bool) {
+	if r == nil {
+		return [32]byte{}, false
+	}
+	p, ok := r.prints[name]
+	return p, ok
+}
+
+// Equal reports whether r and o show the same surface.
+func (r *Registry) Equal(o *Registry) bool {
+	removed, upserted := r.Diff(o)
+	return o != nil && len(removed) == 0 && len(upserted) == 0
+}

@@ -1,0 +1,141 @@
+package registry_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+var (
+	taskOnly = []string{"session_info", "task_info"}
+	withGH   = []string{"github_pr_status", "session_info", "task_info"}
+	withGL   = []string{"gitlab_mr_status", "session_info", "task_info"}
+	withBoth = []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}
+)
+
+// TestToolNamesPerProviderSetAndMode pins the surface: which tools each
+// provider set shows in each mode. Raw provider values go through the same
+// allowlist agentctl applies to a pushed set.
+func TestToolNamesPerProviderSetAndMode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		raw  []string
+		want []string
+	}{
+		{"github", []string{"github"}, withGH},
+		{"gitlab", []string{"gitlab"}, withGL},
+		{"both", []string{"gitlab", "github"}, withBoth},
+		{"empty", nil, taskOnly},
+		{"local", []string{"local"}, taskOnly},
+		{"unknown", []string{"bitbucket", "gitea", ""}, taskOnly},
+		{"mixed case and duplicates", []string{"GitHub", " github ", "GITLAB", "gitlab"}, withBoth},
+		{"look-alike", []string{"G\u0130THUB"}, taskOnly},
+	}
+	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan, "bogus"} {
+		for _, c := range cases {
+			t.Run(string(mode)+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				r := registry.Build(registry.Spec{Mode: mode, Providers: providers.Of(c.raw...)})
+				assert.Equal(t, c.want, r.Names())
+			})
+		}
+	}
+}
+
+func TestPlanModeKeepsOnlyReadOnlyTools(t *testing.T) {
+	t.Parallel()
+	external := []registry.Tool{
+		{Name: "docs_search", Description: "search docs", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnly: true},
+		{Name: "deploy", Description: "deploy", InputSchema: json.RawMessage(`{"type":"object"}`), Destructive: true},
+		{Name: "task_info", Description: "an impostor", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnly: true},
+	}
+	task := registry.Build(registry.Spec{Mode: registry.ModeTask, External: external})
+	plan := registry.Build(registry.Spec{Mode: registry.ModePlan, External: external})
+	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_info"}, task.Names())
+	assert.Equal(t, []string{"docs_search", "session_info", "task_info"}, plan.Names())
+	info, ok := task.Lookup("task_info")
+	require.True(t, ok)
+	assert.Equal(t, "task", info.Group, "a pushed descriptor never replaces a built-in tool")
+	for _, r := range []*registry.Registry{task, plan} {
+		for _, tool := range r.Tools() {
+			if r == plan {
+				assert.True(t, tool.ReadOnly, tool.Name)
+			}
+		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	t.Parallel()
+	gh := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github")})
+	gl := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("gitlab")})
+	both := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
+
+	removed, upserted := both.Diff(gh)
+	assert.Empty(t, removed)
+	assert.Equal(t, []string{"gitlab_mr_status"}, names(upserted))
+
+	removed, upserted = gl.Diff(gh)
+	assert.Equal(t, []string{"github_pr_status"}, removed)
+	assert.Equal(t, []string{"gitlab_mr_status"}, names(upserted))
+
+	removed, upserted = gh.Diff(nil)
+	assert.Empty(t, removed)
+	assert.Equal(t, gh.Names(), names(upserted))
+
+	again := registry.Build(registry.Spec{Mode: registry.ModePlan, Providers: providers.Of(" GITHUB")})
+	assert.True(t, again.Equal(gh), "an equivalent spec shows the same surface")
+	assert.False(t, gh.Equal(nil))
+
+	// A changed definition is an upsert even though the name stays.
+	tools := gh.Tools()
+	tools[0].Description += " (changed)"
+	changed := registry.FromTools(tools)
+	removed, upserted = changed.Diff(gh)
+	assert.Empty(t, removed)
+	assert.Equal(t, []string{tools[0].Name}, names(upserted))
+	// Whitespace inside a schema is not a change.
+	tools = gh.Tools()
+	tools[0].InputSchema = json.RawMessage(" \n" + string(tools[0].InputSchema) + " ")
+	assert.True(t, registry.FromTools(tools).Equal(gh))
+}
+
+// TestDefinitionsAreValidAndLean checks every built-in definition: a valid
+// 2020-12 object schema that refuses unknown arguments, a short
+// description, and annotations that say read-only tools are read-only.
+func TestDefinitionsAreValidAndLean(t *testing.T) {
+	t.Parallel()
+	all := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
+	total := 0
+	for _, tool := range all.Tools() {
+		var s jsonschema.Schema
+		require.NoError(t, json.Unmarshal(tool.InputSchema, &s), tool.Name)
+		_, err := s.Resolve(nil)
+		require.NoError(t, err, tool.Name)
+		assert.Equal(t, "object", s.Type, tool.Name)
+		assert.NotNil(t, s.AdditionalProperties, "%s must refuse unknown arguments", tool.Name)
+		assert.LessOrEqual(t, len(tool.Description), 200, tool.Name)
+		assert.True(t, strings.HasPrefix(tool.Name, tool.Group+"_") || tool.Group == "task", "%s: provider tools carry the provider in the name", tool.Name)
+		if tool.Group != "task" {
+			assert.NotContains(t, string(tool.InputSchema), "task_id", "identity is bound by agentctl, never an argument")
+		}
+		total += len(tool.Name) + len(tool.Title) + len(tool.Description) + len(tool.InputSchema)
+	}
+	t.Logf("%d tools, %d bytes of definitions with both providers", all.Len(), total)
+}
+
+func names(tools []registry.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
