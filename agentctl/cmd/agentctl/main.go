@@ -4,27 +4,54 @@
 // same file runs on the host, bind-mounted into any container image, or on
 // a remote build host.
 //
-// This build provides `agentctl version`; the daemon (`agentctl serve`) and
-// the stdio MCP server (`agentctl mcp`) are being built next.
+//	agentctl serve    the daemon the orchestrator drives (see package daemon)
+//	agentctl mcp      a stdio MCP server mirroring one session (see package mcpbridge)
+//	agentctl version  the build and the contract it speaks
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
-func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+// Contract is the gRPC service agentctl speaks, announced in the readiness
+// line.
+var Contract = agentctlv1.AgentctlService_ServiceDesc.ServiceName
+
+// Ready is the one JSON line `agentctl serve` prints on stdout once it
+// accepts connections; executors wait for it instead of polling.
+type Ready struct {
+	Protocol string `json:"protocol"`
+	Addr     string `json:"addr"`
+	PID      int    `json:"pid"`
+	Version  string `json:"version"`
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+type usageError struct{ error }
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "agentctl",
 		Short:         "The toolscope sidecar: serves MCP to an agent, driven by the orchestrator",
@@ -33,19 +60,168 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(&cobra.Command{
+	root.AddCommand(serveCmd(stdout, stderr), mcpCmd(stdin, stdout, stderr), &cobra.Command{
 		Use:   "version",
 		Short: "Print the build and the orchestrator contract this agentctl speaks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(stdout, "agentctl %s\ncontract %s\n", version.String(), agentctlv1.AgentctlService_ServiceDesc.ServiceName)
+			_, err := fmt.Fprintf(stdout, "agentctl %s\ncontract %s\n", version.String(), Contract)
 			return err
 		},
 	})
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "agentctl: %v\n", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			return 2
+		}
 		return 1
 	}
 	return 0
 }
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serveCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		listen, secretFile, stateDir, mcpHost, logLevel string
+		callTimeout                                     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon the orchestrator drives (gRPC on loopback by default)",
+		Long: `Run the agentctl daemon. The orchestrator authenticates with a per-launch
+secret, read from --secret-file or from $` + daemon.EnvSecret + ` (which is then removed
+from the environment, so agents never inherit it). Once the daemon accepts
+connections it prints one JSON line on stdout: {"protocol","addr","pid","version"}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			secret, err := readSecret(secretFile)
+			if err != nil {
+				return err
+			}
+			if stateDir == "" {
+				if stateDir, err = os.MkdirTemp("", "agentctl-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(stateDir)
+			}
+			self, _ := os.Executable()
+			d, err := daemon.New(daemon.Options{
+				Secret: secret, StateDir: stateDir, MCPHost: mcpHost, AgentctlPath: self, CallTimeout: callTimeout, Logger: log,
+			})
+			if err != nil {
+				return err
+			}
+			lis, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			srv := d.NewGRPCServer()
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- srv.Serve(lis) }()
+			ready, _ := json.Marshal(Ready{Protocol: Contract, Addr: lis.Addr().String(), PID: os.Getpid(), Version: version.String()})
+			if _, err := fmt.Fprintf(stdout, "%s\n", ready); err != nil {
+				srv.Stop()
+				return err
+			}
+			log.Info("agentctl serving", "addr", lis.Addr().String(), "state_dir", stateDir)
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			select {
+			case err := <-serveErr:
+				d.Close()
+				return err
+			case <-ctx.Done():
+			}
+			log.Info("agentctl stopping")
+			d.Close()
+			done := make(chan struct{})
+			go func() { srv.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				srv.Stop()
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "gRPC address (port 0 picks a free port, announced in the readiness line)")
+	f.StringVar(&secretFile, "secret-file", "", "file holding the per-launch orchestrator secret (default: $"+daemon.EnvSecret+")")
+	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
+	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
+	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// readSecret reads the secret from file, or takes it from the environment
+// and removes it there.
+func readSecret(file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read --secret-file: %w", err)
+		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+		return "", usageError{fmt.Errorf("--secret-file %s is empty", file)}
+	}
+	s := os.Getenv(daemon.EnvSecret)
+	_ = os.Unsetenv(daemon.EnvSecret)
+	if s == "" {
+		return "", usageError{fmt.Errorf("no orchestrator secret: pass --secret-file or set %s", daemon.EnvSecret)}
+	}
+	return s, nil
+}
+
+func mcpCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var configPath, logLevel string
+	cmd := &cobra.Command{
+		Use:   "mcp --config BRIDGE_JSON",
+		Short: "Serve one session's tools over stdio, for agents that only spawn stdio MCP servers",
+		Long: `Serve one agentctl session over stdio: the same tools as its streamable HTTP
+endpoint, and the same tools/list_changed notifications. agentctl writes the
+bridge config (bridge.json) and an mcp.json entry that runs this command next to
+each session's config.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			if configPath == "" {
+				return usageError{errors.New("--config is required: the bridge.json of the session to serve")}
+			}
+			cfg, err := mcpbridge.LoadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			transport := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+			return mcpbridge.Run(ctx, cfg, transport, version.String(), log)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "bridge config written by agentctl serve (bridge.json)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	return cmd
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

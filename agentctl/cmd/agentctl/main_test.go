@@ -1,22 +1,192 @@
 package main
 
+// Process-level tests: the test binary doubles as agentctl (TestMain runs
+// main's logic when AGENTCTL_TEST_MAIN is set), so `agentctl serve` and
+// `agentctl mcp` run as real processes over real sockets and pipes.
+
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
 )
+
+const asMain = "AGENTCTL_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func agentctl(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	return cmd
+}
 
 func TestVersionNamesTheContract(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"version"}, &out, &errOut)
+	code := run(context.Background(), []string{"version"}, nil, &out, &errOut)
 	assert.Equal(t, 0, code, errOut.String())
 	assert.Contains(t, out.String(), "contract toolscope.agentctl.v1.AgentctlService")
 
-	out.Reset()
-	code = run(context.Background(), []string{"serve-everything"}, &out, &errOut)
+	code = run(context.Background(), []string{"serve-everything"}, nil, &out, &errOut)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut.String(), "agentctl: unknown command")
+}
+
+func TestServeRefusesToRunWithoutASecret(t *testing.T) {
+	t.Setenv(daemon.EnvSecret, "")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"serve"}, nil, &out, &errOut)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut.String(), "no orchestrator secret")
+	assert.Empty(t, out.String(), "no readiness line")
+}
+
+// daemonProcess is a running `agentctl serve`.
+type daemonProcess struct {
+	cmd    *exec.Cmd
+	ready  Ready
+	client agentctlv1.AgentctlServiceClient
+	state  string
+}
+
+func startDaemon(t *testing.T) *daemonProcess {
+	t.Helper()
+	const secret = "test-secret-for-the-daemon"
+	state := t.TempDir()
+	cmd := agentctl(context.Background(), "serve", "--state-dir", state)
+	cmd.Env = append(cmd.Env, daemon.EnvSecret+"="+secret)
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &daemonProcess{cmd: cmd, state: state}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	line := make(chan string, 1)
+	go func() { l, _ := bufio.NewReader(stdout).ReadString('\n'); line <- l }()
+	select {
+	case l := <-line:
+		require.NoError(t, json.Unmarshal([]byte(l), &p.ready), "readiness line %q; logs: %s", l, logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no readiness line; logs: %s", logs.String())
+	}
+	assert.Equal(t, Contract, p.ready.Protocol)
+	assert.Equal(t, cmd.Process.Pid, p.ready.PID)
+	assert.True(t, strings.HasPrefix(p.ready.Addr, "127.0.0.1:"), "binds loopback by default: %s", p.ready.Addr)
+	conn, err := grpc.NewClient(p.ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	p.client = agentctlv1.NewAgentctlServiceClient(conn)
+	return p
+}
+
+// TestStdioBridgeShowsTheSameToolsAndNotifications runs `agentctl mcp` as
+// the stdio server a client spawns, at every protocol version, next to an
+// HTTP client of the same session.
+func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := context.Background()
+	gen := uint64(1)
+	created, err := d.client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
+		SessionId: "s1", TaskId: "task_1", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: gen},
+	}})
+	require.NoError(t, err)
+	push := func(set ...string) {
+		gen++
+		_, err := d.client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{SessionId: "s1",
+			ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen}})
+		require.NoError(t, err)
+	}
+	cfgPath := filepath.Join(d.state, "sessions", "s1", "bridge.json")
+	var token struct{ Token string }
+	raw, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &token))
+	httpClient := mcptest.Connect(t, mcptest.HTTP(created.GetStatus().GetMcpUrl(), token.Token), "")
+
+	for _, version := range mcptest.ProtocolVersions {
+		t.Run(mcptest.VersionName(version), func(t *testing.T) {
+			bridge := agentctl(context.Background(), "mcp", "--config", cfgPath)
+			stdio := mcptest.Connect(t, &mcp.CommandTransport{Command: bridge}, version)
+			assert.Equal(t, httpClient.Names(t), stdio.Names(t), "same registry on both transports")
+
+			toggle := [][]string{{"gitlab"}, {"github"}}
+			i := 0
+			stdio.Subscribe(t, func() { i++; push(toggle[i%2]...) })
+			httpClient.Drain()
+
+			push("github", "gitlab")
+			stdio.WaitChanged(t)
+			httpClient.WaitChanged(t)
+			want := []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			assert.Equal(t, want, httpClient.Names(t))
+			stdio.ExpectNone(t, "one push, one notification through the bridge")
+			assert.Equal(t, 0, httpClient.Drain(), "one push, one notification over HTTP")
+
+			res, err := stdio.Session.CallTool(ctx, &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+			require.NoError(t, err)
+			assert.True(t, res.IsError, "no orchestrator is attached")
+			assert.Contains(t, res.Content[0].(*mcp.TextContent).Text, "orchestrator_unreachable")
+		})
+	}
+
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "agentctl exits cleanly on SIGTERM")
+	case <-time.After(30 * time.Second):
+		t.Fatal("agentctl did not stop on SIGTERM")
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,0 +1,345 @@
+// Package daemon implements `agentctl serve`: the toolscope.agentctl.v1
+// gRPC service that hosts agent sessions for the orchestrator.
+//
+// For each session it builds the tool registry from the launch spec's mode
+// and provider set, serves it over streamable HTTP on loopback behind a
+// per-session bearer token, writes an MCP client config the agent can be
+// pointed at, and starts the agent command with the endpoint injected.
+// SetProviders rebuilds the registry locally (the mode is kept; a stale
+// generation is ignored). Tool calls go to the orchestrator over the Attach
+// stream the orchestrator opened, with the session's identity bound here,
+// never taken from the arguments.
+//
+// Every RPC must carry the per-launch secret as a bearer token in the
+// "authorization" metadata; refusals are logged without the secret.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+
+	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/version"
+)
+
+// EnvSecret carries the per-launch secret to `agentctl serve` when no
+// --secret-file is given. It is never passed on to agents.
+const EnvSecret = "TOOLSCOPE_AGENTCTL_SECRET"
+
+func isSecretEnv(kv string) bool { return strings.HasPrefix(kv, EnvSecret+"=") }
+
+// Options configure a Daemon.
+type Options struct {
+	// Secret authenticates the orchestrator. Required.
+	Secret string
+	// StateDir holds one directory per session (configs, agent logs).
+	StateDir string
+	// MCPHost is the address sessions' MCP endpoints bind; 127.0.0.1 if
+	// empty.
+	MCPHost string
+	// AgentctlPath, if set, is written into MCP configs as the stdio
+	// bridge command (`agentctl mcp`).
+	AgentctlPath string
+	// CallTimeout bounds one tool call's round trip to the orchestrator.
+	CallTimeout time.Duration
+	// StopGrace is how long an agent gets between SIGTERM and SIGKILL.
+	StopGrace time.Duration
+	Logger    *slog.Logger
+}
+
+// Daemon hosts sessions. It is safe for concurrent use.
+type Daemon struct {
+	agentctlv1.UnimplementedAgentctlServiceServer
+
+	opts        Options
+	log         *slog.Logger
+	callTimeout time.Duration
+	hub         hub
+
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+// New returns a daemon. It refuses an empty secret.
+func New(opts Options) (*Daemon, error) {
+	if opts.Secret == "" {
+		return nil, errdefs.InvalidField("secret", "is required: the orchestrator authenticates with it")
+	}
+	if opts.StateDir == "" {
+		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.MCPHost == "" {
+		opts.MCPHost = "127.0.0.1"
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 2 * time.Minute
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}, nil
+}
+
+// NewGRPCServer returns a gRPC server with the daemon registered behind
+// the error boundary and the secret check.
+func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
+	opts := append(grpcerr.ServerOptions(d.log),
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := d.authenticate(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := d.authenticate(ss.Context(), info.FullMethod); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	)
+	s := grpc.NewServer(append(opts, extra...)...)
+	agentctlv1.RegisterAgentctlServiceServer(s, d)
+	return s
+}
+
+func (d *Daemon) authenticate(ctx context.Context, method string) error {
+	given, err := bearer.Check(ctx, d.opts.Secret)
+	if err == nil {
+		return nil
+	}
+	from := "unknown"
+	if p, ok := peer.FromContext(ctx); ok {
+		from = p.Addr.String()
+	}
+	d.log.Warn("refused a call without the orchestrator secret", "method", method, "peer", from, "token_given", given)
+	return err
+}
+
+// Close ends the Attach stream and stops every session.
+func (d *Daemon) Close() {
+	d.hub.mu.Lock()
+	current := d.hub.current
+	d.hub.mu.Unlock()
+	if current != nil {
+		d.hub.detach(current)
+	}
+	d.mu.Lock()
+	all := make([]*session, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		all = append(all, s)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Go(func() { s.stop(d.opts.StopGrace) })
+	}
+	wg.Wait()
+}
+
+func (d *Daemon) lookup(id string) (*session, error) {
+	if id == "" {
+		return nil, errdefs.RequiredField("session_id")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.sessions[id]
+	if !ok {
+		return nil, errdefs.NotFound("session", id)
+	}
+	return s, nil
+}
+
+// CreateSession implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessionRequest) (*agentctlv1.CreateSessionResponse, error) {
+	spec := req.GetSpec()
+	switch {
+	case spec == nil:
+		return nil, errdefs.RequiredField("spec")
+	case spec.GetSessionId() == "":
+		return nil, errdefs.RequiredField("spec.session_id")
+	case spec.GetTaskId() == "":
+		return nil, errdefs.RequiredField("spec.task_id")
+	case strings.ContainsAny(spec.GetSessionId(), `/\`) || spec.GetSessionId() == "." || spec.GetSessionId() == "..":
+		return nil, errdefs.InvalidField("spec.session_id", "must not contain path separators")
+	}
+	mode, err := modeFromProto(spec.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	if a := spec.GetAgent(); a != nil && len(a.GetArgv()) == 0 && (len(a.GetEnv()) > 0 || a.GetWorkingDir() != "") {
+		return nil, errdefs.InvalidField("spec.agent.argv", "is empty; leave agent out to only serve MCP")
+	}
+	set := providers.Of(spec.GetProviderSet().GetProviders()...)
+	s := &session{
+		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
+		dir: filepath.Join(d.opts.StateDir, "sessions", spec.GetSessionId()), token: newToken(),
+		providers: set, gen: spec.GetProviderSet().GetGeneration(), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
+	}
+
+	d.mu.Lock()
+	if _, exists := d.sessions[s.id]; exists {
+		d.mu.Unlock()
+		return nil, errdefs.AlreadyExists("session %q is already hosted here", s.id)
+	}
+	d.sessions[s.id] = s // reserved; removed again if the start fails
+	d.mu.Unlock()
+
+	if err := d.start(s, spec); err != nil {
+		s.stopQuietly(d.opts.StopGrace)
+		d.mu.Lock()
+		delete(d.sessions, s.id)
+		d.mu.Unlock()
+		return nil, err
+	}
+	d.log.Info("session created", "session_id", s.id, "task_id", s.taskID, "mode", mode,
+		"providers", set.String(), "generation", s.gen, "mcp_url", s.url, "agent", len(spec.GetAgent().GetArgv()) > 0)
+	return &agentctlv1.CreateSessionResponse{Status: s.status()}, nil
+}
+
+func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
+	s.pub = mcpserver.New(registry.Build(registry.Spec{Mode: s.mode, Providers: s.providers}), mcpserver.Options{
+		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
+		KeepAlive: 30 * time.Second,
+		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
+			"the review providers whose tools you have.",
+	})
+	if err := s.serveMCP(d.opts.MCPHost); err != nil {
+		return err
+	}
+	if err := s.writeConfigs(d.opts.AgentctlPath); err != nil {
+		return fmt.Errorf("write MCP config for session %q: %w", s.id, err)
+	}
+	if len(spec.GetAgent().GetArgv()) == 0 {
+		return nil
+	}
+	return s.startAgent(spec.GetAgent(), func(code int32) {
+		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
+		d.hub.event(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code)))
+	})
+}
+
+// stopQuietly releases whatever a failed start acquired.
+func (s *session) stopQuietly(grace time.Duration) {
+	if s.pub != nil && s.http != nil {
+		s.stop(grace)
+	} else if s.pub != nil {
+		s.pub.Close()
+	}
+}
+
+// SetProviders implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersRequest) (*agentctlv1.SetProvidersResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProviderSet() == nil {
+		return nil, errdefs.RequiredField("provider_set")
+	}
+	set := providers.Of(req.GetProviderSet().GetProviders()...)
+	accepted, changed, applied := s.setProviders(set, req.GetProviderSet().GetGeneration())
+	d.log.Info("providers pushed", "session_id", s.id, "providers", set.String(),
+		"generation", req.GetProviderSet().GetGeneration(), "accepted", accepted, "tools_changed", changed)
+	if changed {
+		d.hub.event(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
+			fmt.Sprintf("providers %q at generation %d", set.String(), applied.GetGeneration())))
+	}
+	return &agentctlv1.SetProvidersResponse{Applied: applied, Accepted: accepted, ToolsChanged: changed}, nil
+}
+
+// GetSessionState implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) GetSessionState(_ context.Context, req *agentctlv1.GetSessionStateRequest) (*agentctlv1.GetSessionStateResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return &agentctlv1.GetSessionStateResponse{Status: s.status()}, nil
+}
+
+// StopSession implements agentctlv1.AgentctlServiceServer. Stopping a
+// stopped or unknown session succeeds.
+func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionRequest) (*agentctlv1.StopSessionResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return &agentctlv1.StopSessionResponse{Status: &agentctlv1.SessionStatus{
+			SessionId: req.GetSessionId(), Phase: agentctlv1.SessionPhase_SESSION_PHASE_STOPPED,
+		}}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	s.stop(d.opts.StopGrace)
+	d.log.Info("session stopped", "session_id", s.id)
+	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
+}
+
+// Attach implements agentctlv1.AgentctlServiceServer: the orchestrator's
+// stream for tool calls and session events. A newer stream replaces an
+// older one.
+func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest, agentctlv1.AttachResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if first.GetHello() == nil {
+		return errdefs.InvalidField("hello", "the first message on Attach must be a hello")
+	}
+	l := d.hub.attach(stream.Send)
+	defer d.hub.detach(l)
+	id := first.GetHello().GetOrchestratorId()
+	d.log.Info("orchestrator attached", "orchestrator_id", id)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if r := msg.GetToolResult(); r != nil {
+				d.hub.deliver(l, r)
+			}
+		}
+	}()
+	select {
+	case <-ended:
+		d.log.Info("orchestrator detached", "orchestrator_id", id)
+	case <-l.done:
+		d.log.Info("orchestrator stream replaced or daemon closing", "orchestrator_id", id)
+	}
+	return nil
+}
+
+func modeFromProto(m agentctlv1.SessionMode) (registry.Mode, error) {
+	switch m {
+	case agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED, agentctlv1.SessionMode_SESSION_MODE_TASK:
+		return registry.ModeTask, nil
+	case agentctlv1.SessionMode_SESSION_MODE_PLAN:
+		return registry.ModePlan, nil
+	}
+	return "", errdefs.InvalidField("spec.mode", "unknown session mode %d", int32(m))
+}
+
+func modeToProto(m registry.Mode) agentctlv1.SessionMode {
+	if m == registry.ModePlan {
+		return agentctlv1.SessionMode_SESSION_MODE_PLAN
+	}
+	return agentctlv1.SessionMode_SESSION_MODE_TASK
+}

@@ -1,0 +1,439 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
+	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/grpcerr"
+)
+
+const secret = "per-launch-secret-0123456789"
+
+// The test binary doubles as an agent: TestMain runs agentMain when
+// started with TOOLSCOPE_TEST_AGENT set.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("TOOLSCOPE_TEST_AGENT"); mode != "" {
+		os.Exit(agentMain(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// agentMain is a tiny agent. "list" connects to the injected MCP endpoint,
+// prints what it sees and exits 3; "wait" blocks until SIGTERM.
+func agentMain(mode string) int {
+	switch mode {
+	case "wait":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		fmt.Println("waiting")
+		<-ch
+		return 0
+	case "list":
+		_, hasSecret := os.LookupEnv(daemon.EnvSecret)
+		fmt.Printf("secret-in-env=%v\n", hasSecret)
+		fmt.Printf("config=%s\n", os.Getenv(daemon.EnvMCPConfig))
+		client := mcp.NewClient(&mcp.Implementation{Name: "test-agent"}, nil)
+		cs, err := client.Connect(context.Background(), mcptest.HTTP(os.Getenv(daemon.EnvMCPURL), os.Getenv(daemon.EnvMCPToken)), nil)
+		if err != nil {
+			fmt.Println("connect:", err)
+			return 1
+		}
+		defer cs.Close()
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			fmt.Println("list:", err)
+			return 1
+		}
+		var names []string
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		fmt.Printf("tools=%s\n", strings.Join(names, ","))
+		return 3
+	}
+	return 2
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type harness struct {
+	addr     string
+	client   agentctlv1.AgentctlServiceClient
+	logs     *syncBuffer
+	stateDir string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{logs: &syncBuffer{}, stateDir: t.TempDir()}
+	d, err := daemon.New(daemon.Options{
+		Secret: secret, StateDir: h.stateDir, CallTimeout: 10 * time.Second, StopGrace: 5 * time.Second,
+		AgentctlPath: "/usr/local/bin/agentctl", Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
+	})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := d.NewGRPCServer()
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		d.Close()
+		srv.Stop()
+	})
+	h.addr = lis.Addr().String()
+	h.client = agentctlv1.NewAgentctlServiceClient(h.dial(t, secret))
+	return h
+}
+
+func (h *harness) dial(t *testing.T, secret string) *grpc.ClientConn {
+	t.Helper()
+	opts := append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if secret != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
+	}
+	conn, err := grpc.NewClient(h.addr, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func (h *harness) create(t *testing.T, spec *agentctlv1.LaunchSpec) *agentctlv1.SessionStatus {
+	t.Helper()
+	resp, err := h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: spec})
+	require.NoError(t, err)
+	return resp.GetStatus()
+}
+
+func (h *harness) push(t *testing.T, id string, gen uint64, set ...string) *agentctlv1.SetProvidersResponse {
+	t.Helper()
+	resp, err := h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{
+		SessionId: id, ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen},
+	})
+	require.NoError(t, err)
+	return resp
+}
+
+func spec(id string, mode agentctlv1.SessionMode, gen uint64, set ...string) *agentctlv1.LaunchSpec {
+	return &agentctlv1.LaunchSpec{
+		SessionId: id, TaskId: "task_" + id, WorkspaceId: "ws_1", Mode: mode,
+		ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen},
+	}
+}
+
+// token reads the session's bearer token from the bridge config agentctl
+// wrote, as `agentctl mcp` would.
+func (h *harness) token(t *testing.T, id string) string {
+	t.Helper()
+	var cfg mcpbridge.Config
+	b, err := os.ReadFile(filepath.Join(h.stateDir, "sessions", id, "bridge.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	return cfg.Token
+}
+
+func TestCallsWithoutTheSecretAreRefusedAndLoggedWithoutIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, s := range []string{"", "wrong-secret-value"} {
+		c := agentctlv1.NewAgentctlServiceClient(h.dial(t, s))
+		_, err := c.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "x"})
+		assert.Equal(t, codes.Unauthenticated, status.Code(err), "secret %q", s)
+		assert.ErrorIs(t, err, errdefs.ErrUnauthenticated)
+	}
+	logs := h.logs.String()
+	assert.Contains(t, logs, "refused a call without the orchestrator secret")
+	assert.NotContains(t, logs, "wrong-secret-value")
+	assert.NotContains(t, logs, secret)
+}
+
+// TestSetProvidersRebuildsLocallyAndNotifiesOnce drives one session
+// through pushes: a change, a stale generation, an equivalent set; the
+// client sees exactly one notification, the mode is kept.
+func TestSetProvidersRebuildsLocallyAndNotifiesOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_PLAN, 1, "github", "svn"))
+	assert.Equal(t, []string{"github"}, st.GetProviderSet().GetProviders())
+	assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, st.GetToolNames())
+	assert.True(t, strings.HasPrefix(st.GetMcpUrl(), "http://127.0.0.1:"), st.GetMcpUrl())
+
+	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), "")
+	assert.Equal(t, st.GetToolNames(), c.Names(t))
+	gen := uint64(1)
+	toggle := [][]string{{"gitlab"}, {"github"}}
+	c.Subscribe(t, func() {
+		gen++
+		h.push(t, "s1", gen, toggle[gen%2]...)
+	})
+
+	gen++
+	resp := h.push(t, "s1", gen, "GitLab", " github ")
+	assert.True(t, resp.GetAccepted())
+	assert.True(t, resp.GetToolsChanged())
+	c.WaitChanged(t)
+	assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+
+	resp = h.push(t, "s1", gen-1, "local")
+	assert.False(t, resp.GetAccepted(), "a stale generation is ignored")
+	assert.Equal(t, []string{"github", "gitlab"}, resp.GetApplied().GetProviders())
+	assert.Equal(t, gen, resp.GetApplied().GetGeneration())
+
+	gen++
+	resp = h.push(t, "s1", gen, "gitlab", "github", "bitbucket")
+	assert.True(t, resp.GetAccepted())
+	assert.False(t, resp.GetToolsChanged(), "an equivalent set changes nothing")
+	c.ExpectNone(t, "stale and equivalent pushes must not notify")
+
+	state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, agentctlv1.SessionMode_SESSION_MODE_PLAN, state.GetStatus().GetMode(), "the mode is kept across pushes")
+	assert.Equal(t, gen, state.GetStatus().GetProviderSet().GetGeneration())
+}
+
+func TestMCPEndpointRequiresTheSessionToken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1))
+	other := h.create(t, spec("s2", agentctlv1.SessionMode_SESSION_MODE_TASK, 1))
+	for name, token := range map[string]string{"none": "", "wrong": "nope", "other session's": h.token(t, "s2")} {
+		req, err := http.NewRequest(http.MethodPost, st.GetMcpUrl(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s token", name)
+	}
+	assert.NotEqual(t, st.GetMcpUrl(), other.GetMcpUrl(), "each session has its own endpoint")
+}
+
+// orchestrator is the orchestrator's end of an Attach stream, answering
+// every tool call with answer.
+func orchestrator(t *testing.T, h *harness, answer func(*agentctlv1.ToolCall) *agentctlv1.ToolResult) (calls chan *agentctlv1.ToolCall, events chan *agentctlv1.SessionEvent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := h.client.Attach(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_Hello{Hello: &agentctlv1.AttachHello{OrchestratorId: "test"}}}))
+	calls, events = make(chan *agentctlv1.ToolCall, 100), make(chan *agentctlv1.SessionEvent, 100)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if c := msg.GetToolCall(); c != nil {
+				calls <- c
+				r := answer(c)
+				r.CallId = c.GetCallId()
+				_ = stream.Send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: r}})
+			}
+			if e := msg.GetSessionEvent(); e != nil {
+				events <- e
+			}
+		}
+	}()
+	return calls, events
+}
+
+func callText(t *testing.T, c *mcptest.Client, name string, args any) (string, bool) {
+	t.Helper()
+	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Content)
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+}
+
+func TestToolCallsGoToTheOrchestratorWithTheSessionsIdentity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), "")
+
+	// No orchestrator attached: fail fast, listing still works.
+	text, isErr := callText(t, c, "task_info", nil)
+	assert.True(t, isErr)
+	assert.True(t, strings.HasPrefix(text, "orchestrator_unreachable: "), text)
+	assert.Len(t, c.Names(t), 3)
+
+	calls, _ := orchestrator(t, h, func(call *agentctlv1.ToolCall) *agentctlv1.ToolResult {
+		if call.GetToolName() == "github_pr_status" {
+			return &agentctlv1.ToolResult{IsError: true, ErrorCode: "no_pull_request", Text: "this task has no pull request yet"}
+		}
+		return &agentctlv1.ToolResult{Text: "task " + call.GetTaskId(), StructuredJson: []byte(`{"title":"fix login"}`)}
+	})
+	require.Eventually(t, func() bool {
+		text, isErr = callText(t, c, "task_info", map[string]any{})
+		return !isErr
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "task task_s1", text)
+	call := <-calls
+	for len(calls) > 0 {
+		call = <-calls
+	}
+	assert.Equal(t, "s1", call.GetSessionId())
+	assert.Equal(t, "task_s1", call.GetTaskId())
+	assert.JSONEq(t, `{}`, string(call.GetArgumentsJson()))
+
+	text, isErr = callText(t, c, "github_pr_status", map[string]any{"repository_id": "repo_1"})
+	assert.True(t, isErr)
+	assert.Equal(t, "no_pull_request: this task has no pull request yet", text)
+	assert.JSONEq(t, `{"repository_id":"repo_1"}`, string((<-calls).GetArgumentsJson()))
+
+	// Identity can't be smuggled in, and malformed arguments never leave
+	// agentctl.
+	for _, args := range []any{
+		map[string]any{"task_id": "task_other"},
+		map[string]any{"repository_id": 42},
+	} {
+		text, isErr = callText(t, c, "github_pr_status", args)
+		assert.True(t, isErr)
+		assert.True(t, strings.HasPrefix(text, "invalid_arguments: "), text)
+	}
+	text, _ = callText(t, c, "github_pr_status", map[string]any{"task_id": "task_other"})
+	assert.Contains(t, text, "task_id", "the error names the field")
+	text, _ = callText(t, c, "github_pr_status", map[string]any{"repository_id": 42})
+	assert.Contains(t, text, "repository_id", "the error names the field")
+	assert.Empty(t, calls, "no malformed call reached the orchestrator")
+}
+
+// TestAgentIsStartedWithTheEndpointInjected runs a real agent process that
+// connects to the session over MCP with what agentctl injected.
+func TestAgentIsStartedWithTheEndpointInjected(t *testing.T) {
+	t.Setenv(daemon.EnvSecret, secret) // must not reach the agent
+	h := newHarness(t)
+	_, events := orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{} })
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "gitlab")
+	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{os.Args[0]}, Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "list"}, WorkingDir: t.TempDir()}
+	h.create(t, sp)
+
+	var exited *agentctlv1.SessionEvent
+	select {
+	case exited = <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no agent-exited event")
+	}
+	assert.Equal(t, agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, exited.GetKind())
+	state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED, state.GetStatus().GetPhase())
+	assert.Equal(t, int32(3), state.GetStatus().GetAgentExitCode())
+
+	dir := filepath.Join(h.stateDir, "sessions", "s1")
+	log, err := os.ReadFile(filepath.Join(dir, "agent.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "tools=gitlab_mr_status,session_info,task_info")
+	assert.Contains(t, string(log), "secret-in-env=false")
+	assert.Contains(t, string(log), "config="+filepath.Join(dir, "mcp.json"))
+
+	var cfg daemon.MCPConfig
+	raw, err := os.ReadFile(filepath.Join(dir, "mcp.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &cfg))
+	assert.Equal(t, "http", cfg.MCPServers["toolscope"].Type)
+	assert.Equal(t, state.GetStatus().GetMcpUrl(), cfg.MCPServers["toolscope"].URL)
+	assert.Equal(t, "Bearer "+h.token(t, "s1"), cfg.MCPServers["toolscope"].Headers["Authorization"])
+	assert.Equal(t, []string{"mcp", "--config", filepath.Join(dir, "bridge.json")}, cfg.MCPServers["toolscope-stdio"].Args)
+	info, err := os.Stat(filepath.Join(dir, "mcp.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "the config holds a token")
+	assert.NotContains(t, h.logs.String(), h.token(t, "s1"), "session tokens are not logged")
+}
+
+func TestStopEndsTheAgentAndTheEndpoint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1)
+	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{os.Args[0]}, Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "wait"}}
+	st := h.create(t, sp)
+	logPath := filepath.Join(h.stateDir, "sessions", "s1", "agent.log")
+	require.Eventually(t, func() bool { b, _ := os.ReadFile(logPath); return strings.Contains(string(b), "waiting") },
+		30*time.Second, 10*time.Millisecond, "agent did not start")
+
+	resp, err := h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, agentctlv1.SessionPhase_SESSION_PHASE_STOPPED, resp.GetStatus().GetPhase())
+	_, err = http.Post(st.GetMcpUrl(), "application/json", strings.NewReader("{}"))
+	assert.Error(t, err, "the MCP endpoint is closed")
+
+	for _, id := range []string{"s1", "never-existed"} {
+		resp, err = h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: id})
+		require.NoError(t, err, "stopping %s again succeeds", id)
+		assert.Equal(t, agentctlv1.SessionPhase_SESSION_PHASE_STOPPED, resp.GetStatus().GetPhase())
+	}
+}
+
+func TestCreateSessionRefusesBadSpecs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.create(t, spec("dup", agentctlv1.SessionMode_SESSION_MODE_TASK, 1))
+	cases := []struct {
+		spec  *agentctlv1.LaunchSpec
+		code  codes.Code
+		field string
+	}{
+		{nil, codes.InvalidArgument, "spec"},
+		{&agentctlv1.LaunchSpec{TaskId: "t"}, codes.InvalidArgument, "spec.session_id"},
+		{&agentctlv1.LaunchSpec{SessionId: "s"}, codes.InvalidArgument, "spec.task_id"},
+		{&agentctlv1.LaunchSpec{SessionId: "../etc", TaskId: "t"}, codes.InvalidArgument, "spec.session_id"},
+		{&agentctlv1.LaunchSpec{SessionId: "s", TaskId: "t", Mode: 99}, codes.InvalidArgument, "spec.mode"},
+		{spec("dup", agentctlv1.SessionMode_SESSION_MODE_TASK, 1), codes.AlreadyExists, ""},
+		{&agentctlv1.LaunchSpec{SessionId: "s", TaskId: "t", Agent: &agentctlv1.AgentCommand{Argv: []string{"/no/such/agent"}}}, codes.Unknown, ""},
+	}
+	for i, c := range cases {
+		_, err := h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: c.spec})
+		require.Error(t, err, "case %d", i)
+		if c.code != codes.Unknown {
+			assert.Equal(t, c.code, status.Code(err), "case %d: %v", i, err)
+		}
+		assert.Equal(t, c.field, errdefs.FieldOf(err), "case %d: %v", i, err)
+	}
+	_, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s"})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound, "a failed start leaves no session behind")
+	_, err = h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{SessionId: "nope", ProviderSet: &agentctlv1.ProviderSet{}})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+}

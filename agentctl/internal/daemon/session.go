@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
+	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Environment variables agentctl sets for the agent process.
+const (
+	EnvMCPURL    = "TOOLSCOPE_MCP_URL"    // streamable HTTP endpoint of the session
+	EnvMCPToken  = "TOOLSCOPE_MCP_TOKEN"  // its bearer token
+	EnvMCPConfig = "TOOLSCOPE_MCP_CONFIG" // path of the generated MCP client config
+	EnvSessionID = "TOOLSCOPE_SESSION_ID"
+	EnvTaskID    = "TOOLSCOPE_TASK_ID"
+)
+
+// session is one agent session hosted by the daemon.
+type session struct {
+	id, taskID, workspaceID string
+	mode                    registry.Mode
+	dir                     string // holds mcp.json, bridge.json and the agent's logs
+	token                   string
+	url                     string
+
+	pub  *mcpserver.Publisher
+	http *http.Server
+
+	mu        sync.Mutex
+	providers providers.Set
+	gen       uint64
+	phase     agentctlv1.SessionPhase
+	exitCode  int32
+	agent     *exec.Cmd
+	agentDone chan struct{} // closed when the agent process has been reaped
+}
+
+// status returns the session as agentctl sees it.
+func (s *session) status() *agentctlv1.SessionStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &agentctlv1.SessionStatus{
+		SessionId:     s.id,
+		Phase:         s.phase,
+		Mode:          modeToProto(s.mode),
+		ProviderSet:   &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		ToolNames:     s.pub.Desired().Names(),
+		McpUrl:        s.url,
+		AgentExitCode: s.exitCode,
+	}
+}
+
+// setProviders applies a pushed set unless it is older than the applied
+// one. The mode is kept.
+func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed bool, applied *agentctlv1.ProviderSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen < s.gen {
+		return false, false, &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen}
+	}
+	s.providers, s.gen = set, gen
+	changed = s.pub.Publish(registry.Build(registry.Spec{Mode: s.mode, Providers: set}))
+	return true, changed, &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
+}
+
+// serveMCP starts the session's streamable HTTP endpoint on host, behind
+// its bearer token.
+func (s *session) serveMCP(host string) error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return fmt.Errorf("listen for MCP on %s: %w", host, err)
+	}
+	s.url = "http://" + lis.Addr().String() + "/mcp"
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.pub.Server() },
+		&mcp.StreamableHTTPOptions{
+			// Stateful, so every client that holds a GET stream gets
+			// list_changed (a stateless handler starves the TypeScript SDK),
+			// with an event store so a reconnecting stream misses nothing.
+			EventStore:     mcp.NewMemoryEventStore(nil),
+			SessionTimeout: 30 * time.Minute,
+		})
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) != 1 {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: s.id}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.http.Serve(lis) }()
+	return nil
+}
+
+// MCPConfig is the file agentctl writes for an agent: the mcpServers shape
+// Claude Code (--mcp-config, .mcp.json) and most MCP hosts read.
+type MCPConfig struct {
+	MCPServers map[string]MCPServerEntry `json:"mcpServers"`
+}
+
+// MCPServerEntry is one server of an MCPConfig.
+type MCPServerEntry struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+}
+
+// writeConfigs writes mcp.json (HTTP, plus the stdio bridge when
+// agentctlPath is known) and bridge.json, readable by the owner only.
+func (s *session) writeConfigs(agentctlPath string) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	bridge := filepath.Join(s.dir, "bridge.json")
+	if err := writeJSON(bridge, mcpbridge.Config{URL: s.url, Token: s.token, SessionID: s.id}); err != nil {
+		return err
+	}
+	cfg := MCPConfig{MCPServers: map[string]MCPServerEntry{
+		"toolscope": {Type: "http", URL: s.url, Headers: map[string]string{"Authorization": "Bearer " + s.token}},
+	}}
+	if agentctlPath != "" {
+		cfg.MCPServers["toolscope-stdio"] = MCPServerEntry{Type: "stdio", Command: agentctlPath, Args: []string{"mcp", "--config", bridge}}
+	}
+	return writeJSON(filepath.Join(s.dir, "mcp.json"), cfg)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// startAgent starts the agent command with the MCP endpoint injected. The
+// agent gets agentctl's environment minus its secret, then the spec's env,
+// then the MCP variables. It runs in its own process group.
+func (s *session) startAgent(spec *agentctlv1.AgentCommand, onExit func(code int32)) error {
+	argv := spec.GetArgv()
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("agent command %q: %w", argv[0], err)
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Dir = spec.GetWorkingDir()
+	env := make([]string, 0, len(os.Environ())+len(spec.GetEnv())+5)
+	for _, kv := range os.Environ() {
+		if !isSecretEnv(kv) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range spec.GetEnv() {
+		env = append(env, k+"="+v)
+	}
+	env = append(env,
+		EnvMCPURL+"="+s.url, EnvMCPToken+"="+s.token, EnvMCPConfig+"="+filepath.Join(s.dir, "mcp.json"),
+		EnvSessionID+"="+s.id, EnvTaskID+"="+s.taskID)
+	cmd.Env = env
+	logFile, err := os.OpenFile(filepath.Join(s.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start agent %q: %w", argv[0], err)
+	}
+	s.agent, s.agentDone = cmd, make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		_ = logFile.Close()
+		code := int32(cmd.ProcessState.ExitCode())
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			code = -1
+		}
+		s.mu.Lock()
+		if s.phase == agentctlv1.SessionPhase_SESSION_PHASE_RUNNING {
+			s.phase, s.exitCode = agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED, code
+		}
+		s.mu.Unlock()
+		close(s.agentDone)
+		onExit(code)
+	}()
+	return nil
+}
+
+// stop ends the agent (SIGTERM to its group, SIGKILL after grace) and the
+// MCP endpoint. It is idempotent.
+func (s *session) stop(grace time.Duration) {
+	s.mu.Lock()
+	if s.phase == agentctlv1.SessionPhase_SESSION_PHASE_STOPPED {
+		s.mu.Unlock()
+		return
+	}
+	s.phase = agentctlv1.SessionPhase_SESSION_PHASE_STOPPED
+	agent, done := s.agent, s.agentDone
+	s.mu.Unlock()
+	if agent != nil {
+		_ = syscall.Kill(-agent.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-agent.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	s.pub.Close()
+	// Close, not Shutdown: clients hold SSE streams that never end by
+	// themselves, and the session is over.
+	_ = s.http.Close()
+}
+
+func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv1.SessionEvent {
+	return &agentctlv1.SessionEvent{SessionId: s.id, Kind: kind, Time: timestamppb.Now(), Message: msg}
+}
+
+// toolHandler forwards a call to the orchestrator, binding the session's
+// identity. Arguments are checked against the tool's schema first, so a
+// malformed call never leaves agentctl.
+func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
+	return func(tool registry.Tool) mcp.ToolHandler {
+		var schema jsonschema.Schema
+		resolved, err := func() (*jsonschema.Resolved, error) {
+			if err := json.Unmarshal(tool.InputSchema, &schema); err != nil {
+				return nil, err
+			}
+			return schema.Resolve(nil)
+		}()
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			args := req.Params.Arguments
+			if len(args) == 0 || string(args) == "null" {
+				args = json.RawMessage(`{}`)
+			}
+			var value any
+			if err := json.Unmarshal(args, &value); err != nil {
+				return toolError("invalid_arguments", "arguments are not valid JSON: "+err.Error()), nil
+			}
+			if _, isObject := value.(map[string]any); !isObject {
+				return toolError("invalid_arguments", "arguments must be a JSON object"), nil
+			}
+			if err != nil {
+				return toolError("internal", "the tool's schema is invalid; report this to the toolscope operator"), nil
+			}
+			if verr := resolved.Validate(value); verr != nil {
+				return toolError("invalid_arguments", strings.TrimPrefix(verr.Error(), "validating root: ")), nil
+			}
+			callCtx, cancel := context.WithTimeout(ctx, d.callTimeout)
+			defer cancel()
+			res, cerr := d.hub.call(callCtx, &agentctlv1.ToolCall{
+				SessionId: s.id, TaskId: s.taskID, ToolName: tool.Name, ArgumentsJson: args,
+			})
+			switch {
+			case errors.Is(cerr, ErrOrchestratorUnreachable):
+				return toolError("orchestrator_unreachable",
+					"the toolscope orchestrator is not reachable right now; listing tools still works, retry the call later"), nil
+			case errors.Is(cerr, context.DeadlineExceeded):
+				return toolError("timeout", fmt.Sprintf("the orchestrator did not answer within %s", d.callTimeout)), nil
+			case cerr != nil:
+				return toolError("unavailable", cerr.Error()), nil
+			}
+			return fromToolResult(res), nil
+		}
+	}
+}
+
+func toolError(code, msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
+}
+
+func fromToolResult(r *agentctlv1.ToolResult) *mcp.CallToolResult {
+	text := r.GetText()
+	if r.GetIsError() && r.GetErrorCode() != "" {
+		text = r.GetErrorCode() + ": " + text
+	}
+	out := &mcp.CallToolResult{IsError: r.GetIsError(), Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	if len(r.GetStructuredJson()) > 0 {
+		out.StructuredContent = json.RawMessage(r.GetStructuredJson())
+	}
+	return out
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
