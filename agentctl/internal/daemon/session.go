@@ -95,14 +95,7 @@ func (s *session) serveMCP(host string) error {
 		return fmt.Errorf("listen for MCP on %s: %w", host, err)
 	}
 	s.url = "http://" + lis.Addr().String() + "/mcp"
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.pub.Server() },
-		&mcp.StreamableHTTPOptions{
-			// Stateful, so every client that holds a GET stream gets
-			// list_changed (a stateless handler starves the TypeScript SDK),
-			// with an event store so a reconnecting stream misses nothing.
-			EventStore:     mcp.NewMemoryEventStore(nil),
-			SessionTimeout: 30 * time.Minute,
-		})
+	handler := s.pub.HTTPHandler()
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) != 1 {
 			return nil, auth.ErrInvalidToken

@@ -46,9 +46,7 @@ func newPublisher(t testing.TB, initial *registry.Registry) *mcpserver.Publisher
 // stdio framing).
 var transports = map[string]func(t testing.TB, p *mcpserver.Publisher) mcp.Transport{
 	"http": func(t testing.TB, p *mcpserver.Publisher) mcp.Transport {
-		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.Server() },
-			&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
-		srv := httptest.NewServer(h)
+		srv := httptest.NewServer(p.HTTPHandler())
 		t.Cleanup(srv.Close)
 		return mcptest.HTTP(srv.URL, "")
 	},
@@ -75,6 +73,7 @@ func TestOneNotificationPerEffectiveChange(t *testing.T) {
 				t.Parallel()
 				p := newPublisher(t, build())
 				c := mcptest.Connect(t, connect(t, p), version)
+				assert.Equal(t, mcptest.Expected(version), c.Negotiated(), "negotiated protocol version")
 				assert.Equal(t, []string{"session_info", "task_info"}, c.Names(t))
 
 				toggle := []*registry.Registry{build("github"), build("gitlab")}

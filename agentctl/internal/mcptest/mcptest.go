@@ -149,3 +149,20 @@ func (c *Client) Drain() int {
 
 // Changed exposes the notification channel, for tests that count.
 func (c *Client) Changed() <-chan struct{} { return c.changed }
+
+// Expected is the protocol version a client asking for version should end
+// up with ("" asks for the client's default, 2026-07-28).
+func Expected(version string) string {
+	if version == "" {
+		return "2026-07-28"
+	}
+	return version
+}
+
+// Negotiated returns the protocol version the session runs.
+func (c *Client) Negotiated() string {
+	if r := c.Session.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
+}

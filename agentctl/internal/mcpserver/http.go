@@ -1,0 +1,39 @@
+package mcpserver
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// modernProtocol is the first MCP version served statelessly over HTTP
+// (server/discover plus a subscriptions/listen stream).
+const modernProtocol = "2026-07-28"
+
+// HTTPHandler serves the publisher's server over streamable HTTP to
+// clients of every supported protocol version. Requests are routed by their
+// MCP-Protocol-Version header:
+//
+//   - 2026-07-28 and later go to a stateless handler: the go-sdk serves that
+//     version only statelessly, and notifications reach the client on its
+//     subscriptions/listen stream;
+//   - older versions (and initialize, which carries no header) go to a
+//     stateful handler with an event store, so every client holding a GET
+//     stream gets list_changed — the TypeScript SDK receives none from a
+//     stateless handler — and a reconnecting stream misses nothing.
+func (p *Publisher) HTTPHandler() http.Handler {
+	getServer := func(*http.Request) *mcp.Server { return p.server }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		EventStore:     mcp.NewMemoryEventStore(nil),
+		SessionTimeout: 30 * time.Minute,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= modernProtocol {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+}
