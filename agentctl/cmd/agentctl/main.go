@@ -25,10 +25,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -92,6 +95,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
+		tlsCert, tlsKey, clientCA                       string
 		callTimeout                                     time.Duration
 	)
 	cmd := &cobra.Command{
@@ -99,16 +103,27 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run the daemon the orchestrator drives (gRPC on loopback by default)",
 		Long: `Run the agentctl daemon. The orchestrator authenticates with a per-launch
 secret, read from --secret-file or from $` + daemon.EnvSecret + ` (which is then removed
-from the environment, so agents never inherit it). Once the daemon accepts
-connections it prints one JSON line on stdout: {"protocol","addr","pid","version"}.`,
+from the environment, so agents never inherit it), or, on remote hosts, with a
+client certificate under mutual TLS (--tls-cert, --tls-key, --client-ca).
+Once the daemon accepts connections it prints one JSON line on stdout:
+{"protocol","addr","pid","version"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(stderr, logLevel)
 			if err != nil {
 				return err
 			}
+			var serverOpts []grpc.ServerOption
+			tlsOn := tlsCert != "" || tlsKey != "" || clientCA != ""
+			if tlsOn {
+				creds, err := loadServerTLS(tlsCert, tlsKey, clientCA)
+				if err != nil {
+					return err
+				}
+				serverOpts = append(serverOpts, grpc.Creds(creds))
+			}
 			secret, err := readSecret(secretFile)
-			if err != nil {
+			if err != nil && !(tlsOn && secretFile == "") {
 				return err
 			}
 			if stateDir == "" {
@@ -119,7 +134,8 @@ connections it prints one JSON line on stdout: {"protocol","addr","pid","version
 			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
-				Secret: secret, StateDir: stateDir, MCPHost: mcpHost, AgentctlPath: self, CallTimeout: callTimeout, Logger: log,
+				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, MCPHost: mcpHost, AgentctlPath: self,
+				CallTimeout: callTimeout, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -128,7 +144,7 @@ connections it prints one JSON line on stdout: {"protocol","addr","pid","version
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
-			srv := d.NewGRPCServer()
+			srv := d.NewGRPCServer(serverOpts...)
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(lis) }()
 			ready, _ := json.Marshal(Ready{Protocol: Contract, Addr: lis.Addr().String(), PID: os.Getpid(), Version: version.String()})
@@ -165,7 +181,29 @@ connections it prints one JSON line on stdout: {"protocol","addr","pid","version
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
+	f.StringVar(&tlsKey, "tls-key", "", "server private key (PEM) for mutual TLS")
+	f.StringVar(&clientCA, "client-ca", "", "CA certificate (PEM) that signs orchestrator client certificates")
 	return cmd
+}
+
+func loadServerTLS(certFile, keyFile, caFile string) (credentials.TransportCredentials, error) {
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, usageError{errors.New("mutual TLS needs all of --tls-cert, --tls-key and --client-ca")}
+	}
+	var files [3][]byte
+	for i, f := range []string{certFile, keyFile, caFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		files[i] = b
+	}
+	cfg, err := pki.ServerConfig(pki.Pair{CertPEM: files[0], KeyPEM: files[1]}, files[2])
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // readSecret reads the secret from file, or takes it from the environment

@@ -22,12 +22,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/pki"
 )
 
 const asMain = "AGENTCTL_TEST_MAIN"
@@ -77,9 +79,22 @@ type daemonProcess struct {
 func startDaemon(t *testing.T) *daemonProcess {
 	t.Helper()
 	const secret = "test-secret-for-the-daemon"
+	p := spawnDaemon(t, nil, []string{daemon.EnvSecret + "=" + secret})
+	conn, err := grpc.NewClient(p.ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	p.client = agentctlv1.NewAgentctlServiceClient(conn)
+	return p
+}
+
+// spawnDaemon starts `agentctl serve` with args and extra environment and
+// waits for its readiness line.
+func spawnDaemon(t *testing.T, args, env []string) *daemonProcess {
+	t.Helper()
 	state := t.TempDir()
-	cmd := agentctl(context.Background(), "serve", "--state-dir", state)
-	cmd.Env = append(cmd.Env, daemon.EnvSecret+"="+secret)
+	cmd := agentctl(context.Background(), append([]string{"serve", "--state-dir", state}, args...)...)
+	cmd.Env = append(withoutSecret(cmd.Env), env...)
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -103,12 +118,64 @@ func startDaemon(t *testing.T) *daemonProcess {
 	assert.Equal(t, Contract, p.ready.Protocol)
 	assert.Equal(t, cmd.Process.Pid, p.ready.PID)
 	assert.True(t, strings.HasPrefix(p.ready.Addr, "127.0.0.1:"), "binds loopback by default: %s", p.ready.Addr)
-	conn, err := grpc.NewClient(p.ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	p.client = agentctlv1.NewAgentctlServiceClient(conn)
 	return p
+}
+
+func withoutSecret(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, daemon.EnvSecret+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// TestServeWithMutualTLS runs the daemon as on a remote host: no secret,
+// client certificates verified against a CA.
+func TestServeWithMutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	require.NoError(t, err)
+	server, err := ca.IssueServer("agentctl", []string{"127.0.0.1"}, time.Hour)
+	require.NoError(t, err)
+	client, err := ca.IssueClient("orchestrator", time.Hour)
+	require.NoError(t, err)
+	otherCA, err := pki.NewCA("other CA", time.Hour)
+	require.NoError(t, err)
+	stranger, err := otherCA.IssueClient("stranger", time.Hour)
+	require.NoError(t, err)
+	files := map[string][]byte{"server.crt": server.CertPEM, "server.key": server.KeyPEM, "ca.crt": ca.CertPEM}
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
+	}
+	d := spawnDaemon(t, []string{"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+		"--client-ca", filepath.Join(dir, "ca.crt")}, nil)
+
+	dialTLS := func(pair pki.Pair) agentctlv1.AgentctlServiceClient {
+		cfg, err := pki.ClientConfig(pair, ca.CertPEM)
+		require.NoError(t, err)
+		conn, err := grpc.NewClient(d.ready.Addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		return agentctlv1.NewAgentctlServiceClient(conn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := dialTLS(client).CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
+		SessionId: "remote", TaskId: "task_r", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"gitlab"}, Generation: 1},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gitlab_mr_status", "session_info", "task_info"}, resp.GetStatus().GetToolNames())
+
+	_, err = dialTLS(stranger).GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "remote"})
+	assert.Error(t, err, "a certificate from another CA is refused")
+	plain, err := grpc.NewClient(d.ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer plain.Close()
+	_, err = agentctlv1.NewAgentctlServiceClient(plain).GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "remote"})
+	assert.Error(t, err, "plaintext is refused")
 }
 
 // TestStdioBridgeShowsTheSameToolsAndNotifications runs `agentctl mcp` as

@@ -10,8 +10,10 @@
 // stream the orchestrator opened, with the session's identity bound here,
 // never taken from the arguments.
 //
-// Every RPC must carry the per-launch secret as a bearer token in the
-// "authorization" metadata; refusals are logged without the secret.
+// Every RPC must be authenticated: by the per-launch secret as a bearer
+// token in the "authorization" metadata (local and Docker executors), or by
+// a client certificate verified under mutual TLS (remote hosts). Refusals
+// are logged without the secret.
 package daemon
 
 import (
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
@@ -45,8 +48,11 @@ func isSecretEnv(kv string) bool { return strings.HasPrefix(kv, EnvSecret+"=") }
 
 // Options configure a Daemon.
 type Options struct {
-	// Secret authenticates the orchestrator. Required.
+	// Secret authenticates the orchestrator. Required unless TLSClientAuth.
 	Secret string
+	// TLSClientAuth accepts calls whose peer presented a client certificate
+	// that the gRPC server's mutual TLS verified.
+	TLSClientAuth bool
 	// StateDir holds one directory per session (configs, agent logs).
 	StateDir string
 	// MCPHost is the address sessions' MCP endpoints bind; 127.0.0.1 if
@@ -77,8 +83,8 @@ type Daemon struct {
 
 // New returns a daemon. It refuses an empty secret.
 func New(opts Options) (*Daemon, error) {
-	if opts.Secret == "" {
-		return nil, errdefs.InvalidField("secret", "is required: the orchestrator authenticates with it")
+	if opts.Secret == "" && !opts.TLSClientAuth {
+		return nil, errdefs.InvalidField("secret", "is required without mutual TLS: the orchestrator authenticates with it")
 	}
 	if opts.StateDir == "" {
 		return nil, errdefs.RequiredField("state_dir")
@@ -121,12 +127,18 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 }
 
 func (d *Daemon) authenticate(ctx context.Context, method string) error {
+	p, _ := peer.FromContext(ctx)
+	if d.opts.TLSClientAuth && p != nil {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
+			return nil
+		}
+	}
 	given, err := bearer.Check(ctx, d.opts.Secret)
 	if err == nil {
 		return nil
 	}
 	from := "unknown"
-	if p, ok := peer.FromContext(ctx); ok {
+	if p != nil {
 		from = p.Addr.String()
 	}
 	d.log.Warn("refused a call without the orchestrator secret", "method", method, "peer", from, "token_given", given)
