@@ -22,18 +22,28 @@ type hub struct {
 	nextID  uint64
 }
 
+// eventQueue is how many session events may wait for a slow orchestrator
+// before new ones are dropped; events never hold up RPCs or tool calls.
+const eventQueue = 256
+
 // link is one Attach stream.
 type link struct {
 	send    func(*agentctlv1.AttachResponse) error
 	sendMu  sync.Mutex
 	pending map[string]chan *agentctlv1.ToolResult // guarded by hub.mu
+	events  chan *agentctlv1.SessionEvent
+	dropped int // events dropped because the queue was full; guarded by hub.mu
 	done    chan struct{}
 }
 
 // attach makes send the stream tool calls go to, replacing (and failing
 // the pending calls of) any previous one.
 func (h *hub) attach(send func(*agentctlv1.AttachResponse) error) *link {
-	l := &link{send: send, pending: map[string]chan *agentctlv1.ToolResult{}, done: make(chan struct{})}
+	l := &link{
+		send: send, pending: map[string]chan *agentctlv1.ToolResult{},
+		events: make(chan *agentctlv1.SessionEvent, eventQueue), done: make(chan struct{}),
+	}
+	go l.sendEvents()
 	h.mu.Lock()
 	old := h.current
 	h.current = l
@@ -104,13 +114,34 @@ func (h *hub) call(ctx context.Context, c *agentctlv1.ToolCall) (*agentctlv1.Too
 	}
 }
 
-// event sends a session event if an orchestrator is attached.
-func (h *hub) event(e *agentctlv1.SessionEvent) {
+// event queues a session event for the attached orchestrator, if any. It
+// never blocks; it reports false when the event was dropped.
+func (h *hub) event(e *agentctlv1.SessionEvent) bool {
 	h.mu.Lock()
-	l := h.current
-	h.mu.Unlock()
-	if l != nil {
-		_ = l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_SessionEvent{SessionEvent: e}})
+	defer h.mu.Unlock()
+	if h.current == nil {
+		return false
+	}
+	select {
+	case h.current.events <- e:
+		return true
+	default:
+		h.current.dropped++
+		return false
+	}
+}
+
+// sendEvents drains the event queue onto the stream until the link ends.
+func (l *link) sendEvents() {
+	for {
+		select {
+		case <-l.done:
+			return
+		case e := <-l.events:
+			if l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_SessionEvent{SessionEvent: e}}) != nil {
+				return
+			}
+		}
 	}
 }
 

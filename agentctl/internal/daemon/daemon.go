@@ -244,8 +244,16 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	}
 	return s.startAgent(spec.GetAgent(), func(code int32) {
 		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
-		d.hub.event(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code)))
+		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code)))
 	})
+}
+
+// emit queues a session event for the orchestrator, logging a drop.
+func (d *Daemon) emit(e *agentctlv1.SessionEvent) {
+	if !d.hub.event(e) {
+		d.log.Debug("session event not delivered (no orchestrator attached, or it reads too slowly)",
+			"session_id", e.GetSessionId(), "kind", e.GetKind().String())
+	}
 }
 
 // stopQuietly releases whatever a failed start acquired.
@@ -271,7 +279,7 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 	d.log.Info("providers pushed", "session_id", s.id, "providers", set.String(),
 		"generation", req.GetProviderSet().GetGeneration(), "accepted", accepted, "tools_changed", changed)
 	if changed {
-		d.hub.event(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
+		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
 			fmt.Sprintf("providers %q at generation %d", set.String(), applied.GetGeneration())))
 	}
 	return &agentctlv1.SetProvidersResponse{Applied: applied, Accepted: accepted, ToolsChanged: changed}, nil

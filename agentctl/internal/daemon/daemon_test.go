@@ -267,13 +267,19 @@ func orchestrator(t *testing.T, h *harness, answer func(*agentctlv1.ToolCall) *a
 				return
 			}
 			if c := msg.GetToolCall(); c != nil {
-				calls <- c
+				select {
+				case calls <- c:
+				default: // the test does not read them all
+				}
 				r := answer(c)
 				r.CallId = c.GetCallId()
 				_ = stream.Send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: r}})
 			}
 			if e := msg.GetSessionEvent(); e != nil {
-				events <- e
+				select {
+				case events <- e:
+				default:
+				}
 			}
 		}
 	}()
@@ -436,4 +442,90 @@ func TestCreateSessionRefusesBadSpecs(t *testing.T) {
 	assert.ErrorIs(t, err, errdefs.ErrNotFound, "a failed start leaves no session behind")
 	_, err = h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{SessionId: "nope", ProviderSet: &agentctlv1.ProviderSet{}})
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+}
+
+// TestSetProvidersStormEndsAtTheHighestGeneration: pushes race each other
+// (so they arrive out of generation order) while clients list and call;
+// every list is a whole surface, and the session ends on the set of the
+// highest generation, not of the last call to arrive.
+func TestSetProvidersStormEndsAtTheHighestGeneration(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{Text: "ok"} })
+	st := h.create(t, spec("storm", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	sets := [][]string{{"github"}, {"gitlab"}, {"github", "gitlab"}, {"local"}}
+	surfaces := map[string]bool{
+		"session_info,task_info":                                   true,
+		"github_pr_status,session_info,task_info":                  true,
+		"gitlab_mr_status,session_info,task_info":                  true,
+		"github_pr_status,gitlab_mr_status,session_info,task_info": true,
+	}
+	var listers []*mcptest.Client
+	for range 2 {
+		listers = append(listers, mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "storm")), ""))
+	}
+
+	var (
+		next    = make(chan uint64, 400)
+		wg      sync.WaitGroup
+		workers sync.WaitGroup
+		done    = make(chan struct{})
+		mu      sync.Mutex
+		bad     []string
+		lists   int
+	)
+	for g := uint64(2); g < 402; g++ {
+		next <- g
+	}
+	close(next)
+	for range 8 {
+		workers.Go(func() {
+			for g := range next {
+				_, err := h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{SessionId: "storm",
+					ProviderSet: &agentctlv1.ProviderSet{Providers: sets[g%4], Generation: g}})
+				assert.NoError(t, err)
+			}
+		})
+	}
+	for _, c := range listers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				names := strings.Join(c.Names(t), ",")
+				text, _ := callText(t, c, "task_info", map[string]any{})
+				mu.Lock()
+				lists++
+				if !surfaces[names] {
+					bad = append(bad, names)
+				}
+				if text != "ok" && !strings.HasPrefix(text, "orchestrator_unreachable") {
+					bad = append(bad, "call: "+text)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	workers.Wait()
+	close(done)
+	wg.Wait()
+
+	const highest = uint64(401)
+	state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "storm"})
+	require.NoError(t, err)
+	assert.Equal(t, highest, state.GetStatus().GetProviderSet().GetGeneration())
+	assert.Equal(t, sets[highest%4], state.GetStatus().GetProviderSet().GetProviders())
+	final := []string{"gitlab_mr_status", "session_info", "task_info"} // sets[401%4] = {"gitlab"}
+	assert.Equal(t, final, state.GetStatus().GetToolNames())
+	for _, c := range listers {
+		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(final, c.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d lists and calls during 400 racing pushes", lists)
+	assert.Empty(t, bad)
+	assert.Positive(t, lists)
 }
