@@ -3,6 +3,7 @@ module github.com/toolscope/toolscope/internal
 go 1.26.0
 
 require (
+	github.com/google/jsonschema-go v0.4.3
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0

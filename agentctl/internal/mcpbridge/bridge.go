@@ -130,11 +130,17 @@ func list(ctx context.Context, cs *mcp.ClientSession) (*registry.Registry, error
 		if err != nil {
 			return nil, fmt.Errorf("list the session's tools: %w", err)
 		}
-		schema, err := json.Marshal(tool.InputSchema)
+		input, err := json.Marshal(tool.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: %w", tool.Name, err)
 		}
-		tools = append(tools, mcpserver.FromMCP(tool, schema))
+		var output []byte
+		if tool.OutputSchema != nil {
+			if output, err = json.Marshal(tool.OutputSchema); err != nil {
+				return nil, fmt.Errorf("tool %s: %w", tool.Name, err)
+			}
+		}
+		tools = append(tools, mcpserver.FromMCP(tool, input, output))
 	}
 	return registry.FromTools(tools), nil
 }

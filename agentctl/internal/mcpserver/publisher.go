@@ -206,11 +206,16 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 
 func toMCP(t registry.Tool) *mcp.Tool {
 	destructive, openWorld := t.Destructive, t.OpenWorld
+	var output any
+	if len(t.OutputSchema) > 0 {
+		output = t.OutputSchema
+	}
 	return &mcp.Tool{
-		Name:        t.Name,
-		Title:       t.Title,
-		Description: t.Description,
-		InputSchema: t.InputSchema,
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  t.Description,
+		InputSchema:  t.InputSchema,
+		OutputSchema: output,
 		Annotations: &mcp.ToolAnnotations{
 			Title:           t.Title,
 			ReadOnlyHint:    t.ReadOnly,
@@ -223,8 +228,11 @@ func toMCP(t registry.Tool) *mcp.Tool {
 
 // FromMCP converts a tool a client listed back into a registry entry; the
 // stdio bridge mirrors an upstream session with it.
-func FromMCP(t *mcp.Tool, schema []byte) registry.Tool {
-	out := registry.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema, Group: "mirror"}
+func FromMCP(t *mcp.Tool, inputSchema, outputSchema []byte) registry.Tool {
+	out := registry.Tool{
+		Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: inputSchema, OutputSchema: outputSchema,
+		Group: "mirror",
+	}
 	if a := t.Annotations; a != nil {
 		out.ReadOnly, out.Idempotent = a.ReadOnlyHint, a.IdempotentHint
 		out.Destructive = a.DestructiveHint != nil && *a.DestructiveHint

@@ -43,9 +43,11 @@ type Tool struct {
 	// InputSchema is a JSON Schema (draft 2020-12) object, kept as bytes so
 	// that listing never re-encodes it.
 	InputSchema json.RawMessage
-	ReadOnly    bool
-	Destructive bool
-	Idempotent  bool
+	// OutputSchema, if set, is the JSON Schema of the structured result.
+	OutputSchema json.RawMessage
+	ReadOnly     bool
+	Destructive  bool
+	Idempotent   bool
 	// OpenWorld marks tools that reach outside the task (provider APIs).
 	OpenWorld bool
 	// Group names where the tool comes from: "task", "github", "gitlab",
@@ -131,7 +133,7 @@ func newRegistry(tools []Tool) *Registry {
 	}
 	r := &Registry{index: map[string]int{}, prints: map[string][32]byte{}}
 	for _, t := range byName {
-		t.InputSchema = slices.Clone(t.InputSchema)
+		t.InputSchema, t.OutputSchema = slices.Clone(t.InputSchema), slices.Clone(t.OutputSchema)
 		r.tools = append(r.tools, t)
 	}
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
@@ -144,12 +146,17 @@ func newRegistry(tools []Tool) *Registry {
 
 // fingerprint covers everything a client sees of a tool.
 func fingerprint(t Tool) [32]byte {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, t.InputSchema); err != nil {
-		compact.Write(t.InputSchema)
-	}
-	b, _ := json.Marshal([]any{t.Name, t.Title, t.Description, compact.String(), t.ReadOnly, t.Destructive, t.Idempotent, t.OpenWorld})
+	b, _ := json.Marshal([]any{t.Name, t.Title, t.Description, compact(t.InputSchema), compact(t.OutputSchema),
+		t.ReadOnly, t.Destructive, t.Idempotent, t.OpenWorld})
 	return sha256.Sum256(b)
+}
+
+func compact(schema json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, schema); err != nil {
+		return string(schema)
+	}
+	return b.String()
 }
 
 // Tools returns the tools, sorted by name. The slice is a copy.

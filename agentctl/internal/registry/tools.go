@@ -1,6 +1,10 @@
 package registry
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
 
 // The built-in tool definitions. They are part of every agent's context
 // window, so each is kept lean: a short description that says when to use
@@ -11,20 +15,22 @@ var noArgs = json.RawMessage(`{"type":"object","properties":{},"additionalProper
 
 var taskTools = []Tool{
 	{
-		Name:        "task_info",
-		Title:       "Task info",
-		Description: "Show this task: title, description, attached repositories (provider, host, path) and the review providers whose tools you have.",
-		InputSchema: noArgs,
-		ReadOnly:    true,
-		Idempotent:  true,
+		Name:         "task_info",
+		Title:        "Task info",
+		Description:  "Show this task: title, description, attached repositories (provider, host, path) and the review providers whose tools you have.",
+		InputSchema:  noArgs,
+		OutputSchema: toolapi.OutputSchema[toolapi.TaskInfo](),
+		ReadOnly:     true,
+		Idempotent:   true,
 	},
 	{
-		Name:        "session_info",
-		Title:       "Session info",
-		Description: "Show who this session acts as: task, workspace, agent, providers, and the username authenticated with each provider. Never includes credentials.",
-		InputSchema: noArgs,
-		ReadOnly:    true,
-		Idempotent:  true,
+		Name:         "session_info",
+		Title:        "Session info",
+		Description:  "Show who this session acts as: task, workspace, agent, providers, and the username authenticated with each provider. Never includes credentials.",
+		InputSchema:  noArgs,
+		OutputSchema: toolapi.OutputSchema[toolapi.SessionInfo](),
+		ReadOnly:     true,
+		Idempotent:   true,
 	},
 }
 

@@ -1,0 +1,77 @@
+// Package toolapi defines the structured results of toolscope's built-in
+// task tools: the wire shapes the orchestrator fills and agentctl
+// advertises as output schemas. Keeping them in one package makes the
+// shape one definition on both sides of the Attach stream.
+//
+// SessionInfo is credential-free by construction: it has no field that
+// could carry a token, secret, e-mail address, scope or expiry, and no
+// free-form map or interface field that could smuggle one in. A test pins
+// its shape.
+package toolapi
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// TaskInfo is the result of task_info.
+type TaskInfo struct {
+	TaskID       string       `json:"task_id"`
+	WorkspaceID  string       `json:"workspace_id"`
+	Title        string       `json:"title"`
+	Description  string       `json:"description,omitempty"`
+	Repositories []Repository `json:"repositories"`
+	// Providers is the task's provider set: the review providers whose
+	// tools the agent has.
+	Providers  []string `json:"providers"`
+	Generation uint64   `json:"generation"`
+}
+
+// Repository is one repository attached to a task.
+type Repository struct {
+	ID        string `json:"id"`
+	Provider  string `json:"provider"`
+	Host      string `json:"host,omitempty"`
+	Path      string `json:"path"`
+	RemoteURL string `json:"remote_url,omitempty"`
+	Primary   bool   `json:"primary"`
+}
+
+// SessionInfo is the result of session_info: who the session acts as.
+type SessionInfo struct {
+	SessionID   string `json:"session_id"`
+	TaskID      string `json:"task_id"`
+	WorkspaceID string `json:"workspace_id"`
+	// Agent is the agent command's name, empty when the session only
+	// serves MCP.
+	Agent     string   `json:"agent"`
+	Mode      string   `json:"mode"`
+	Providers []string `json:"providers"`
+	// Accounts lists, per connected provider, the username the provider
+	// reported for the workspace's credential.
+	Accounts []Account `json:"accounts"`
+}
+
+// Account is the identity a workspace acts as on one provider.
+type Account struct {
+	Provider string `json:"provider"`
+	Username string `json:"username"`
+	// Validated is false while the connection's username has not been
+	// confirmed by the provider.
+	Validated bool `json:"validated"`
+}
+
+// OutputSchema returns the JSON Schema of T, for a tool's outputSchema.
+func OutputSchema[T any]() json.RawMessage {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+	}
+	return b
+}

@@ -1,0 +1,92 @@
+package toolapi_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
+
+// properties lists every property path of a JSON schema, depth first.
+func properties(t *testing.T, raw json.RawMessage) []string {
+	t.Helper()
+	var schema map[string]any
+	require.NoError(t, json.Unmarshal(raw, &schema))
+	var out []string
+	var walk func(path string, s map[string]any)
+	walk = func(path string, s map[string]any) {
+		if items, ok := s["items"].(map[string]any); ok {
+			walk(path+"[]", items)
+		}
+		props, _ := s["properties"].(map[string]any)
+		for name, sub := range props {
+			p := name
+			if path != "" {
+				p = path + "." + name
+			}
+			out = append(out, p)
+			if m, ok := sub.(map[string]any); ok {
+				walk(p, m)
+			}
+		}
+	}
+	walk("", schema)
+	sort.Strings(out)
+	return out
+}
+
+var credentialish = regexp.MustCompile(`(?i)token|secret|password|passwd|e-?mail|scope|expir|credential|key|auth|cookie|session_token`)
+
+// TestSessionInfoShapeIsPinnedAndCredentialFree pins session_info's wire
+// shape. Adding a field means updating this list, and no field name may
+// look like it carries a credential.
+func TestSessionInfoShapeIsPinnedAndCredentialFree(t *testing.T) {
+	t.Parallel()
+	got := properties(t, toolapi.OutputSchema[toolapi.SessionInfo]())
+	assert.Equal(t, []string{
+		"accounts", "accounts[].provider", "accounts[].username", "accounts[].validated",
+		"agent", "mode", "providers", "session_id", "task_id", "workspace_id",
+	}, got)
+	for _, p := range got {
+		assert.NotRegexp(t, credentialish, p)
+	}
+}
+
+// TestSessionInfoCannotCarryFreeForm walks the Go type: only strings,
+// bools, numbers, and slices and structs of them — no map, interface or
+// raw JSON that could carry anything.
+func TestSessionInfoCannotCarryFreeForm(t *testing.T) {
+	t.Parallel()
+	var check func(path string, typ reflect.Type)
+	check = func(path string, typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Uint64:
+		case reflect.Slice:
+			require.NotEqual(t, reflect.Uint8, typ.Elem().Kind(), "%s: raw bytes", path)
+			check(path+"[]", typ.Elem())
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				check(path+"."+f.Name, f.Type)
+			}
+		default:
+			t.Errorf("%s: %s can carry free-form data", path, typ.Kind())
+		}
+	}
+	check("SessionInfo", reflect.TypeFor[toolapi.SessionInfo]())
+}
+
+func TestTaskInfoShape(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, []string{
+		"description", "generation", "providers", "repositories", "repositories[].host", "repositories[].id",
+		"repositories[].path", "repositories[].primary", "repositories[].provider", "repositories[].remote_url",
+		"task_id", "title", "workspace_id",
+	}, properties(t, toolapi.OutputSchema[toolapi.TaskInfo]()))
+}
