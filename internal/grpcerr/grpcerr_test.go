@@ -1,12 +1,10 @@
 package grpcerr_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 // failingHealth answers Check and Watch with the domain error (or panic)
@@ -61,11 +60,11 @@ func dial(t *testing.T) healthpb.HealthClient {
 }
 
 // dialLogged also returns the server's log.
-func dialLogged(t *testing.T) (healthpb.HealthClient, *syncBuffer) {
+func dialLogged(t *testing.T) (healthpb.HealthClient, *testutil.SyncBuffer) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	srv := grpc.NewServer(grpcerr.ServerOptions(slog.New(slog.NewTextHandler(logs, nil)))...)
 	healthpb.RegisterHealthServer(srv, failingHealth{})
 	go func() { _ = srv.Serve(lis) }()
@@ -75,23 +74,6 @@ func dialLogged(t *testing.T) (healthpb.HealthClient, *syncBuffer) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return healthpb.NewHealthClient(conn), logs
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestInternalDetailIsLoggedNotSent(t *testing.T) {

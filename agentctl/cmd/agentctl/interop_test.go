@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 const tsClientDir = "testdata/tsclient"
@@ -62,7 +63,7 @@ func runTSClient(t *testing.T, args ...string) (<-chan tsEvent, func()) {
 	cmd := exec.Command("node", append([]string{"client.mjs"}, args...)...)
 	cmd.Dir = tsClientDir
 	cmd.Env = append(os.Environ(), asMain+"=1")
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/pki"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 const asMain = "AGENTCTL_TEST_MAIN"
@@ -95,7 +95,7 @@ func spawnDaemon(t *testing.T, args, env []string) *daemonProcess {
 	state := t.TempDir()
 	cmd := agentctl(context.Background(), append([]string{"serve", "--state-dir", state}, args...)...)
 	cmd.Env = append(withoutSecret(cmd.Env), env...)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -239,21 +239,4 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("agentctl did not stop on SIGTERM")
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 const secret = "per-launch-secret-0123456789"
@@ -81,33 +81,16 @@ func agentMain(mode string) int {
 	return 2
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type harness struct {
 	addr     string
 	client   agentctlv1.AgentctlServiceClient
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	stateDir string
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{logs: &syncBuffer{}, stateDir: t.TempDir()}
+	h := &harness{logs: &testutil.SyncBuffer{}, stateDir: t.TempDir()}
 	d, err := daemon.New(daemon.Options{
 		Secret: secret, StateDir: h.stateDir, CallTimeout: 10 * time.Second, StopGrace: 5 * time.Second,
 		AgentctlPath: "/usr/local/bin/agentctl", Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
