@@ -190,11 +190,15 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 		SessionId: "s1", TaskId: "task_1", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: gen},
 	}})
 	require.NoError(t, err)
+	pushAt := func(g uint64, set ...string) *agentctlv1.SetProvidersResponse {
+		resp, err := d.client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{SessionId: "s1",
+			ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: g}})
+		require.NoError(t, err)
+		return resp
+	}
 	push := func(set ...string) {
 		gen++
-		_, err := d.client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{SessionId: "s1",
-			ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen}})
-		require.NoError(t, err)
+		pushAt(gen, set...)
 	}
 	cfgPath := filepath.Join(d.state, "sessions", "s1", "bridge.json")
 	var token struct{ Token string }
@@ -222,6 +226,13 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 			assert.Equal(t, want, httpClient.Names(t))
 			stdio.ExpectNone(t, "one push, one notification through the bridge")
 			assert.Equal(t, 0, httpClient.Drain(), "one push, one notification over HTTP")
+
+			assert.False(t, pushAt(gen-1, "local").GetAccepted(), "stale")
+			gen++
+			assert.False(t, pushAt(gen, "GITLAB", "github").GetToolsChanged(), "equivalent")
+			stdio.ExpectNone(t, "stale and equivalent pushes must not notify through the bridge")
+			assert.Equal(t, 0, httpClient.Drain(), "stale and equivalent pushes must not notify over HTTP")
+			assert.Equal(t, want, stdio.Names(t))
 
 			res, err := stdio.Session.CallTool(ctx, &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
 			require.NoError(t, err)

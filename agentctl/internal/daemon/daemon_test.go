@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,43 +176,50 @@ func TestCallsWithoutTheSecretAreRefusedAndLoggedWithoutIt(t *testing.T) {
 // client sees exactly one notification, the mode is kept.
 func TestSetProvidersRebuildsLocallyAndNotifiesOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_PLAN, 1, "github", "svn"))
-	assert.Equal(t, []string{"github"}, st.GetProviderSet().GetProviders())
-	assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, st.GetToolNames())
-	assert.True(t, strings.HasPrefix(st.GetMcpUrl(), "http://127.0.0.1:"), st.GetMcpUrl())
+	for _, version := range mcptest.ProtocolVersions {
+		t.Run(mcptest.VersionName(version), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_PLAN, 1, "github", "svn"))
+			assert.Equal(t, []string{"github"}, st.GetProviderSet().GetProviders())
+			assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, st.GetToolNames())
+			assert.True(t, strings.HasPrefix(st.GetMcpUrl(), "http://127.0.0.1:"), st.GetMcpUrl())
 
-	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), "")
-	assert.Equal(t, st.GetToolNames(), c.Names(t))
-	gen := uint64(1)
-	toggle := [][]string{{"gitlab"}, {"github"}}
-	c.Subscribe(t, func() {
-		gen++
-		h.push(t, "s1", gen, toggle[gen%2]...)
-	})
+			c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), version)
+			assert.Equal(t, mcptest.Expected(version), c.Negotiated())
+			assert.Equal(t, st.GetToolNames(), c.Names(t))
+			gen := uint64(1)
+			toggle := [][]string{{"gitlab"}, {"github"}}
+			c.Subscribe(t, func() {
+				gen++
+				h.push(t, "s1", gen, toggle[gen%2]...)
+			})
 
-	gen++
-	resp := h.push(t, "s1", gen, "GitLab", " github ")
-	assert.True(t, resp.GetAccepted())
-	assert.True(t, resp.GetToolsChanged())
-	c.WaitChanged(t)
-	assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+			gen++
+			resp := h.push(t, "s1", gen, "GitLab", " github ")
+			assert.True(t, resp.GetAccepted())
+			assert.True(t, resp.GetToolsChanged())
+			c.WaitChanged(t)
+			assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
 
-	resp = h.push(t, "s1", gen-1, "local")
-	assert.False(t, resp.GetAccepted(), "a stale generation is ignored")
-	assert.Equal(t, []string{"github", "gitlab"}, resp.GetApplied().GetProviders())
-	assert.Equal(t, gen, resp.GetApplied().GetGeneration())
+			resp = h.push(t, "s1", gen-1, "local")
+			assert.False(t, resp.GetAccepted(), "a stale generation is ignored")
+			assert.Equal(t, []string{"github", "gitlab"}, resp.GetApplied().GetProviders())
+			assert.Equal(t, gen, resp.GetApplied().GetGeneration())
 
-	gen++
-	resp = h.push(t, "s1", gen, "gitlab", "github", "bitbucket")
-	assert.True(t, resp.GetAccepted())
-	assert.False(t, resp.GetToolsChanged(), "an equivalent set changes nothing")
-	c.ExpectNone(t, "stale and equivalent pushes must not notify")
+			gen++
+			resp = h.push(t, "s1", gen, "gitlab", "github", "bitbucket")
+			assert.True(t, resp.GetAccepted())
+			assert.False(t, resp.GetToolsChanged(), "an equivalent set changes nothing")
+			c.ExpectNone(t, "stale and equivalent pushes must not notify")
+			assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
 
-	state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
-	require.NoError(t, err)
-	assert.Equal(t, agentctlv1.SessionMode_SESSION_MODE_PLAN, state.GetStatus().GetMode(), "the mode is kept across pushes")
-	assert.Equal(t, gen, state.GetStatus().GetProviderSet().GetGeneration())
+			state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+			require.NoError(t, err)
+			assert.Equal(t, agentctlv1.SessionMode_SESSION_MODE_PLAN, state.GetStatus().GetMode(), "the mode is kept across pushes")
+			assert.Equal(t, gen, state.GetStatus().GetProviderSet().GetGeneration())
+		})
+	}
 }
 
 func TestMCPEndpointRequiresTheSessionToken(t *testing.T) {
@@ -432,7 +440,14 @@ func TestCreateSessionRefusesBadSpecs(t *testing.T) {
 // every list is a whole surface, and the session ends on the set of the
 // highest generation, not of the last call to arrive.
 func TestSetProvidersStormEndsAtTheHighestGeneration(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it checks that no goroutine outlives the daemon.
+	baseline := runtime.NumGoroutine()
+	t.Run("storm", storm)
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+2 }, 10*time.Second, 10*time.Millisecond,
+		"goroutines leaked: %d, baseline %d", runtime.NumGoroutine(), baseline)
+}
+
+func storm(t *testing.T) {
 	h := newHarness(t)
 	orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{Text: "ok"} })
 	st := h.create(t, spec("storm", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
