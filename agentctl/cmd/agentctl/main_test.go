@@ -25,9 +25,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
-	"github.com/toolscope/toolscope/agentctl/internal/mcptest"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/testutil"
 )

@@ -323,6 +323,11 @@ func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest
 	}
 	l := d.hub.attach(stream.Send)
 	defer d.hub.detach(l)
+	if err := l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_Attached{
+		Attached: &agentctlv1.AttachAck{AgentctlVersion: version.String()},
+	}}); err != nil {
+		return err
+	}
 	id := first.GetHello().GetOrchestratorId()
 	d.log.Info("orchestrator attached", "orchestrator_id", id)
 	ended := make(chan struct{})

@@ -64,13 +64,14 @@ func (s *session) status() *agentctlv1.SessionStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &agentctlv1.SessionStatus{
-		SessionId:     s.id,
-		Phase:         s.phase,
-		Mode:          modeToProto(s.mode),
-		ProviderSet:   &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
-		ToolNames:     s.pub.Desired().Names(),
-		McpUrl:        s.url,
-		AgentExitCode: s.exitCode,
+		SessionId:      s.id,
+		Phase:          s.phase,
+		Mode:           modeToProto(s.mode),
+		ProviderSet:    &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		ToolNames:      s.pub.Desired().Names(),
+		McpUrl:         s.url,
+		AgentExitCode:  s.exitCode,
+		McpBearerToken: s.token,
 	}
 }
 

@@ -788,8 +788,11 @@ type SessionStatus struct {
 	McpUrl string `protobuf:"bytes,6,opt,name=mcp_url,json=mcpUrl,proto3" json:"mcp_url,omitempty"`
 	// Exit code of the agent, when phase is SESSION_PHASE_AGENT_EXITED.
 	AgentExitCode int32 `protobuf:"varint,7,opt,name=agent_exit_code,json=agentExitCode,proto3" json:"agent_exit_code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Bearer token of the session's MCP endpoint. Only the authenticated
+	// orchestrator receives it, to tell users how to attach a client.
+	McpBearerToken string `protobuf:"bytes,8,opt,name=mcp_bearer_token,json=mcpBearerToken,proto3" json:"mcp_bearer_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionStatus) Reset() {
@@ -869,6 +872,13 @@ func (x *SessionStatus) GetAgentExitCode() int32 {
 		return x.AgentExitCode
 	}
 	return 0
+}
+
+func (x *SessionStatus) GetMcpBearerToken() string {
+	if x != nil {
+		return x.McpBearerToken
+	}
+	return ""
 }
 
 // AttachRequest flows from the orchestrator to agentctl.
@@ -963,6 +973,7 @@ type AttachResponse struct {
 	//
 	//	*AttachResponse_ToolCall
 	//	*AttachResponse_SessionEvent
+	//	*AttachResponse_Attached
 	Message       isAttachResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1023,6 +1034,15 @@ func (x *AttachResponse) GetSessionEvent() *SessionEvent {
 	return nil
 }
 
+func (x *AttachResponse) GetAttached() *AttachAck {
+	if x != nil {
+		if x, ok := x.Message.(*AttachResponse_Attached); ok {
+			return x.Attached
+		}
+	}
+	return nil
+}
+
 type isAttachResponse_Message interface {
 	isAttachResponse_Message()
 }
@@ -1037,9 +1057,63 @@ type AttachResponse_SessionEvent struct {
 	SessionEvent *SessionEvent `protobuf:"bytes,2,opt,name=session_event,json=sessionEvent,proto3,oneof"`
 }
 
+type AttachResponse_Attached struct {
+	// First message on the stream: tool calls will now be routed to it.
+	Attached *AttachAck `protobuf:"bytes,3,opt,name=attached,proto3,oneof"`
+}
+
 func (*AttachResponse_ToolCall) isAttachResponse_Message() {}
 
 func (*AttachResponse_SessionEvent) isAttachResponse_Message() {}
+
+func (*AttachResponse_Attached) isAttachResponse_Message() {}
+
+// AttachAck confirms an Attach stream: agentctl routes tool calls to it
+// from now on.
+type AttachAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agentctl build, for the orchestrator's logs.
+	AgentctlVersion string `protobuf:"bytes,1,opt,name=agentctl_version,json=agentctlVersion,proto3" json:"agentctl_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AttachAck) Reset() {
+	*x = AttachAck{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachAck) ProtoMessage() {}
+
+func (x *AttachAck) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
+func (*AttachAck) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AttachAck) GetAgentctlVersion() string {
+	if x != nil {
+		return x.AgentctlVersion
+	}
+	return ""
+}
 
 // AttachHello opens the Attach stream.
 type AttachHello struct {
@@ -1052,7 +1126,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1138,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1151,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1104,7 +1178,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1190,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1203,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1186,7 +1260,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1272,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1285,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1263,7 +1337,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1349,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1362,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -1367,7 +1441,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"S\n" +
 	"\x13StopSessionResponse\x12<\n" +
-	"\x06status\x18\x01 \x01(\v2$.toolscope.agentctl.v1.SessionStatusR\x06status\"\xc8\x02\n" +
+	"\x06status\x18\x01 \x01(\v2$.toolscope.agentctl.v1.SessionStatusR\x06status\"\xf2\x02\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -1377,16 +1451,20 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
 	"tool_names\x18\x05 \x03(\tR\ttoolNames\x12\x17\n" +
 	"\amcp_url\x18\x06 \x01(\tR\x06mcpUrl\x12&\n" +
-	"\x0fagent_exit_code\x18\a \x01(\x05R\ragentExitCode\"\x9c\x01\n" +
+	"\x0fagent_exit_code\x18\a \x01(\x05R\ragentExitCode\x12(\n" +
+	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
 	"\vtool_result\x18\x02 \x01(\v2!.toolscope.agentctl.v1.ToolResultH\x00R\n" +
 	"toolResultB\t\n" +
-	"\amessage\"\xa7\x01\n" +
+	"\amessage\"\xe7\x01\n" +
 	"\x0eAttachResponse\x12>\n" +
 	"\ttool_call\x18\x01 \x01(\v2\x1f.toolscope.agentctl.v1.ToolCallH\x00R\btoolCall\x12J\n" +
-	"\rsession_event\x18\x02 \x01(\v2#.toolscope.agentctl.v1.SessionEventH\x00R\fsessionEventB\t\n" +
+	"\rsession_event\x18\x02 \x01(\v2#.toolscope.agentctl.v1.SessionEventH\x00R\fsessionEvent\x12>\n" +
+	"\battached\x18\x03 \x01(\v2 .toolscope.agentctl.v1.AttachAckH\x00R\battachedB\t\n" +
 	"\amessage\"6\n" +
+	"\tAttachAck\x12)\n" +
+	"\x10agentctl_version\x18\x01 \x01(\tR\x0fagentctlVersion\"6\n" +
 	"\vAttachHello\x12'\n" +
 	"\x0forchestrator_id\x18\x01 \x01(\tR\x0eorchestratorId\"\x9f\x01\n" +
 	"\bToolCall\x12\x17\n" +
@@ -1445,7 +1523,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),               // 1: toolscope.agentctl.v1.SessionPhase
@@ -1464,15 +1542,16 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*SessionStatus)(nil),           // 14: toolscope.agentctl.v1.SessionStatus
 	(*AttachRequest)(nil),           // 15: toolscope.agentctl.v1.AttachRequest
 	(*AttachResponse)(nil),          // 16: toolscope.agentctl.v1.AttachResponse
-	(*AttachHello)(nil),             // 17: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                // 18: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),              // 19: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),            // 20: toolscope.agentctl.v1.SessionEvent
-	nil,                             // 21: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
+	(*AttachAck)(nil),               // 17: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),             // 18: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                // 19: toolscope.agentctl.v1.ToolCall
+	(*ToolResult)(nil),              // 20: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),            // 21: toolscope.agentctl.v1.SessionEvent
+	nil,                             // 22: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	21, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	22, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
@@ -1485,27 +1564,28 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	1,  // 10: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
 	0,  // 11: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	3,  // 12: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	17, // 13: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	19, // 14: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	18, // 15: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	20, // 16: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	2,  // 17: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	22, // 18: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 19: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	8,  // 20: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	10, // 21: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	12, // 22: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	15, // 23: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	7,  // 24: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	9,  // 25: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	11, // 26: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	13, // 27: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	16, // 28: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 13: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	20, // 14: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	19, // 15: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	21, // 16: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	17, // 17: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	2,  // 18: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	23, // 19: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 20: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	8,  // 21: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	10, // 22: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	12, // 23: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	15, // 24: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	7,  // 25: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	9,  // 26: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	11, // 27: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	13, // 28: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	16, // 29: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	25, // [25:30] is the sub-list for method output_type
+	20, // [20:25] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -1520,6 +1600,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
+		(*AttachResponse_Attached)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1527,7 +1608,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,237 @@
+// Package agentlink is the orchestrator's end of one agentctl daemon: a
+// gRPC connection authenticated by the per-launch secret or by mutual TLS,
+// and an Attach stream the orchestrator opens and keeps open (reconnecting
+// after failures), on which agentctl's tool calls arrive and are answered
+// concurrently. Every executor backend reaches agentctl through it.
+package agentlink
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/toolscope/toolscope/executors"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Options configure a Link.
+type Options struct {
+	// Addr is agentctl's gRPC address.
+	Addr string
+	// Secret authenticates over plain TCP (loopback or a port published on
+	// 127.0.0.1); TLS, if set, authenticates by client certificate.
+	Secret string
+	TLS    *tls.Config
+	// Calls answers tool calls; Events receives session events (may be nil).
+	Calls  executors.CallHandler
+	Events executors.EventHandler
+	// OrchestratorID names this orchestrator in agentctl's logs.
+	OrchestratorID string
+	Log            *slog.Logger
+}
+
+// Link is a connection to one agentctl daemon.
+type Link struct {
+	Client agentctlv1.AgentctlServiceClient
+
+	conn     *grpc.ClientConn
+	opts     Options
+	cancel   context.CancelFunc
+	done     chan struct{}
+	attached chan struct{}
+	once     sync.Once
+}
+
+// Dial connects to agentctl and starts keeping an Attach stream open.
+func Dial(opts Options) (*Link, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	dial := append(grpcerr.DialOptions(),
+		// Detect a dead or unreachable agentctl within seconds, even idle.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	switch {
+	case opts.TLS != nil:
+		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(opts.TLS)))
+	case opts.Secret != "":
+		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(bearer.Credentials(opts.Secret, false)))
+	default:
+		return nil, errdefs.InvalidField("credentials", "a secret or a TLS configuration is required to reach agentctl")
+	}
+	conn, err := grpc.NewClient(opts.Addr, dial...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Link{
+		Client: agentctlv1.NewAgentctlServiceClient(conn), conn: conn, opts: opts, cancel: cancel,
+		done: make(chan struct{}), attached: make(chan struct{}),
+	}
+	go l.attachLoop(ctx)
+	return l, nil
+}
+
+// WaitAttached waits until the first Attach stream is open.
+func (l *Link) WaitAttached(ctx context.Context) error {
+	select {
+	case <-l.attached:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Close ends the Attach stream and the connection; the sessions keep
+// running.
+func (l *Link) Close() error {
+	l.cancel()
+	<-l.done
+	return l.conn.Close()
+}
+
+func (l *Link) attachLoop(ctx context.Context) {
+	defer close(l.done)
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.attachOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (l *Link) attachOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := l.Client.Attach(ctx)
+	if err != nil {
+		return err
+	}
+	var sendMu sync.Mutex
+	send := func(m *agentctlv1.AttachRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	if err := send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_Hello{
+		Hello: &agentctlv1.AttachHello{OrchestratorId: l.opts.OrchestratorID},
+	}}); err != nil {
+		return err
+	}
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if c := msg.GetToolCall(); c != nil && l.opts.Calls != nil {
+			calls.Go(func() {
+				r := l.opts.Calls(ctx, c)
+				if r == nil {
+					r = &agentctlv1.ToolResult{IsError: true, ErrorCode: "internal", Text: "no answer"}
+				}
+				r.CallId = c.GetCallId()
+				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: r}})
+			})
+		}
+		if e := msg.GetSessionEvent(); e != nil && l.opts.Events != nil {
+			l.opts.Events(e)
+		}
+		if msg.GetAttached() != nil {
+			// agentctl routes tool calls here from now on.
+			l.once.Do(func() { close(l.attached) })
+		}
+	}
+}
+
+// CreateSession hands spec to agentctl.
+func (l *Link) CreateSession(ctx context.Context, spec executors.Spec) (executors.Status, error) {
+	resp, err := l.Client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: LaunchSpec(spec)})
+	if err != nil {
+		return executors.Status{}, err
+	}
+	return FromProto(resp.GetStatus()), nil
+}
+
+// SetProviders pushes a provider set to a session.
+func (l *Link) SetProviders(ctx context.Context, sessionID string, set providers.Set, gen uint64) (executors.PushResult, error) {
+	resp, err := l.Client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{
+		SessionId: sessionID, ProviderSet: &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen},
+	})
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	return executors.PushResult{
+		Accepted: resp.GetAccepted(), ToolsChanged: resp.GetToolsChanged(),
+		Applied: providers.Of(resp.GetApplied().GetProviders()...), Generation: resp.GetApplied().GetGeneration(),
+	}, nil
+}
+
+// State reports a session's status.
+func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, error) {
+	resp, err := l.Client.GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: sessionID})
+	if err != nil {
+		return executors.Status{}, err
+	}
+	return FromProto(resp.GetStatus()), nil
+}
+
+// StopSession stops a session.
+func (l *Link) StopSession(ctx context.Context, sessionID string) error {
+	_, err := l.Client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: sessionID})
+	return err
+}
+
+// LaunchSpec converts a spec to the wire.
+func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
+	out := &agentctlv1.LaunchSpec{
+		SessionId: s.SessionID, TaskId: s.TaskID, WorkspaceId: s.WorkspaceID, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
+		ProviderSet: &agentctlv1.ProviderSet{Providers: s.Providers.Strings(), Generation: s.Generation},
+	}
+	if s.Mode == executors.ModePlan {
+		out.Mode = agentctlv1.SessionMode_SESSION_MODE_PLAN
+	}
+	if s.Agent != nil {
+		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir}
+	}
+	return out
+}
+
+// FromProto converts a session status from the wire.
+func FromProto(st *agentctlv1.SessionStatus) executors.Status {
+	out := executors.Status{
+		MCPURL: st.GetMcpUrl(), MCPToken: st.GetMcpBearerToken(),
+		Providers: providers.Of(st.GetProviderSet().GetProviders()...), Generation: st.GetProviderSet().GetGeneration(),
+		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()),
+	}
+	switch st.GetPhase() {
+	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:
+		out.Phase = executors.PhaseAgentExited
+	case agentctlv1.SessionPhase_SESSION_PHASE_STOPPED:
+		out.Phase = executors.PhaseStopped
+	default:
+		out.Phase = executors.PhaseRunning
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+// Package executors is the one interface the orchestrator uses to run agent
+// sessions, whatever runs them: a local process (package local), a Docker
+// container (package docker) or a daemon on a remote host (package remote).
+// Every backend starts or reaches an agentctl, hands it the launch spec —
+// with the mode and the provider set and its generation as typed fields —
+// and keeps an Attach stream open so the agent's tool calls reach the
+// orchestrator. One conformance suite (package executortest) proves every
+// backend behaves the same.
+//
+// A backend returns a Handle the orchestrator persists; a restarted
+// orchestrator passes it to Reattach to take over a session that is still
+// running. Optional capabilities are separate small interfaces.
+package executors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Mode selects the tools a session's agent is shown.
+type Mode string
+
+// Modes.
+const (
+	ModeTask Mode = "task"
+	ModePlan Mode = "plan"
+)
+
+// AgentCommand is the agent a session runs next to agentctl.
+type AgentCommand struct {
+	Argv    []string
+	Env     map[string]string
+	WorkDir string
+}
+
+// Spec is everything a backend needs to launch (or relaunch) a session.
+type Spec struct {
+	SessionID   string
+	TaskID      string
+	WorkspaceID string
+	Mode        Mode
+	// Agent is nil for a session that only serves MCP.
+	Agent *AgentCommand
+	// Providers and Generation are the task's provider set at launch.
+	Providers  providers.Set
+	Generation uint64
+	// Image is the container image, for the docker backend.
+	Image string
+}
+
+// Validate checks the fields every backend needs.
+func (s Spec) Validate() error {
+	switch {
+	case s.SessionID == "":
+		return errdefs.RequiredField("session_id")
+	case s.TaskID == "":
+		return errdefs.RequiredField("task_id")
+	case s.Mode != ModeTask && s.Mode != ModePlan:
+		return errdefs.InvalidField("mode", "%q is not a session mode", s.Mode)
+	case s.Agent != nil && len(s.Agent.Argv) == 0:
+		return errdefs.InvalidField("agent.argv", "is empty")
+	}
+	return nil
+}
+
+// Handle is what a backend needs to find a session again. The orchestrator
+// persists it; State is opaque to everyone but the backend and never holds
+// a secret (only references, such as a file path).
+type Handle struct {
+	Backend string
+	Version int
+	State   []byte
+}
+
+// Phase is where a session is, as its backend sees it.
+type Phase string
+
+// Phases.
+const (
+	PhaseRunning     Phase = "running"      // agentctl answers; the agent runs (if any)
+	PhaseAgentExited Phase = "agent_exited" // the agent exited; agentctl still serves MCP
+	PhaseStopped     Phase = "stopped"      // stopped on request
+	PhaseLost        Phase = "lost"         // agentctl is gone or unreachable
+)
+
+// Status is a session as its backend sees it.
+type Status struct {
+	Phase Phase
+	// Reason says why a session is lost.
+	Reason string
+	// MCPURL and MCPToken attach an MCP client to the session. MCPURL is
+	// reachable from the orchestrator's host.
+	MCPURL, MCPToken string
+	Providers        providers.Set
+	Generation       uint64
+	ToolNames        []string
+	AgentExitCode    int
+}
+
+// PushResult is the outcome of SetProviders.
+type PushResult struct {
+	// Accepted is false when the pushed generation was older than the
+	// applied one; Applied and Generation then describe the applied set.
+	Accepted     bool
+	ToolsChanged bool
+	Applied      providers.Set
+	Generation   uint64
+}
+
+// Progress reports a step of a slow operation ("creating container",
+// "waiting for agentctl", ...). It may be nil.
+type Progress func(step string)
+
+// Report calls p if it is set.
+func (p Progress) Report(format string, args ...any) {
+	if p != nil {
+		p(fmt.Sprintf(format, args...))
+	}
+}
+
+// Executor runs sessions. Implementations are safe for concurrent use.
+type Executor interface {
+	// Name is the backend's name: "local", "docker" or "remote".
+	Name() string
+	// Launch starts a session and returns its handle once its agentctl
+	// applied the spec. A failed launch leaves nothing running.
+	Launch(ctx context.Context, spec Spec, progress Progress) (Handle, Status, error)
+	// SetProviders pushes a provider set to a running session.
+	SetProviders(ctx context.Context, h Handle, set providers.Set, generation uint64) (PushResult, error)
+	// Inspect reports a session's status; a session whose agentctl is
+	// gone is PhaseLost, not an error.
+	Inspect(ctx context.Context, h Handle) (Status, error)
+	// Stop stops a session. Stopping a stopped or lost session succeeds.
+	Stop(ctx context.Context, h Handle) error
+	// Reattach takes over a session launched by an earlier orchestrator
+	// process. It fails with ErrLost if the session is gone.
+	Reattach(ctx context.Context, h Handle) error
+	// Close releases connections; sessions keep running.
+	Close() error
+}
+
+// ErrLost reports a session whose agentctl is gone or unreachable. It is an
+// errdefs.ErrUnavailable.
+var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)
+
+// CallHandler answers a tool call an agent made through agentctl.
+type CallHandler func(ctx context.Context, call *agentctlv1.ToolCall) *agentctlv1.ToolResult
+
+// EventHandler receives the session events agentctl reports.
+type EventHandler func(e *agentctlv1.SessionEvent)
+
+// EncodeState and DecodeState are the JSON helpers backends use for
+// Handle.State.
+func EncodeState(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("executors: encode handle state: %v", err))
+	}
+	return b
+}
+
+// DecodeState decodes a handle's state, checking its backend and version.
+func DecodeState(h Handle, backend string, version int, v any) error {
+	if h.Backend != backend {
+		return errdefs.InvalidField("handle", "belongs to backend %q, not %q", h.Backend, backend)
+	}
+	if h.Version != version {
+		return errdefs.InvalidField("handle", "version %d; this %s backend reads version %d", h.Version, backend, version)
+	}
+	if err := json.Unmarshal(h.State, v); err != nil {
+		return errors.Join(errdefs.InvalidField("handle", "unreadable state"), err)
+	}
+	return nil
+}

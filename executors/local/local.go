@@ -1,0 +1,448 @@
+// Package local runs each session's agentctl as a child process of the
+// orchestrator, in its own process group, on loopback.
+//
+// Launch writes a per-launch secret to a file only the owner can read,
+// starts `agentctl serve --listen 127.0.0.1:0 --secret-file ...`, waits for
+// its readiness line (no polling), creates the session and opens the Attach
+// stream. The process's exit is noticed at once (the orchestrator waits on
+// its child). The handle records the pid, address and the secret file's
+// path — a reference, never the secret — so a restarted orchestrator can
+// re-attach; agentctl survives an orchestrator restart because it runs in
+// its own process group.
+package local
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Name is the backend's name.
+const Name = "local"
+
+const stateVersion = 1
+
+// Options configure the local backend.
+type Options struct {
+	// Agentctl is the path of the agentctl binary.
+	Agentctl string
+	// StateDir holds one directory per session (secret file, agentctl's
+	// state and log).
+	StateDir string
+	// ReadyTimeout bounds the wait for agentctl's readiness line.
+	ReadyTimeout time.Duration
+	// StopGrace is the time between SIGTERM and SIGKILL.
+	StopGrace      time.Duration
+	Calls          executors.CallHandler
+	Events         executors.EventHandler
+	OrchestratorID string
+	Log            *slog.Logger
+}
+
+// state is what the handle records.
+type state struct {
+	SessionID  string `json:"session_id"`
+	PID        int    `json:"pid"`
+	Addr       string `json:"addr"`
+	SecretFile string `json:"secret_file"`
+	Dir        string `json:"dir"`
+}
+
+// Executor is the local backend.
+type Executor struct {
+	opts Options
+
+	mu       sync.Mutex
+	sessions map[string]*session // by session id
+}
+
+type session struct {
+	id    string
+	st    state
+	link  *agentlink.Link
+	exit  chan struct{} // closed when the process is known to be gone
+	cause string        // why it is gone; set before exit is closed
+	child *exec.Cmd     // nil after a re-attach (not our child)
+	done  chan struct{} // closed when the orchestrator lets go of the session
+	once  sync.Once
+
+	stopped bool // guarded by Executor.mu
+}
+
+func (s *session) release() { s.once.Do(func() { close(s.done) }) }
+
+// New returns the local backend.
+func New(opts Options) (*Executor, error) {
+	if opts.Agentctl == "" {
+		return nil, errdefs.RequiredField("agentctl")
+	}
+	if _, err := os.Stat(opts.Agentctl); err != nil {
+		return nil, fmt.Errorf("agentctl binary %s: %w", opts.Agentctl, err)
+	}
+	if opts.StateDir == "" {
+		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 5 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
+}
+
+// Name implements executors.Executor.
+func (e *Executor) Name() string { return Name }
+
+// Launch implements executors.Executor.
+func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress executors.Progress) (executors.Handle, executors.Status, error) {
+	if err := spec.Validate(); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	e.mu.Lock()
+	if old, ok := e.sessions[spec.SessionID]; ok && !old.gone() && !old.stopped {
+		e.mu.Unlock()
+		return executors.Handle{}, executors.Status{}, errdefs.AlreadyExists("session %q is already running", spec.SessionID)
+	}
+	e.mu.Unlock()
+
+	dir := filepath.Join(e.opts.StateDir, spec.SessionID)
+	_ = os.RemoveAll(dir) // a relaunch starts clean
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	progress.Report("starting agentctl")
+	s, err := e.start(ctx, spec.SessionID, dir, secretFile)
+	if err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	fail := func(err error) (executors.Handle, executors.Status, error) {
+		e.kill(s)
+		return executors.Handle{}, executors.Status{}, err
+	}
+	progress.Report("agentctl ready on %s; creating the session with providers %q (generation %d)", s.st.Addr, spec.Providers.String(), spec.Generation)
+	status, err := s.link.CreateSession(ctx, spec)
+	if err != nil {
+		return fail(fmt.Errorf("create session in agentctl: %w", err))
+	}
+	if err := s.link.WaitAttached(ctx); err != nil {
+		return fail(fmt.Errorf("attach to agentctl: %w", err))
+	}
+	e.mu.Lock()
+	e.sessions[spec.SessionID] = s
+	e.mu.Unlock()
+	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(s.st)}, status, nil
+}
+
+// start runs agentctl and waits for its readiness line.
+func (e *Executor) start(ctx context.Context, id, dir, secretFile string) (*session, error) {
+	logFile, err := os.OpenFile(filepath.Join(dir, "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(e.opts.Agentctl, "serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile,
+		"--state-dir", filepath.Join(dir, "agentctl"))
+	cmd.Env = os.Environ()
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start agentctl %s: %w", e.opts.Agentctl, err)
+	}
+	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}),
+		st: state{SessionID: id, PID: cmd.Process.Pid, SecretFile: secretFile, Dir: dir}}
+	go func() {
+		err := cmd.Wait()
+		_ = logFile.Close()
+		s.cause = fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err))
+		close(s.exit)
+		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
+	}()
+
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	timer := time.NewTimer(e.opts.ReadyTimeout)
+	defer timer.Stop()
+	var line string
+	select {
+	case line = <-ready:
+	case <-s.exit:
+		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.cause, tail(filepath.Join(dir, "agentctl.log")))
+	case <-timer.C:
+		e.kill(s)
+		return nil, fmt.Errorf("agentctl was not ready within %s: %w", e.opts.ReadyTimeout, errdefs.ErrUnavailable)
+	case <-ctx.Done():
+		e.kill(s)
+		return nil, context.Cause(ctx)
+	}
+	var r struct {
+		Addr string `json:"addr"`
+	}
+	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Addr == "" {
+		e.kill(s)
+		return nil, fmt.Errorf("agentctl printed %q instead of its readiness line; is %s an agentctl binary for this machine? log: %s",
+			strings.TrimSpace(line), e.opts.Agentctl, tail(filepath.Join(dir, "agentctl.log")))
+	}
+	s.st.Addr = r.Addr
+	if s.link, err = e.dial(s.st); err != nil {
+		e.kill(s)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (e *Executor) dial(st state) (*agentlink.Link, error) {
+	secret, err := os.ReadFile(st.SecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the agentctl secret file: %w", err)
+	}
+	return agentlink.Dial(agentlink.Options{
+		Addr: st.Addr, Secret: strings.TrimSpace(string(secret)), Calls: e.opts.Calls, Events: e.opts.Events,
+		OrchestratorID: e.opts.OrchestratorID, Log: e.opts.Log,
+	})
+}
+
+// lookup returns the session of h, loading it from the handle after an
+// orchestrator restart only through Reattach.
+func (e *Executor) lookup(h executors.Handle) (*session, error) {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.sessions {
+		if s.st.PID == st.PID && s.st.Addr == st.Addr {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("no session with agentctl pid %d is attached to this orchestrator (re-attach first): %w", st.PID, errdefs.ErrNotFound)
+}
+
+func (s *session) gone() bool {
+	select {
+	case <-s.exit:
+		return true
+	default:
+		return false
+	}
+}
+
+// SetProviders implements executors.Executor.
+func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
+	s, err := e.lookup(h)
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	e.mu.Lock()
+	stopped := s.stopped
+	e.mu.Unlock()
+	if stopped {
+		return executors.PushResult{}, errdefs.FailedPrecondition("session %q is stopped", s.id)
+	}
+	if s.gone() {
+		return executors.PushResult{}, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.SetProviders(ctx, s.id, set, gen)
+}
+
+// Inspect implements executors.Executor.
+func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
+	s, err := e.lookup(h)
+	if err != nil {
+		return executors.Status{}, err
+	}
+	e.mu.Lock()
+	stopped := s.stopped
+	e.mu.Unlock()
+	if stopped {
+		return executors.Status{Phase: executors.PhaseStopped}, nil
+	}
+	if s.gone() {
+		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
+	}
+	st, err := s.link.State(ctx, s.id)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
+	}
+	return st, err
+}
+
+// Stop implements executors.Executor: the session, then its agentctl.
+func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
+	s, err := e.lookup(h)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil // not ours any more: nothing runs that we know of
+	} else if err != nil {
+		return err
+	}
+	if !s.gone() {
+		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
+		_ = s.link.StopSession(stopCtx, s.id)
+		cancel()
+	}
+	e.kill(s)
+	s.release()
+	e.mu.Lock()
+	s.stopped = true
+	e.mu.Unlock()
+	return nil
+}
+
+// kill ends agentctl's process group: SIGTERM, then SIGKILL after grace.
+func (e *Executor) kill(s *session) {
+	if s.link != nil {
+		_ = s.link.Close()
+	}
+	if s.gone() {
+		return
+	}
+	_ = syscall.Kill(-s.st.PID, syscall.SIGTERM)
+	select {
+	case <-s.exit:
+		return
+	case <-time.After(e.opts.StopGrace):
+	}
+	_ = syscall.Kill(-s.st.PID, syscall.SIGKILL)
+	<-s.exit
+}
+
+// Reattach implements executors.Executor: it takes over an agentctl that
+// an earlier orchestrator started. Its death is then noticed when its
+// Attach stream breaks and the process is gone.
+func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	if s, err := e.lookup(h); err == nil && !s.gone() {
+		return nil // already attached
+	}
+	if !alive(st.PID) {
+		return fmt.Errorf("agentctl (pid %d) is not running: %w", st.PID, executors.ErrLost)
+	}
+	link, err := e.dial(st)
+	if err != nil {
+		return err
+	}
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// A dead agentctl refuses the connection at once; this fails fast
+	// where waiting for the Attach stream would wait out the timeout.
+	if _, err := link.State(probe, st.SessionID); err != nil {
+		_ = link.Close()
+		return fmt.Errorf("agentctl at %s does not answer for session %q: %v: %w", st.Addr, st.SessionID, err, executors.ErrLost)
+	}
+	if err := link.WaitAttached(probe); err != nil {
+		_ = link.Close()
+		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
+	}
+	s := &session{id: st.SessionID, st: st, link: link, exit: make(chan struct{}), done: make(chan struct{})}
+	go e.watch(s)
+	e.mu.Lock()
+	e.sessions[s.id] = s
+	e.mu.Unlock()
+	return nil
+}
+
+// watch notices the death of a re-attached agentctl (not our child): the
+// process disappears. It checks on a short interval, since only a parent
+// can wait for a process.
+func (e *Executor) watch(s *session) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if !alive(s.st.PID) {
+			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
+			close(s.exit)
+			return
+		}
+	}
+}
+
+// Close implements executors.Executor: it drops the connections; the
+// agentctl processes keep running for the next orchestrator to re-attach.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.sessions {
+		if s.link != nil {
+			_ = s.link.Close()
+		}
+		s.release()
+	}
+	clear(e.sessions)
+	return nil
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return "(empty)"
+	}
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return strings.TrimSpace(string(b))
+}
