@@ -54,9 +54,9 @@ type orchestrator struct {
 	logs *bytes.Buffer
 }
 
-func startServer(t *testing.T, dataDir string) *orchestrator {
+func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
 	t.Helper()
-	cmd := command(context.Background(), "serve", "--json", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd := command(context.Background(), append([]string{"serve", "--json", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
 	logs := &bytes.Buffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -224,7 +224,8 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"session", "launch", task, "--mode", "turbo"}, cli.ExitUsage, "--mode"},
 		{[]string{"task", "get"}, cli.ExitUsage, "TASK"},
 		{[]string{"session", "launch", task, "claude"}, cli.ExitUsage, "after '--'"},
-		{[]string{"session", "launch", task, "--", "claude"}, cli.ExitUnavailable, "executor backend not available"},
+		{[]string{"session", "launch", task, "--executor", "remote", "--", "claude"}, cli.ExitUnavailable, "executor backend not available"},
+		{[]string{"session", "launch", task, "--executor", "docker"}, cli.ExitUsage, "invalid image"},
 		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid after_sequence"},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
 	}

@@ -170,18 +170,41 @@ type sessions struct {
 }
 
 func (h *sessions) LaunchSession(ctx context.Context, req *pb.LaunchSessionRequest) (*pb.LaunchSessionResponse, error) {
-	mode, err := fromMode(req.GetMode())
+	in, err := sessionInput(req)
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.svc.LaunchSession(ctx, service.SessionInput{
-		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode,
-		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
-	})
+	s, err := h.svc.LaunchSession(ctx, in, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.LaunchSessionResponse{Session: toSession(s)}, nil
+}
+
+func (h *sessions) StartSession(req *pb.StartSessionRequest, stream grpc.ServerStreamingServer[pb.StartSessionResponse]) error {
+	in, err := sessionInput(req.GetLaunch())
+	if err != nil {
+		return err
+	}
+	progress := func(step string) {
+		_ = stream.Send(&pb.StartSessionResponse{Update: &pb.StartSessionResponse_Progress{Progress: step}})
+	}
+	s, err := h.svc.LaunchSession(stream.Context(), in, progress)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&pb.StartSessionResponse{Update: &pb.StartSessionResponse_Session{Session: toSession(s)}})
+}
+
+func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {
+	mode, err := fromMode(req.GetMode())
+	if err != nil {
+		return service.SessionInput{}, err
+	}
+	return service.SessionInput{
+		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode, Image: req.GetImage(),
+		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
+	}, nil
 }
 
 func (h *sessions) ResumeSession(ctx context.Context, req *pb.ResumeSessionRequest) (*pb.ResumeSessionResponse, error) {

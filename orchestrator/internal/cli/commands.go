@@ -55,6 +55,7 @@ database under --data-dir.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", server.DefaultAddr, "TCP address to serve on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "agentctl binary for the local executor (default: next to toolscope, then PATH)")
 	return cmd
 }
 
@@ -309,7 +310,7 @@ func (a *app) sourceCmd() *cobra.Command {
 func (a *app) sessionCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "session", Short: "Run agents on tasks"}
 	var (
-		executor, mode, workdir string
+		executor, mode, workdir, image string
 	)
 	launch := &cobra.Command{
 		Use:   "launch TASK --executor local|docker|remote [--mode task|plan] [-- AGENT COMMAND...]",
@@ -329,19 +330,34 @@ func (a *app) sessionCmd() *cobra.Command {
 			if !ok {
 				return usagef("invalid --mode %q: use task or plan", mode)
 			}
-			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir}}
+			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image,
+				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir}}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.sessions(conn).LaunchSession(ctx, req)
+				stream, err := a.sessions(conn).StartSession(ctx, &pb.StartSessionRequest{Launch: req})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printSessions(w, []*pb.Session{resp.GetSession()}) })
+				// Progress goes to stderr, so stdout holds only the result.
+				for {
+					resp, err := stream.Recv()
+					if err != nil {
+						return err
+					}
+					if p := resp.GetProgress(); p != "" {
+						fmt.Fprintf(a.stderr, "  %s\n", p)
+						continue
+					}
+					if s := resp.GetSession(); s != nil {
+						return a.emit(s, func(w io.Writer) { printSessions(w, []*pb.Session{s}) })
+					}
+				}
 			})
 		},
 	}
 	launch.Flags().StringVar(&executor, "executor", "local", "local, docker or remote")
 	launch.Flags().StringVar(&mode, "mode", "", "task (default) or plan")
 	launch.Flags().StringVar(&workdir, "workdir", "", "agent working directory")
+	launch.Flags().StringVar(&image, "image", "", "container image (docker executor)")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
 		return &cobra.Command{

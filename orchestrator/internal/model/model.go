@@ -116,6 +116,7 @@ type Session struct {
 	State         SessionState
 	AgentArgv     []string
 	AgentWorkDir  string
+	Image         string // container image, for the docker executor
 	Handle        Handle
 	Pushed        ProviderSet // the set the session's agentctl last applied
 	NeedsRepair   bool

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -19,11 +20,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/local"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
 )
 
 // DefaultAddr is where the orchestrator listens, and where clients look
@@ -36,8 +40,28 @@ type Config struct {
 	Listen string
 	// DataDir holds the SQLite database; DefaultDataDir() if empty.
 	DataDir string
+	// Agentctl is the agentctl binary the local executor runs; if empty,
+	// an agentctl next to the running binary, then on PATH. Without one the
+	// local executor is off and says why.
+	Agentctl string
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+}
+
+// FindAgentctl returns the agentctl binary: next to the running
+// executable, else on PATH.
+func FindAgentctl() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		candidate := filepath.Join(filepath.Dir(self), "agentctl")
+		if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
+			return candidate, nil
+		}
+	}
+	path, err := exec.LookPath("agentctl")
+	if err != nil {
+		return "", errors.New("no agentctl next to this binary or on PATH (build it with 'make build', or pass --agentctl)")
+	}
+	return path, nil
 }
 
 // DefaultDataDir returns $TOOLSCOPE_DATA_DIR, else $XDG_DATA_HOME/toolscope,
@@ -86,7 +110,33 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		return err
 	}
 	defer st.Close()
-	svc := service.New(st, broker, log)
+
+	dispatcher := toolcalls.New(st, log)
+	execs := map[string]executors.Executor{}
+	if cfg.Agentctl == "" {
+		if found, err := FindAgentctl(); err != nil {
+			log.Warn("the local executor is off", "reason", err.Error())
+		} else {
+			cfg.Agentctl = found
+		}
+	}
+	if cfg.Agentctl != "" {
+		localExec, err := local.New(local.Options{
+			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.HandleProto,
+			OrchestratorID: "toolscope@" + st.Path(), Log: log,
+		})
+		if err != nil {
+			return fmt.Errorf("local executor: %w", err)
+		}
+		defer localExec.Close()
+		execs[local.Name] = localExec
+	}
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs})
+	if attached, lost, err := svc.Reattach(ctx); err != nil {
+		log.Error("re-attaching sessions failed", "error", err)
+	} else if attached+lost > 0 {
+		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
+	}
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
@@ -31,18 +32,26 @@ type Service struct {
 	store  *store.Store
 	broker *events.Broker
 	log    *slog.Logger
+	execs  map[string]executors.Executor
 	done   chan struct{} // closed by Close: ends every watcher
 	once   sync.Once
 }
 
+// Options configure a Service.
+type Options struct {
+	Logger *slog.Logger
+	// Executors are the backends sessions can run on, by name.
+	Executors map[string]executors.Executor
+}
+
 // New returns a Service over st. broker receives nothing from the service
 // itself (the store publishes committed events to it); the service reads
-// it to serve watchers. log may be nil.
-func New(st *store.Store, broker *events.Broker, log *slog.Logger) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// it to serve watchers.
+func New(st *store.Store, broker *events.Broker, opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: st, broker: broker, log: log, done: make(chan struct{})}
+	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, done: make(chan struct{})}
 }
 
 // ErrShuttingDown ends event watchers when the service closes.

@@ -31,7 +31,7 @@ func newServiceAndStore(t *testing.T) (*service.Service, *store.Store) {
 	st, err := store.Open(context.Background(), t.TempDir(), store.Options{OnCommit: broker.Publish})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	svc := service.New(st, broker, nil)
+	svc := service.New(st, broker, service.Options{})
 	t.Cleanup(svc.Close)
 	return svc, st
 }
@@ -131,15 +131,15 @@ func TestInvalidRequestsNameTheField(t *testing.T) {
 		}},
 		{"task_id", func() error { _, err := svc.AddSources(ctx, "", []string{w.gitlab.ID}); return err }},
 		{"executor", func() error {
-			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "kubernetes"})
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "kubernetes"}, nil)
 			return err
 		}},
 		{"mode", func() error {
-			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", Mode: "yolo"})
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", Mode: "yolo"}, nil)
 			return err
 		}},
 		{"agent.argv[1]", func() error {
-			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: []string{"a", "b\x00"}})
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: []string{"a", "b\x00"}}, nil)
 			return err
 		}},
 		{"session_id", func() error { _, err := svc.StopSession(ctx, ""); return err }},
@@ -335,9 +335,9 @@ func TestSessionsWithoutAnExecutorBackend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t)
-	_, err := w.svc.LaunchSession(ctx, service.SessionInput{TaskID: "task_nope", Executor: "local"})
+	_, err := w.svc.LaunchSession(ctx, service.SessionInput{TaskID: "task_nope", Executor: "local"}, nil)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	_, err = w.svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "docker"})
+	_, err = w.svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "docker", Image: "alpine"}, nil)
 	assert.ErrorIs(t, err, service.ErrNoExecutor)
 	list, err := w.svc.ListSessions(ctx, w.task.ID)
 	require.NoError(t, err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -20,16 +22,33 @@ type SessionInput struct {
 	Mode         model.Mode // "" means model.ModeTask
 	AgentArgv    []string
 	AgentWorkDir string
+	Image        string // docker only
 }
 
 // ErrNoExecutor reports a launch or resume through an executor backend
-// this orchestrator cannot drive.
+// this orchestrator is not configured to drive.
 var ErrNoExecutor = fmt.Errorf("executor backend not available: %w", errdefs.ErrUnavailable)
 
-// LaunchSession validates a launch request and hands it to its executor
-// backend. No backend is wired into the orchestrator yet, so a valid
-// request is refused with ErrNoExecutor before anything is recorded.
-func (s *Service) LaunchSession(ctx context.Context, in SessionInput) (model.Session, error) {
+func (s *Service) executor(name string) (executors.Executor, error) {
+	if e, ok := s.execs[name]; ok {
+		return e, nil
+	}
+	var have []string
+	for n := range s.execs {
+		have = append(have, n)
+	}
+	slices.Sort(have)
+	if len(have) == 0 {
+		have = []string{"none"}
+	}
+	return nil, fmt.Errorf("executor %q (this orchestrator runs: %s): %w", name, strings.Join(have, ", "), ErrNoExecutor)
+}
+
+// LaunchSession records a session and launches it through its executor
+// with the task's current provider set. progress, if set, receives a line
+// per step. A failed launch leaves the session recorded as failed, with
+// the cause.
+func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress executors.Progress) (model.Session, error) {
 	if err := required("task_id", in.TaskID); err != nil {
 		return model.Session{}, err
 	}
@@ -48,84 +67,256 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput) (model.Ses
 			return model.Session{}, errdefs.InvalidField(fmt.Sprintf("agent.argv[%d]", i), "contains a NUL byte")
 		}
 	}
-	if _, err := s.store.TaskProviders(ctx, in.TaskID); err != nil {
+	switch {
+	case in.Executor == "docker" && strings.TrimSpace(in.Image) == "":
+		return model.Session{}, errdefs.InvalidField("image", "is required for the docker executor")
+	case in.Executor != "docker" && in.Image != "":
+		return model.Session{}, errdefs.InvalidField("image", "only the docker executor runs images")
+	}
+	task, err := s.store.GetTask(ctx, in.TaskID)
+	if err != nil {
 		return model.Session{}, err
 	}
-	return model.Session{}, fmt.Errorf("launch on %q: %w", in.Executor, ErrNoExecutor)
+	exec, err := s.executor(in.Executor)
+	if err != nil {
+		return model.Session{}, err
+	}
+	sess, err := s.store.CreateSession(ctx, model.Session{
+		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending,
+		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
+	})
+	if err != nil {
+		return model.Session{}, err
+	}
+	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
+		describeSet(task.Providers), task.Providers.Generation)
+	return s.start(ctx, exec, sess, progress, "launched")
 }
 
-// ResumeSession restarts a stopped or failed session through its executor
-// backend.
+// start launches sess through exec with the task's current provider set
+// and records the outcome.
+func (s *Service) start(ctx context.Context, exec executors.Executor, sess model.Session, progress executors.Progress, verb string) (model.Session, error) {
+	task, err := s.store.GetTask(ctx, sess.TaskID)
+	if err != nil {
+		return sess, err
+	}
+	spec := executors.Spec{
+		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: executors.Mode(sess.Mode),
+		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
+	}
+	if len(sess.AgentArgv) > 0 {
+		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir}
+	}
+	handle, status, launchErr := exec.Launch(ctx, spec, progress)
+	if launchErr != nil {
+		// Record the failure even if the caller went away.
+		failed, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
+			m.State, m.StatusMessage = model.SessionFailed, launchErr.Error()
+			return []model.Event{{Kind: model.EventSessionEnded, Message: verb + " failed: " + launchErr.Error()}}, nil
+		})
+		if err != nil {
+			s.log.ErrorContext(ctx, "record a failed launch", "session_id", sess.ID, "error", err)
+			return sess, launchErr
+		}
+		return failed, fmt.Errorf("session %s: %w", failed.ID, launchErr)
+	}
+	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
+		status.Generation, len(status.ToolNames))
+	return s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
+		m.State, m.Handle, m.StatusMessage, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, "", false
+		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
+		return []model.Event{
+			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s", verb, exec.Name())},
+			{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "applied at " + verb},
+		}, nil
+	})
+}
+
+// ResumeSession brings a session back to the task's current provider set:
+// a running session gets the set pushed (repairing a failed push); a
+// stopped, failed or lost one is launched again with it.
 func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
 		return sess, err
 	}
-	if sess.State == model.SessionRunning {
-		return sess, errdefs.FailedPrecondition("session %q is already running", id)
+	exec, err := s.executor(sess.Executor)
+	if err != nil {
+		return sess, err
 	}
-	return sess, fmt.Errorf("resume session %q on %q: %w", id, sess.Executor, ErrNoExecutor)
+	if sess.State == model.SessionRunning {
+		return s.repair(ctx, exec, sess)
+	}
+	return s.start(ctx, exec, sess, nil, "resumed")
 }
 
-// StopSession stops a session. A session that is not running is returned
-// as it is: stopping it again succeeds.
+// repair pushes the task's current set to a running session.
+func (s *Service) repair(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
+	set, err := s.store.TaskProviders(ctx, sess.TaskID)
+	if err != nil {
+		return sess, err
+	}
+	res, err := exec.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
+	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
+		return s.start(ctx, exec, sess, nil, "resumed")
+	}
+	if err != nil {
+		return sess, err
+	}
+	return s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+		m.Pushed = model.ProviderSet{Set: res.Applied, Generation: res.Generation}
+		m.NeedsRepair, m.StatusMessage = false, ""
+		return []model.Event{{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "repaired on resume"}}, nil
+	})
+}
+
+// StopSession stops a session. Stopping a stopped or failed session
+// succeeds and changes nothing.
 func (s *Service) StopSession(ctx context.Context, id string) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
 		return sess, err
 	}
-	switch sess.State {
-	case model.SessionStopped, model.SessionFailed:
+	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
 		return sess, nil
-	case model.SessionPending:
-		stopped, err := s.store.UpdateSession(ctx, id, func(sess *model.Session) ([]model.Event, error) {
-			// Checked again inside the transaction: the session may have
-			// started since it was read.
-			if sess.State != model.SessionPending {
-				return nil, errStateChanged
-			}
-			sess.State = model.SessionStopped
-			return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped before it started"}}, nil
-		})
-		if !errors.Is(err, errStateChanged) {
-			return stopped, err
-		}
-		if sess, err = s.GetSession(ctx, id); err != nil {
+	}
+	if sess.State == model.SessionRunning {
+		exec, err := s.executor(sess.Executor)
+		if err != nil {
 			return sess, err
 		}
-		if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
-			return sess, nil
+		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
+			return sess, fmt.Errorf("stop session %s: %w", id, err)
 		}
 	}
-	return sess, fmt.Errorf("stop session %q on %q: %w", id, sess.Executor, ErrNoExecutor)
+	stopped, err := s.store.UpdateSession(ctx, id, func(m *model.Session) ([]model.Event, error) {
+		if m.State == model.SessionStopped || m.State == model.SessionFailed {
+			return nil, errStateChanged
+		}
+		m.State = model.SessionStopped
+		return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped"}}, nil
+	})
+	if errors.Is(err, errStateChanged) {
+		return s.GetSession(ctx, id)
+	}
+	return stopped, err
 }
 
 var errStateChanged = errors.New("session state changed")
 
-// GetSession returns one session.
+// GetSession returns one session, with its state refreshed from its
+// executor: a running session whose agentctl is gone is recorded failed.
 func (s *Service) GetSession(ctx context.Context, id string) (model.Session, error) {
 	if err := required("session_id", id); err != nil {
 		return model.Session{}, err
 	}
-	return s.store.GetSession(ctx, id)
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return sess, err
+	}
+	return s.refresh(ctx, sess), nil
 }
 
-// ListSessions returns a task's sessions.
+// ListSessions returns a task's sessions, refreshed like GetSession.
 func (s *Service) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
 	if err := required("task_id", taskID); err != nil {
 		return nil, err
 	}
-	return s.store.ListSessions(ctx, taskID)
+	list, err := s.store.ListSessions(ctx, taskID)
+	for i := range list {
+		list[i] = s.refresh(ctx, list[i])
+	}
+	return list, err
+}
+
+// refresh asks a running session's executor whether it is still there.
+func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session {
+	if sess.State != model.SessionRunning {
+		return sess
+	}
+	exec, ok := s.execs[sess.Executor]
+	if !ok {
+		return sess
+	}
+	st, err := exec.Inspect(ctx, handleOf(sess))
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		// Not attached to this orchestrator: re-attach at startup failed.
+		st = executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}
+	case err != nil:
+		return sess
+	}
+	if st.Phase != executors.PhaseLost && st.Phase != executors.PhaseStopped {
+		return sess
+	}
+	return s.markLost(ctx, sess, st.Reason)
+}
+
+// markLost records a session whose agentctl is gone as failed and in need
+// of repair.
+func (s *Service) markLost(ctx context.Context, sess model.Session, reason string) model.Session {
+	if reason == "" {
+		reason = "agentctl is gone"
+	}
+	updated, err := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+		if m.State != model.SessionRunning && m.State != model.SessionPending {
+			return nil, errStateChanged
+		}
+		m.State, m.NeedsRepair, m.StatusMessage = model.SessionFailed, true, "lost: "+reason
+		return []model.Event{{Kind: model.EventSessionEnded, Message: "lost: " + reason}}, nil
+	})
+	if err != nil {
+		return sess
+	}
+	return updated
+}
+
+// Reattach takes over the running sessions an earlier orchestrator process
+// launched; those whose agentctl is gone are recorded lost. It reports how
+// many were re-attached and lost.
+func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) {
+	active, err := s.store.ActiveSessions(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, sess := range active {
+		if sess.State == model.SessionPending {
+			// Launched by a process that died before recording the outcome.
+			s.markLost(ctx, sess, "the orchestrator stopped during its launch")
+			lost++
+			continue
+		}
+		exec, ok := s.execs[sess.Executor]
+		if !ok {
+			continue // left as it is: a later orchestrator with that backend re-attaches
+		}
+		if err := exec.Reattach(ctx, handleOf(sess)); err != nil {
+			s.markLost(ctx, sess, err.Error())
+			lost++
+			continue
+		}
+		attached++
+	}
+	return attached, lost, nil
+}
+
+func handleOf(sess model.Session) executors.Handle {
+	return executors.Handle{Backend: sess.Executor, Version: sess.Handle.Version, State: sess.Handle.State}
+}
+
+func describeSet(p model.ProviderSet) string {
+	if p.Set.IsEmpty() {
+		return "none"
+	}
+	return p.Set.String()
 }
 
 func checkExecutor(name string) error {
 	if err := required("executor", name); err != nil {
 		return err
 	}
-	for _, e := range Executors {
-		if name == e {
-			return nil
-		}
+	if slices.Contains(Executors, name) {
+		return nil
 	}
 	return errdefs.InvalidField("executor", "%q is not an executor; use one of %s", name, strings.Join(Executors, ", "))
 }

@@ -13,7 +13,7 @@ import (
 )
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
-	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at`
+	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -29,10 +29,10 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 			return err
 		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
-			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now))
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image)
 		return err
 	})
 	return sess, err
@@ -70,6 +70,25 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 		return nil
 	})
 	return sess, err
+}
+
+// ActiveSessions returns every session that is pending or running, oldest
+// first: the ones a restarted orchestrator re-attaches.
+func (s *Store) ActiveSessions(ctx context.Context) ([]model.Session, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE state IN ('pending', 'running') ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sess)
+	}
+	return out, rows.Err()
 }
 
 // GetSession returns one session.
@@ -115,7 +134,7 @@ func scanSession(sc scanner) (model.Session, error) {
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Pushed.Generation, &sess.NeedsRepair,
-		&sess.StatusMessage, &created, &upd)
+		&sess.StatusMessage, &created, &upd, &sess.Image)
 	if err != nil {
 		return sess, err
 	}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -97,6 +98,21 @@ var tools = map[string]tool{
 	"session_info":     {handle: sessionInfo},
 	"github_pr_status": {provider: providers.GitHub, handle: notYet("GitHub pull request status")},
 	"gitlab_mr_status": {provider: providers.GitLab, handle: notYet("GitLab merge request status")},
+}
+
+// HandleProto answers a call as it arrives on an Attach stream; it is the
+// executors.CallHandler the orchestrator installs.
+func (d *Dispatcher) HandleProto(ctx context.Context, c *agentctlv1.ToolCall) *agentctlv1.ToolResult {
+	res := d.Handle(ctx, Call{SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson()})
+	out := &agentctlv1.ToolResult{IsError: res.IsError, ErrorCode: res.Code, Text: res.Text}
+	if res.Structured != nil {
+		b, err := json.Marshal(res.Structured)
+		if err != nil {
+			return &agentctlv1.ToolResult{IsError: true, ErrorCode: CodeInternal, Text: "the answer could not be encoded"}
+		}
+		out.StructuredJson = b
+	}
+	return out
 }
 
 // Handle authorizes and answers one call.

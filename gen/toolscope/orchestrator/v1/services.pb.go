@@ -1171,8 +1171,10 @@ type LaunchSessionRequest struct {
 	// Executor backend: "local", "docker" or "remote".
 	Executor string `protobuf:"bytes,2,opt,name=executor,proto3" json:"executor,omitempty"`
 	// Unspecified means SESSION_MODE_TASK.
-	Mode          SessionMode `protobuf:"varint,3,opt,name=mode,proto3,enum=toolscope.orchestrator.v1.SessionMode" json:"mode,omitempty"`
-	Agent         *AgentSpec  `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	Mode  SessionMode `protobuf:"varint,3,opt,name=mode,proto3,enum=toolscope.orchestrator.v1.SessionMode" json:"mode,omitempty"`
+	Agent *AgentSpec  `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Container image, for the docker executor.
+	Image         string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1235,6 +1237,13 @@ func (x *LaunchSessionRequest) GetAgent() *AgentSpec {
 	return nil
 }
 
+func (x *LaunchSessionRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 type LaunchSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1279,6 +1288,134 @@ func (x *LaunchSessionResponse) GetSession() *Session {
 	return nil
 }
 
+type StartSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Launch        *LaunchSessionRequest  `protobuf:"bytes,1,opt,name=launch,proto3" json:"launch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSessionRequest) Reset() {
+	*x = StartSessionRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSessionRequest) ProtoMessage() {}
+
+func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
+func (*StartSessionRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *StartSessionRequest) GetLaunch() *LaunchSessionRequest {
+	if x != nil {
+		return x.Launch
+	}
+	return nil
+}
+
+type StartSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Update:
+	//
+	//	*StartSessionResponse_Progress
+	//	*StartSessionResponse_Session
+	Update        isStartSessionResponse_Update `protobuf_oneof:"update"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSessionResponse) Reset() {
+	*x = StartSessionResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSessionResponse) ProtoMessage() {}
+
+func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
+func (*StartSessionResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *StartSessionResponse) GetUpdate() isStartSessionResponse_Update {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+func (x *StartSessionResponse) GetProgress() string {
+	if x != nil {
+		if x, ok := x.Update.(*StartSessionResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return ""
+}
+
+func (x *StartSessionResponse) GetSession() *Session {
+	if x != nil {
+		if x, ok := x.Update.(*StartSessionResponse_Session); ok {
+			return x.Session
+		}
+	}
+	return nil
+}
+
+type isStartSessionResponse_Update interface {
+	isStartSessionResponse_Update()
+}
+
+type StartSessionResponse_Progress struct {
+	// A step of the launch, for people to read.
+	Progress string `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type StartSessionResponse_Session struct {
+	// The launched session; the last message of the stream.
+	Session *Session `protobuf:"bytes,2,opt,name=session,proto3,oneof"`
+}
+
+func (*StartSessionResponse_Progress) isStartSessionResponse_Update() {}
+
+func (*StartSessionResponse_Session) isStartSessionResponse_Update() {}
+
 type ResumeSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1288,7 +1425,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1437,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1450,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1332,7 +1469,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1481,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1494,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1376,7 +1513,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1525,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1538,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1420,7 +1557,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1569,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1582,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StopSessionResponse) GetSession() *Session {
@@ -1464,7 +1601,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1613,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1626,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1508,7 +1645,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1657,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1670,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1552,7 +1689,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1701,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1714,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSessionsRequest) GetTaskId() string {
@@ -1596,7 +1733,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1745,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1758,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1642,7 +1779,7 @@ type WatchTaskEventsRequest struct {
 
 func (x *WatchTaskEventsRequest) Reset() {
 	*x = WatchTaskEventsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1791,7 @@ func (x *WatchTaskEventsRequest) String() string {
 func (*WatchTaskEventsRequest) ProtoMessage() {}
 
 func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1804,7 @@ func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchTaskEventsRequest) GetTaskId() string {
@@ -1693,7 +1830,7 @@ type WatchTaskEventsResponse struct {
 
 func (x *WatchTaskEventsResponse) Reset() {
 	*x = WatchTaskEventsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1842,7 @@ func (x *WatchTaskEventsResponse) String() string {
 func (*WatchTaskEventsResponse) ProtoMessage() {}
 
 func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1855,7 @@ func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
@@ -1802,14 +1939,21 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0erepository_ids\x18\x02 \x03(\tR\rrepositoryIds\"I\n" +
 	"\x12AddSourcesResponse\x123\n" +
-	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\"\xc3\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\"\xd9\x01\n" +
 	"\x14LaunchSessionRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x12:\n" +
 	"\x04mode\x18\x03 \x01(\x0e2&.toolscope.orchestrator.v1.SessionModeR\x04mode\x12:\n" +
-	"\x05agent\x18\x04 \x01(\v2$.toolscope.orchestrator.v1.AgentSpecR\x05agent\"U\n" +
+	"\x05agent\x18\x04 \x01(\v2$.toolscope.orchestrator.v1.AgentSpecR\x05agent\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\"U\n" +
 	"\x15LaunchSessionResponse\x12<\n" +
-	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"5\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"^\n" +
+	"\x13StartSessionRequest\x12G\n" +
+	"\x06launch\x18\x01 \x01(\v2/.toolscope.orchestrator.v1.LaunchSessionRequestR\x06launch\"~\n" +
+	"\x14StartSessionResponse\x12\x1c\n" +
+	"\bprogress\x18\x01 \x01(\tH\x00R\bprogress\x12>\n" +
+	"\asession\x18\x02 \x01(\v2\".toolscope.orchestrator.v1.SessionH\x00R\asessionB\b\n" +
+	"\x06update\"5\n" +
 	"\x14ResumeSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
@@ -1850,9 +1994,10 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\aGetTask\x12).toolscope.orchestrator.v1.GetTaskRequest\x1a*.toolscope.orchestrator.v1.GetTaskResponse\x12f\n" +
 	"\tListTasks\x12+.toolscope.orchestrator.v1.ListTasksRequest\x1a,.toolscope.orchestrator.v1.ListTasksResponse\x12i\n" +
 	"\n" +
-	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\xc2\x04\n" +
+	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\xb5\x05\n" +
 	"\x0eSessionService\x12r\n" +
-	"\rLaunchSession\x12/.toolscope.orchestrator.v1.LaunchSessionRequest\x1a0.toolscope.orchestrator.v1.LaunchSessionResponse\x12r\n" +
+	"\rLaunchSession\x12/.toolscope.orchestrator.v1.LaunchSessionRequest\x1a0.toolscope.orchestrator.v1.LaunchSessionResponse\x12q\n" +
+	"\fStartSession\x12..toolscope.orchestrator.v1.StartSessionRequest\x1a/.toolscope.orchestrator.v1.StartSessionResponse0\x01\x12r\n" +
 	"\rResumeSession\x12/.toolscope.orchestrator.v1.ResumeSessionRequest\x1a0.toolscope.orchestrator.v1.ResumeSessionResponse\x12l\n" +
 	"\vStopSession\x12-.toolscope.orchestrator.v1.StopSessionRequest\x1a..toolscope.orchestrator.v1.StopSessionResponse\x12i\n" +
 	"\n" +
@@ -1874,7 +2019,7 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescData
 }
 
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*CreateWorkspaceRequest)(nil),   // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
 	(*CreateWorkspaceResponse)(nil),  // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
@@ -1902,88 +2047,94 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*AddSourcesResponse)(nil),       // 23: toolscope.orchestrator.v1.AddSourcesResponse
 	(*LaunchSessionRequest)(nil),     // 24: toolscope.orchestrator.v1.LaunchSessionRequest
 	(*LaunchSessionResponse)(nil),    // 25: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*ResumeSessionRequest)(nil),     // 26: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),    // 27: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),       // 28: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 29: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),        // 30: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 31: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 32: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 33: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),   // 34: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),  // 35: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*Workspace)(nil),                // 36: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),            // 37: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),               // 38: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),               // 39: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                     // 40: toolscope.orchestrator.v1.Task
-	(SessionMode)(0),                 // 41: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                // 42: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                  // 43: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),                // 44: toolscope.orchestrator.v1.TaskEvent
+	(*StartSessionRequest)(nil),      // 26: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),     // 27: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),     // 28: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),    // 29: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),       // 30: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 31: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),        // 32: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 33: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 34: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 35: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),   // 36: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),  // 37: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*Workspace)(nil),                // 38: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),            // 39: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),               // 40: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),               // 41: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                     // 42: toolscope.orchestrator.v1.Task
+	(SessionMode)(0),                 // 43: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                // 44: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                  // 45: toolscope.orchestrator.v1.Session
+	(*TaskEvent)(nil),                // 46: toolscope.orchestrator.v1.TaskEvent
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	36, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	36, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	36, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	37, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	38, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	39, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	39, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	39, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	40, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	40, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	40, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	40, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	41, // 12: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	42, // 13: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	43, // 14: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	43, // 15: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	43, // 16: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	43, // 17: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	43, // 18: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	44, // 19: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	0,  // 20: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 21: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 22: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 23: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 24: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 25: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 26: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 27: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 28: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 29: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 30: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 31: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	24, // 32: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	26, // 33: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	28, // 34: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	30, // 35: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	32, // 36: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	34, // 37: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	1,  // 38: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 39: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 40: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 41: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 42: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 43: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 44: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 45: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 46: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 47: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 48: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 49: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	25, // 50: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	27, // 51: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	29, // 52: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	31, // 53: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	33, // 54: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	35, // 55: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	38, // [38:56] is the sub-list for method output_type
-	20, // [20:38] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	38, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	38, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	38, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	39, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	40, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	41, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	41, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	41, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	42, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	42, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	42, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	42, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	43, // 12: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	44, // 13: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	45, // 14: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	24, // 15: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	45, // 16: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	45, // 17: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	45, // 18: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	45, // 19: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	45, // 20: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	46, // 21: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	0,  // 22: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	2,  // 23: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	4,  // 24: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	6,  // 25: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	8,  // 26: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	10, // 27: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	12, // 28: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	14, // 29: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	16, // 30: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	18, // 31: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	20, // 32: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	22, // 33: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	24, // 34: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	26, // 35: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	28, // 36: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	30, // 37: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	32, // 38: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	34, // 39: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	36, // 40: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	1,  // 41: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	3,  // 42: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	5,  // 43: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	7,  // 44: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	9,  // 45: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	11, // 46: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	13, // 47: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	15, // 48: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	17, // 49: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	19, // 50: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	21, // 51: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	23, // 52: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	25, // 53: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	27, // 54: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	29, // 55: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	31, // 56: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	33, // 57: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	35, // 58: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	37, // 59: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	41, // [41:60] is the sub-list for method output_type
+	22, // [22:41] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -1992,13 +2143,17 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		return
 	}
 	file_toolscope_orchestrator_v1_resources_proto_init()
+	file_toolscope_orchestrator_v1_services_proto_msgTypes[27].OneofWrappers = []any{
+		(*StartSessionResponse_Progress)(nil),
+		(*StartSessionResponse_Session)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -710,6 +710,7 @@ var TaskService_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	SessionService_LaunchSession_FullMethodName = "/toolscope.orchestrator.v1.SessionService/LaunchSession"
+	SessionService_StartSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/StartSession"
 	SessionService_ResumeSession_FullMethodName = "/toolscope.orchestrator.v1.SessionService/ResumeSession"
 	SessionService_StopSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/StopSession"
 	SessionService_GetSession_FullMethodName    = "/toolscope.orchestrator.v1.SessionService/GetSession"
@@ -724,6 +725,10 @@ const (
 type SessionServiceClient interface {
 	// LaunchSession starts a new session of an agent on a task.
 	LaunchSession(ctx context.Context, in *LaunchSessionRequest, opts ...grpc.CallOption) (*LaunchSessionResponse, error)
+	// StartSession is LaunchSession with progress: it streams a line per
+	// step (starting agentctl, creating the container, pushing providers),
+	// then the session.
+	StartSession(ctx context.Context, in *StartSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StartSessionResponse], error)
 	// ResumeSession restarts a stopped or failed session, pushing the task's
 	// current provider set.
 	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
@@ -752,6 +757,25 @@ func (c *sessionServiceClient) LaunchSession(ctx context.Context, in *LaunchSess
 	}
 	return out, nil
 }
+
+func (c *sessionServiceClient) StartSession(ctx context.Context, in *StartSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StartSessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SessionService_ServiceDesc.Streams[0], SessionService_StartSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StartSessionRequest, StartSessionResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_StartSessionClient = grpc.ServerStreamingClient[StartSessionResponse]
 
 func (c *sessionServiceClient) ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -801,6 +825,10 @@ func (c *sessionServiceClient) ListSessions(ctx context.Context, in *ListSession
 type SessionServiceServer interface {
 	// LaunchSession starts a new session of an agent on a task.
 	LaunchSession(context.Context, *LaunchSessionRequest) (*LaunchSessionResponse, error)
+	// StartSession is LaunchSession with progress: it streams a line per
+	// step (starting agentctl, creating the container, pushing providers),
+	// then the session.
+	StartSession(*StartSessionRequest, grpc.ServerStreamingServer[StartSessionResponse]) error
 	// ResumeSession restarts a stopped or failed session, pushing the task's
 	// current provider set.
 	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
@@ -822,6 +850,9 @@ type UnimplementedSessionServiceServer struct{}
 
 func (UnimplementedSessionServiceServer) LaunchSession(context.Context, *LaunchSessionRequest) (*LaunchSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LaunchSession not implemented")
+}
+func (UnimplementedSessionServiceServer) StartSession(*StartSessionRequest, grpc.ServerStreamingServer[StartSessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method StartSession not implemented")
 }
 func (UnimplementedSessionServiceServer) ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeSession not implemented")
@@ -873,6 +904,17 @@ func _SessionService_LaunchSession_Handler(srv interface{}, ctx context.Context,
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _SessionService_StartSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StartSessionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionServiceServer).StartSession(m, &grpc.GenericServerStream[StartSessionRequest, StartSessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_StartSessionServer = grpc.ServerStreamingServer[StartSessionResponse]
 
 func _SessionService_ResumeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeSessionRequest)
@@ -974,7 +1016,13 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SessionService_ListSessions_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StartSession",
+			Handler:       _SessionService_StartSession_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolscope/orchestrator/v1/services.proto",
 }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
+
+// session reads one session through the CLI.
+func (o *orchestrator) session(t *testing.T, id string) map[string]any {
+	t.Helper()
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(o.ok(t, "--json", "session", "get", id)), &s))
+	return s
+}
+
+// bridgeConfig reads the MCP endpoint agentctl wrote for a local session.
+func bridgeConfig(t *testing.T, dataDir, sessionID string) (url, token string) {
+	t.Helper()
+	var cfg struct{ URL, Token string }
+	b, err := os.ReadFile(filepath.Join(dataDir, "sessions", sessionID, "agentctl", "sessions", sessionID, "bridge.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	return cfg.URL, cfg.Token
+}
+
+// agentctlPID finds the agentctl serving a session from its command line.
+func agentctlPID(t *testing.T, dataDir, sessionID string) int {
+	t.Helper()
+	secret := filepath.Join(dataDir, "sessions", sessionID, "secret")
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), secret) && strings.Contains(string(cmdline), "serve") {
+			return pid
+		}
+	}
+	t.Fatalf("no agentctl process for session %s", sessionID)
+	return 0
+}
+
+func taskInfo(t *testing.T, c *mcptest.Client) toolapi.TaskInfo {
+	t.Helper()
+	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var info toolapi.TaskInfo
+	require.NoError(t, json.Unmarshal(b, &info))
+	return info
+}
+
+// TestSessionLifecycleThroughTheCLI launches a local session and follows
+// it: an MCP client sees the task's tools and gets real answers from the
+// orchestrator; the orchestrator restarts and re-attaches; agentctl dies
+// and the session is reported failed and in need of repair; resume
+// repairs it; stop stops it.
+func TestSessionLifecycleThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	agentctl := executortest.Agentctl(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir, "--agentctl", agentctl)
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/acme/api")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
+
+	r := srv.run(t, "--json", "session", "launch", task, "--executor", "local", "--mode", "plan")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, step := range []string{"recorded session", "starting agentctl", "agentctl ready", "applied providers github at generation 1"} {
+		assert.Contains(t, r.stderr, step, "progress lines")
+	}
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &launched), "stdout holds only the session")
+	sid := launched["id"].(string)
+	assert.Equal(t, "SESSION_STATE_RUNNING", launched["state"])
+	assert.Equal(t, "SESSION_MODE_PLAN", launched["mode"])
+	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, launched["pushed_provider_set"])
+
+	url, token := bridgeConfig(t, dataDir, sid)
+	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
+	assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, c.Names(t))
+	info := taskInfo(t, c)
+	assert.Equal(t, task, info.TaskID)
+	assert.Equal(t, "fix login", info.Title)
+	assert.Equal(t, []string{"github"}, info.Providers)
+	// A tool the session does not list is refused by agentctl's MCP server
+	// (the orchestrator refuses it too: see package toolcalls).
+	_, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "gitlab_mr_status", Arguments: map[string]any{}})
+	assert.ErrorContains(t, err, "unknown tool")
+
+	// The orchestrator restarts; agentctl keeps running and is re-attached.
+	srv.stop(t)
+	srv = startServer(t, dataDir, "--agentctl", agentctl)
+	assert.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, sid)["state"])
+	require.Eventually(t, func() bool {
+		res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+		return err == nil && !res.IsError
+	}, 30*time.Second, 20*time.Millisecond, "tool calls reach the restarted orchestrator")
+
+	// agentctl dies: the session is failed and needs repair.
+	require.NoError(t, syscall.Kill(agentctlPID(t, dataDir, sid), syscall.SIGKILL))
+	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "SESSION_STATE_FAILED" }, 30*time.Second, 20*time.Millisecond)
+	failed := srv.session(t, sid)
+	assert.Equal(t, true, failed["needs_repair"])
+	assert.Contains(t, failed["status_message"], "lost")
+	assert.Contains(t, srv.ok(t, "session", "list", task), "needs repair")
+
+	// Resume launches it again with the task's current set and clears the mark.
+	resumed := srv.ok(t, "--json", "session", "resume", sid)
+	assert.Contains(t, resumed, "SESSION_STATE_RUNNING")
+	after := srv.session(t, sid)
+	assert.Nil(t, after["needs_repair"], "repaired")
+	url, token = bridgeConfig(t, dataDir, sid)
+	assert.Equal(t, task, taskInfo(t, mcptest.Connect(t, mcptest.HTTP(url, token), "")).TaskID)
+
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED", "stopping again succeeds")
+	events := srv.ok(t, "--json", "session", "list", task)
+	assert.Contains(t, events, sid)
+}
