@@ -95,6 +95,8 @@ check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)
 		bad=$$($(GO) list -deps ./orchestrator/internal/$$p | grep -E '^google\.golang\.org/grpc/(status|codes)$$' || true); \
 		if [[ -n "$$bad" ]]; then echo "orchestrator/internal/$$p must not use gRPC status codes (errdefs only):" >&2; echo "$$bad" >&2; exit 1; fi; \
 	done
+	@bad=$$($(GO) list -deps ./executors | grep -E '^google\.golang\.org/(grpc|protobuf)' || true); \
+		if [[ -n "$$bad" ]]; then echo "the executors interface must speak domain types, not gRPC/protobuf:" >&2; echo "$$bad" | head -3 >&2; exit 1; fi
 	@echo "module boundaries hold"
 
 .PHONY: tidy-check

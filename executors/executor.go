@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 
-	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 )
@@ -149,11 +148,38 @@ type Executor interface {
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)
 
-// CallHandler answers a tool call an agent made through agentctl.
-type CallHandler func(ctx context.Context, call *agentctlv1.ToolCall) *agentctlv1.ToolResult
+// ToolCall is a tool call an agent made through agentctl, with the
+// identity agentctl bound to it.
+type ToolCall struct {
+	SessionID string
+	TaskID    string
+	Tool      string
+	Arguments json.RawMessage
+}
 
-// EventHandler receives the session events agentctl reports.
-type EventHandler func(e *agentctlv1.SessionEvent)
+// ToolResult answers a ToolCall.
+type ToolResult struct {
+	IsError bool
+	// Code is a stable, machine-readable reason, set when IsError.
+	Code string
+	Text string
+	// Structured is the structured result as a JSON object, if any.
+	Structured json.RawMessage
+}
+
+// CallHandler answers the tool calls of a backend's sessions.
+type CallHandler func(ctx context.Context, call ToolCall) ToolResult
+
+// SessionEvent is something agentctl reports about a session.
+type SessionEvent struct {
+	SessionID string
+	// Kind is "agent_exited" or "tools_changed".
+	Kind    string
+	Message string
+}
+
+// EventHandler receives session events.
+type EventHandler func(SessionEvent)
 
 // EncodeState and DecodeState are the JSON helpers backends use for
 // Handle.State.

@@ -147,22 +147,34 @@ func (l *Link) attachOnce(ctx context.Context) error {
 		}
 		if c := msg.GetToolCall(); c != nil && l.opts.Calls != nil {
 			calls.Go(func() {
-				r := l.opts.Calls(ctx, c)
-				if r == nil {
-					r = &agentctlv1.ToolResult{IsError: true, ErrorCode: "internal", Text: "no answer"}
-				}
-				r.CallId = c.GetCallId()
-				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: r}})
+				r := l.opts.Calls(ctx, executors.ToolCall{
+					SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson(),
+				})
+				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
+					CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
+				}}})
 			})
 		}
 		if e := msg.GetSessionEvent(); e != nil && l.opts.Events != nil {
-			l.opts.Events(e)
+			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage()})
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
 			l.once.Do(func() { close(l.attached) })
 		}
 	}
+}
+
+func eventKind(k agentctlv1.SessionEventKind) string {
+	switch k {
+	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED:
+		return "agent_exited"
+	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED:
+		return "tools_changed"
+	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_CLIENT_CONNECTED:
+		return "client_connected"
+	}
+	return "unknown"
 }
 
 // CreateSession hands spec to agentctl.

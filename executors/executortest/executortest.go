@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/executors"
-	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
 )
@@ -41,14 +40,14 @@ type Backend struct {
 // recorder is an orchestrator's tool-call handler that records calls.
 type recorder struct {
 	mu    sync.Mutex
-	calls []*agentctlv1.ToolCall
+	calls []executors.ToolCall
 }
 
-func (r *recorder) handle(_ context.Context, c *agentctlv1.ToolCall) *agentctlv1.ToolResult {
+func (r *recorder) handle(_ context.Context, c executors.ToolCall) executors.ToolResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, c)
-	return &agentctlv1.ToolResult{Text: fmt.Sprintf("answered %s for %s", c.GetToolName(), c.GetSessionId())}
+	return executors.ToolResult{Text: fmt.Sprintf("answered %s for %s", c.Tool, c.SessionID)}
 }
 
 var surfaces = map[string][]string{
@@ -144,7 +143,7 @@ func Run(t *testing.T, b Backend) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		require.Len(t, rec.calls, 1)
-		assert.Equal(t, s.TaskID, rec.calls[0].GetTaskId())
+		assert.Equal(t, s.TaskID, rec.calls[0].TaskID)
 	})
 
 	t.Run("stop", func(t *testing.T) {

@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
-			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.HandleProto,
+			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,
 			OrchestratorID: "toolscope@" + st.Path(), Log: log,
 		})
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -100,17 +100,17 @@ var tools = map[string]tool{
 	"gitlab_mr_status": {provider: providers.GitLab, handle: notYet("GitLab merge request status")},
 }
 
-// HandleProto answers a call as it arrives on an Attach stream; it is the
-// executors.CallHandler the orchestrator installs.
-func (d *Dispatcher) HandleProto(ctx context.Context, c *agentctlv1.ToolCall) *agentctlv1.ToolResult {
-	res := d.Handle(ctx, Call{SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson()})
-	out := &agentctlv1.ToolResult{IsError: res.IsError, ErrorCode: res.Code, Text: res.Text}
+// CallHandler answers calls as executors deliver them; it is what the
+// orchestrator installs in every backend.
+func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) executors.ToolResult {
+	res := d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments})
+	out := executors.ToolResult{IsError: res.IsError, Code: res.Code, Text: res.Text}
 	if res.Structured != nil {
 		b, err := json.Marshal(res.Structured)
 		if err != nil {
-			return &agentctlv1.ToolResult{IsError: true, ErrorCode: CodeInternal, Text: "the answer could not be encoded"}
+			return executors.ToolResult{IsError: true, Code: CodeInternal, Text: "the answer could not be encoded"}
 		}
-		out.StructuredJson = b
+		out.Structured = b
 	}
 	return out
 }
