@@ -96,6 +96,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
+		mcpPort                                         int
 		callTimeout                                     time.Duration
 	)
 	cmd := &cobra.Command{
@@ -134,7 +135,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
-				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, MCPHost: mcpHost, AgentctlPath: self,
+				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, Logger: log,
 			})
 			if err != nil {
@@ -179,6 +180,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&secretFile, "secret-file", "", "file holding the per-launch orchestrator secret (default: $"+daemon.EnvSecret+")")
 	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
+	f.IntVar(&mcpPort, "mcp-port", 0, "fixed MCP port (one session only, for containers that publish it); 0 picks one per session")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")

@@ -58,6 +58,10 @@ type Options struct {
 	// MCPHost is the address sessions' MCP endpoints bind; 127.0.0.1 if
 	// empty.
 	MCPHost string
+	// MCPPort, if set, is the port of the MCP endpoint, so a container can
+	// publish it; only one session can then be hosted. Zero picks a free
+	// port per session.
+	MCPPort int
 	// AgentctlPath, if set, is written into MCP configs as the stdio
 	// bridge command (`agentctl mcp`).
 	AgentctlPath string
@@ -233,7 +237,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
-	if err := s.serveMCP(d.opts.MCPHost); err != nil {
+	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort); err != nil {
 		return err
 	}
 	if err := s.writeConfigs(d.opts.AgentctlPath); err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,12 +91,18 @@ func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind
 // its bearer token.
-func (s *session) serveMCP(host string) error {
-	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+func (s *session) serveMCP(host string, port int) error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("listen for MCP on %s: %w", host, err)
+		return fmt.Errorf("listen for MCP on %s port %d: %w", host, port, err)
 	}
-	s.url = "http://" + lis.Addr().String() + "/mcp"
+	addr := lis.Addr().(*net.TCPAddr)
+	if addr.IP.IsUnspecified() {
+		// Bound to every interface: the agent next to agentctl reaches it
+		// on loopback.
+		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
+	}
+	s.url = "http://" + addr.String() + "/mcp"
 	handler := s.pub.HTTPHandler()
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) != 1 {

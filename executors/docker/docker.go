@@ -1,0 +1,542 @@
+// Package docker runs each session in a container of the user's image,
+// through the Docker Engine API (the official client, API version
+// negotiated, so Debian's docker.io engine at API 1.41 and current engines
+// both work).
+//
+// The host's static agentctl is bind-mounted read-only and is the
+// container's entrypoint (`agentctl serve`); it starts the agent inside the
+// container. agentctl's gRPC port and the session's MCP port are published
+// on 127.0.0.1 only. The per-launch secret reaches agentctl as a read-only
+// bind-mounted file. Containers carry labels (toolscope.session,
+// toolscope.task) so a restarted orchestrator finds, re-attaches or cleans
+// them. A container's death is noticed at once (the engine's wait API).
+package docker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// Name is the backend's name.
+const Name = "docker"
+
+// Labels on every container this backend creates.
+const (
+	LabelManaged = "toolscope.managed"
+	LabelSession = "toolscope.session"
+	LabelTask    = "toolscope.task"
+)
+
+const (
+	stateVersion = 1
+	grpcPort     = "7077"
+	mcpPort      = "7078"
+	mountDir     = "/toolscope"
+)
+
+// Options configure the docker backend.
+type Options struct {
+	// Agentctl is the host path of a static agentctl binary for the
+	// containers' architecture.
+	Agentctl string
+	// StateDir holds each session's secret file on the host.
+	StateDir string
+	// Client talks to the engine; if nil, one is built from the
+	// environment (DOCKER_HOST, ...) with API version negotiation.
+	Client         *client.Client
+	ReadyTimeout   time.Duration
+	StopGrace      time.Duration
+	Calls          executors.CallHandler
+	Events         executors.EventHandler
+	OrchestratorID string
+	Log            *slog.Logger
+}
+
+type state struct {
+	SessionID   string `json:"session_id"`
+	ContainerID string `json:"container_id"`
+	SecretFile  string `json:"secret_file"`
+}
+
+// Executor is the docker backend.
+type Executor struct {
+	opts Options
+	cli  *client.Client
+
+	mu       sync.Mutex
+	sessions map[string]*session // by container id
+}
+
+type session struct {
+	st      state
+	link    *agentlink.Link
+	mcpURL  string // as reachable from the host
+	exit    chan struct{}
+	cause   string
+	stopped bool // guarded by Executor.mu
+	cancel  context.CancelFunc
+}
+
+func (s *session) gone() bool {
+	select {
+	case <-s.exit:
+		return true
+	default:
+		return false
+	}
+}
+
+// New returns the docker backend.
+func New(opts Options) (*Executor, error) {
+	if opts.Agentctl == "" {
+		return nil, errdefs.RequiredField("agentctl")
+	}
+	if _, err := os.Stat(opts.Agentctl); err != nil {
+		return nil, fmt.Errorf("agentctl binary %s: %w", opts.Agentctl, err)
+	}
+	if opts.StateDir == "" {
+		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 5 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	cli := opts.Client
+	if cli == nil {
+		var err error
+		if cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
+			return nil, fmt.Errorf("docker client: %w", err)
+		}
+	}
+	return &Executor{opts: opts, cli: cli, sessions: map[string]*session{}}, nil
+}
+
+// Name implements executors.Executor.
+func (e *Executor) Name() string { return Name }
+
+// Launch implements executors.Executor.
+func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress executors.Progress) (executors.Handle, executors.Status, error) {
+	if err := spec.Validate(); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	if spec.Image == "" {
+		return executors.Handle{}, executors.Status{}, errdefs.RequiredField("image")
+	}
+	progress.Report("checking image %s", spec.Image)
+	if _, err := e.cli.ImageInspect(ctx, spec.Image); err != nil {
+		if client.IsErrNotFound(err) {
+			return executors.Handle{}, executors.Status{}, errdefs.FailedPrecondition(
+				"image %q is not on this Docker engine; pull or build it first", spec.Image)
+		}
+		return executors.Handle{}, executors.Status{}, fmt.Errorf("Docker engine: %w: %w", err, errdefs.ErrUnavailable)
+	}
+
+	dir := filepath.Join(e.opts.StateDir, spec.SessionID)
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	secretFile := filepath.Join(dir, "secret")
+	// Readable inside the container whatever user the image runs as; the
+	// directory (0700) keeps other host users out.
+	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o644); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	_ = os.Chmod(secretFile, 0o644)
+
+	progress.Report("creating container from %s", spec.Image)
+	created, err := e.cli.ContainerCreate(ctx, &container.Config{
+		Image:      spec.Image,
+		Entrypoint: []string{mountDir + "/agentctl"},
+		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
+			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort},
+		ExposedPorts: nat.PortSet{grpcPort + "/tcp": {}, mcpPort + "/tcp": {}},
+		Labels:       map[string]string{LabelManaged: "true", LabelSession: spec.SessionID, LabelTask: spec.TaskID},
+	}, &container.HostConfig{
+		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro"},
+		PortBindings: nat.PortMap{
+			grpcPort + "/tcp": {{HostIP: "127.0.0.1"}},
+			mcpPort + "/tcp":  {{HostIP: "127.0.0.1"}},
+		},
+	}, nil, nil, containerName(spec.SessionID))
+	if err != nil {
+		return executors.Handle{}, executors.Status{}, fmt.Errorf("create container: %w", err)
+	}
+	st := state{SessionID: spec.SessionID, ContainerID: created.ID, SecretFile: secretFile}
+	fail := func(err error) (executors.Handle, executors.Status, error) {
+		e.remove(context.WithoutCancel(ctx), created.ID)
+		return executors.Handle{}, executors.Status{}, err
+	}
+
+	progress.Report("starting container %s", short(created.ID))
+	if err := e.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("start container: %w", err))
+	}
+	progress.Report("waiting for agentctl in the container")
+	if err := e.waitReady(ctx, created.ID); err != nil {
+		return fail(err)
+	}
+	s, err := e.attach(ctx, st)
+	if err != nil {
+		return fail(err)
+	}
+	progress.Report("agentctl ready; creating the session with providers %q (generation %d)", spec.Providers.String(), spec.Generation)
+	status, err := s.link.CreateSession(ctx, spec)
+	if err != nil {
+		s.cancel()
+		_ = s.link.Close()
+		return fail(fmt.Errorf("create session in agentctl: %w", err))
+	}
+	if err := s.link.WaitAttached(ctx); err != nil {
+		s.cancel()
+		_ = s.link.Close()
+		return fail(fmt.Errorf("attach to agentctl: %w", err))
+	}
+	status.MCPURL = s.mcpURL
+	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(st)}, status, nil
+}
+
+// waitReady reads agentctl's readiness line from the container's output.
+func (e *Executor) waitReady(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.ReadyTimeout)
+	defer cancel()
+	logs, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	if err != nil {
+		return fmt.Errorf("read container output: %w", err)
+	}
+	defer logs.Close()
+	stdout, stdoutW := io.Pipe()
+	stderr := &strings.Builder{}
+	go func() {
+		_, err := stdcopy.StdCopy(stdoutW, &limited{w: stderr, n: 2000}, logs)
+		stdoutW.CloseWithError(err)
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err == nil {
+		var r struct {
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Addr != "" {
+			return nil
+		}
+		return fmt.Errorf("agentctl printed %q instead of its readiness line; is %s a static agentctl for the image's architecture?",
+			strings.TrimSpace(line), e.opts.Agentctl)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("agentctl was not ready within %s: %w", e.opts.ReadyTimeout, errdefs.ErrUnavailable)
+	}
+	inspect, ierr := e.cli.ContainerInspect(context.WithoutCancel(ctx), id)
+	if ierr == nil && !inspect.State.Running {
+		return fmt.Errorf("the container exited (code %d) before agentctl was ready: %s; is %s a static agentctl for the image's architecture?",
+			inspect.State.ExitCode, strings.TrimSpace(stderr.String()+" "+inspect.State.Error), e.opts.Agentctl)
+	}
+	return fmt.Errorf("agentctl never announced itself: %v %s", err, strings.TrimSpace(stderr.String()))
+}
+
+// attach finds the container's published ports, dials agentctl and
+// watches the container for its death.
+func (e *Executor) attach(ctx context.Context, st state) (*session, error) {
+	inspect, err := e.cli.ContainerInspect(ctx, st.ContainerID)
+	if err != nil {
+		if client.IsErrNotFound(err) {
+			return nil, fmt.Errorf("container %s is gone: %w", short(st.ContainerID), executors.ErrLost)
+		}
+		return nil, err
+	}
+	if !inspect.State.Running {
+		return nil, fmt.Errorf("container %s is not running (%s): %w", short(st.ContainerID), inspect.State.Status, executors.ErrLost)
+	}
+	grpcAddr, err := published(inspect, grpcPort)
+	if err != nil {
+		return nil, err
+	}
+	mcpAddr, err := published(inspect, mcpPort)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := os.ReadFile(st.SecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the agentctl secret file: %w", err)
+	}
+	link, err := agentlink.Dial(agentlink.Options{
+		Addr: grpcAddr, Secret: strings.TrimSpace(string(secret)), Calls: e.opts.Calls, Events: e.opts.Events,
+		OrchestratorID: e.opts.OrchestratorID, Log: e.opts.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	watchCtx, cancel := context.WithCancel(context.Background())
+	s := &session{st: st, link: link, mcpURL: "http://" + mcpAddr + "/mcp", exit: make(chan struct{}), cancel: cancel}
+	go e.watch(watchCtx, s)
+	e.mu.Lock()
+	e.sessions[st.ContainerID] = s
+	e.mu.Unlock()
+	return s, nil
+}
+
+// watch waits for the container to stop running.
+func (e *Executor) watch(ctx context.Context, s *session) {
+	waitC, errC := e.cli.ContainerWait(ctx, s.st.ContainerID, container.WaitConditionNotRunning)
+	select {
+	case r := <-waitC:
+		s.cause = fmt.Sprintf("container %s exited with code %d", short(s.st.ContainerID), r.StatusCode)
+	case err := <-errC:
+		if ctx.Err() != nil {
+			return // released by the orchestrator
+		}
+		s.cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), err)
+	case <-ctx.Done():
+		return
+	}
+	close(s.exit)
+	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", s.cause)
+}
+
+func published(inspect container.InspectResponse, port string) (string, error) {
+	if inspect.NetworkSettings == nil {
+		return "", errors.New("the container has no network settings")
+	}
+	bindings := inspect.NetworkSettings.Ports[nat.Port(port+"/tcp")]
+	for _, b := range bindings {
+		if b.HostIP == "127.0.0.1" && b.HostPort != "" {
+			return net.JoinHostPort("127.0.0.1", b.HostPort), nil
+		}
+	}
+	return "", fmt.Errorf("port %s of the container is not published on 127.0.0.1", port)
+}
+
+func (e *Executor) lookup(h executors.Handle) (*session, state, error) {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return nil, st, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[st.ContainerID]
+	if !ok {
+		return nil, st, fmt.Errorf("container %s is not attached to this orchestrator (re-attach first): %w", short(st.ContainerID), errdefs.ErrNotFound)
+	}
+	return s, st, nil
+}
+
+// SetProviders implements executors.Executor.
+func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
+	s, _, err := e.lookup(h)
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	e.mu.Lock()
+	stopped := s.stopped
+	e.mu.Unlock()
+	switch {
+	case stopped:
+		return executors.PushResult{}, errdefs.FailedPrecondition("session %q is stopped", s.st.SessionID)
+	case s.gone():
+		return executors.PushResult{}, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.SetProviders(ctx, s.st.SessionID, set, gen)
+}
+
+// Inspect implements executors.Executor.
+func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
+	s, _, err := e.lookup(h)
+	if err != nil {
+		return executors.Status{}, err
+	}
+	e.mu.Lock()
+	stopped := s.stopped
+	e.mu.Unlock()
+	switch {
+	case stopped:
+		return executors.Status{Phase: executors.PhaseStopped}, nil
+	case s.gone():
+		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
+	}
+	st, err := s.link.State(ctx, s.st.SessionID)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
+	} else if err != nil {
+		return st, err
+	}
+	st.MCPURL = s.mcpURL
+	return st, nil
+}
+
+// Stop implements executors.Executor: the session, then its container,
+// which is removed.
+func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
+	s, st, err := e.lookup(h)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		e.remove(ctx, st.ContainerID) // not attached, but leave no container behind
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if !s.gone() {
+		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
+		_ = s.link.StopSession(stopCtx, s.st.SessionID)
+		cancel()
+	}
+	s.cancel()
+	_ = s.link.Close()
+	e.remove(ctx, st.ContainerID)
+	e.mu.Lock()
+	s.stopped = true
+	e.mu.Unlock()
+	return nil
+}
+
+// remove stops and removes a container; a missing one is fine.
+func (e *Executor) remove(ctx context.Context, id string) {
+	if id == "" {
+		return
+	}
+	grace := int(e.opts.StopGrace / time.Second)
+	if err := e.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &grace}); err != nil && !client.IsErrNotFound(err) {
+		e.opts.Log.Warn("stop container", "container", short(id), "error", err)
+	}
+	if err := e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+		e.opts.Log.Warn("remove container", "container", short(id), "error", err)
+	}
+}
+
+// Reattach implements executors.Executor.
+func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
+	s, st, err := e.lookup(h)
+	if err == nil && !s.gone() {
+		return nil
+	}
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	s, err = e.attach(ctx, st)
+	if err != nil {
+		return err
+	}
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.link.State(probe, st.SessionID); err != nil {
+		e.release(s)
+		return fmt.Errorf("agentctl in container %s does not answer: %v: %w", short(st.ContainerID), err, executors.ErrLost)
+	}
+	if err := s.link.WaitAttached(probe); err != nil {
+		e.release(s)
+		return fmt.Errorf("attach to agentctl in container %s: %v: %w", short(st.ContainerID), err, executors.ErrLost)
+	}
+	return nil
+}
+
+func (e *Executor) release(s *session) {
+	s.cancel()
+	_ = s.link.Close()
+	e.mu.Lock()
+	delete(e.sessions, s.st.ContainerID)
+	e.mu.Unlock()
+}
+
+// Managed lists the containers this backend created that still exist, by
+// session id: what a restarted orchestrator can re-attach or clean.
+func (e *Executor) Managed(ctx context.Context) (map[string]string, error) {
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, c := range list {
+		out[c.Labels[LabelSession]] = c.ID
+	}
+	return out, nil
+}
+
+// Close implements executors.Executor: containers keep running.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	all := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		all = append(all, s)
+	}
+	clear(e.sessions)
+	e.mu.Unlock()
+	for _, s := range all {
+		s.cancel()
+		_ = s.link.Close()
+	}
+	return nil
+}
+
+// Kill ends a session's container abruptly (SIGKILL), as a crash would.
+// Tests use it; it is not part of the Executor interface.
+func (e *Executor) Kill(ctx context.Context, h executors.Handle) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	return e.cli.ContainerKill(ctx, st.ContainerID, "SIGKILL")
+}
+
+func containerName(sessionID string) string {
+	return "toolscope-" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '-'
+	}, sessionID) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// limited keeps the first n bytes written to it.
+type limited struct {
+	w io.Writer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		_, _ = l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}

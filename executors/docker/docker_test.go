@@ -1,0 +1,83 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/docker"
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	executortest.RemoveBuilds()
+	os.Exit(code)
+}
+
+func TestConformance(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	agentctl := executortest.Agentctl(t)
+	stateDir := t.TempDir()
+	var current *docker.Executor
+	executortest.Run(t, executortest.Backend{
+		New: func(t *testing.T, calls executors.CallHandler) executors.Executor {
+			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, OrchestratorID: t.Name()})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Close() })
+			current = e
+			return e
+		},
+		Kill: func(t *testing.T, h executors.Handle) {
+			require.NoError(t, current.Kill(context.Background(), h))
+		},
+		Prepare: func(s *executors.Spec) { s.Image = image },
+	})
+
+	// Every container the suite created was removed.
+	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli})
+	require.NoError(t, err)
+	left, err := e.Managed(context.Background())
+	require.NoError(t, err)
+	for session, id := range left {
+		if len(session) > 5 && session[:5] == "conf-" {
+			t.Errorf("container %s of session %s was left behind", id, session)
+		}
+	}
+}
+
+func TestMissingImageIsAClearError(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli})
+	require.NoError(t, err)
+	_, _, err = e.Launch(context.Background(), executors.Spec{
+		SessionID: "noimage", TaskID: "t", Mode: executors.ModeTask, Image: "toolscope-does-not-exist:0", Providers: providers.Of("github"),
+	}, nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "toolscope-does-not-exist:0")
+}
+
+func TestWrongAgentctlIsAClearErrorAndLeavesNoContainer(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	notAgentctl := t.TempDir() + "/agentctl"
+	require.NoError(t, os.WriteFile(notAgentctl, []byte("#!/bin/sh\necho hi\n"), 0o755)) // no shell in a scratch image
+	e, err := docker.New(docker.Options{Agentctl: notAgentctl, StateDir: t.TempDir(), Client: cli})
+	require.NoError(t, err)
+	_, _, err = e.Launch(context.Background(), executors.Spec{
+		SessionID: "badagentctl", TaskID: "t", Mode: executors.ModeTask, Image: image,
+	}, nil)
+	require.Error(t, err)
+	t.Log(err)
+	left, err := e.Managed(context.Background())
+	require.NoError(t, err)
+	assert.NotContains(t, left, "badagentctl", "a failed launch leaves no container")
+}
