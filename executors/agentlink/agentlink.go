@@ -45,12 +45,14 @@ type Options struct {
 type Link struct {
 	Client agentctlv1.AgentctlServiceClient
 
-	conn     *grpc.ClientConn
-	opts     Options
-	cancel   context.CancelFunc
-	done     chan struct{}
-	attached chan struct{}
-	once     sync.Once
+	conn   *grpc.ClientConn
+	opts   Options
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	live chan struct{} // closed while an Attach stream is acknowledged; replaced when it ends
+	up   bool
 }
 
 // Dial connects to agentctl and starts keeping an Attach stream open.
@@ -78,19 +80,38 @@ func Dial(opts Options) (*Link, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Link{
 		Client: agentctlv1.NewAgentctlServiceClient(conn), conn: conn, opts: opts, cancel: cancel,
-		done: make(chan struct{}), attached: make(chan struct{}),
+		done: make(chan struct{}), live: make(chan struct{}),
 	}
 	go l.attachLoop(ctx)
 	return l, nil
 }
 
-// WaitAttached waits until the first Attach stream is open.
+// WaitAttached waits until an Attach stream is open and acknowledged now:
+// after agentctl restarts or the network comes back, it waits for the new
+// stream.
 func (l *Link) WaitAttached(ctx context.Context) error {
+	l.mu.Lock()
+	live := l.live
+	l.mu.Unlock()
 	select {
-	case <-l.attached:
+	case <-live:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+func (l *Link) setLive(up bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if up == l.up {
+		return
+	}
+	l.up = up
+	if up {
+		close(l.live)
+	} else {
+		l.live = make(chan struct{})
 	}
 }
 
@@ -123,6 +144,7 @@ func (l *Link) attachLoop(ctx context.Context) {
 func (l *Link) attachOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer l.setLive(false)
 	stream, err := l.Client.Attach(ctx)
 	if err != nil {
 		return err
@@ -160,7 +182,7 @@ func (l *Link) attachOnce(ctx context.Context) error {
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
-			l.once.Do(func() { close(l.attached) })
+			l.setLive(true)
 		}
 	}
 }

@@ -1,0 +1,159 @@
+package remote_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/executors/remote"
+	"github.com/toolscope/toolscope/internal/pki"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	executortest.RemoveBuilds()
+	os.Exit(code)
+}
+
+// host is a "remote host": agentctl serve in a container of its own, with
+// mutual TLS, its gRPC and MCP ports published on 127.0.0.1.
+type host struct {
+	cli       *client.Client
+	id        string
+	addr      string
+	clientTLS pki.Pair
+	ca        *pki.CA
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func startHost(t *testing.T) *host {
+	t.Helper()
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	agentctl := executortest.Agentctl(t)
+	ca, err := pki.NewCA("remote test CA", time.Hour)
+	require.NoError(t, err)
+	server, err := ca.IssueServer("agentctl", []string{"127.0.0.1"}, time.Hour)
+	require.NoError(t, err)
+	clientPair, err := ca.IssueClient("orchestrator", time.Hour)
+	require.NoError(t, err)
+	certs := t.TempDir()
+	for name, body := range map[string][]byte{"server.crt": server.CertPEM, "server.key": server.KeyPEM, "ca.crt": ca.CertPEM} {
+		require.NoError(t, os.WriteFile(filepath.Join(certs, name), body, 0o644))
+	}
+	grpcPort, mcpPort := freePort(t), freePort(t)
+	ctx := context.Background()
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image: image, Entrypoint: []string{"/toolscope/agentctl"},
+		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--tls-cert", "/certs/server.crt", "--tls-key", "/certs/server.key",
+			"--client-ca", "/certs/ca.crt", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort, "--state-dir", "/tmp/agentctl"},
+		ExposedPorts: nat.PortSet{nat.Port(grpcPort + "/tcp"): {}, nat.Port(mcpPort + "/tcp"): {}},
+		Labels:       map[string]string{"toolscope.test": "remote-host"},
+	}, &container.HostConfig{
+		Binds: []string{agentctl + ":/toolscope/agentctl:ro", certs + ":/certs:ro"},
+		PortBindings: nat.PortMap{
+			nat.Port(grpcPort + "/tcp"): {{HostIP: "127.0.0.1", HostPort: grpcPort}},
+			nat.Port(mcpPort + "/tcp"):  {{HostIP: "127.0.0.1", HostPort: mcpPort}},
+		},
+	}, nil, nil, "")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	})
+	require.NoError(t, cli.ContainerStart(ctx, created.ID, container.StartOptions{}))
+	return &host{cli: cli, id: created.ID, addr: "127.0.0.1:" + grpcPort, clientTLS: clientPair, ca: ca}
+}
+
+func (h *host) executor(t *testing.T, calls executors.CallHandler) *remote.Executor {
+	t.Helper()
+	cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
+	require.NoError(t, err)
+	e, err := remote.New(remote.Options{Addr: h.addr, TLS: cfg, Calls: calls, ProbeTimeout: time.Second, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func TestConformance(t *testing.T) {
+	h := startHost(t)
+	executortest.Run(t, executortest.Backend{
+		New: func(t *testing.T, calls executors.CallHandler) executors.Executor { return h.executor(t, calls) },
+		// The daemon crashes and its host brings it back, empty.
+		Kill: func(t *testing.T, _ executors.Handle) {
+			ctx := context.Background()
+			require.NoError(t, h.cli.ContainerKill(ctx, h.id, "SIGKILL"))
+			_, _ = h.cli.ContainerWait(ctx, h.id, container.WaitConditionNotRunning)
+			require.NoError(t, h.cli.ContainerStart(ctx, h.id, container.StartOptions{}))
+		},
+	})
+}
+
+// TestNetworkCutIsLostThenRecovered freezes the remote host (its
+// connections hang, as in a partition): the session is reported lost; when
+// the host answers again the session is running again.
+func TestNetworkCutIsLostThenRecovered(t *testing.T) {
+	h := startHost(t)
+	e := h.executor(t, nil)
+	ctx := context.Background()
+	handle, _, err := e.Launch(ctx, executors.Spec{SessionID: "cut", TaskID: "task_cut", Mode: executors.ModeTask,
+		Providers: providers.Of("github"), Generation: 1}, nil)
+	require.NoError(t, err)
+
+	require.NoError(t, h.cli.ContainerPause(ctx, h.id))
+	paused := true
+	t.Cleanup(func() {
+		if paused {
+			_ = h.cli.ContainerUnpause(context.Background(), h.id)
+		}
+	})
+	require.Eventually(t, func() bool {
+		st, err := e.Inspect(ctx, handle)
+		return err == nil && st.Phase == executors.PhaseLost
+	}, 30*time.Second, 50*time.Millisecond, "an unreachable host makes the session lost")
+
+	require.NoError(t, h.cli.ContainerUnpause(ctx, h.id))
+	paused = false
+	require.Eventually(t, func() bool {
+		st, err := e.Inspect(ctx, handle)
+		return err == nil && st.Phase == executors.PhaseRunning
+	}, 60*time.Second, 50*time.Millisecond, "the session recovers when the host answers again")
+	res, err := e.SetProviders(ctx, handle, providers.Of("gitlab"), 2)
+	require.NoError(t, err)
+	assert.True(t, res.ToolsChanged)
+}
+
+func TestWrongCertificateIsRefused(t *testing.T) {
+	h := startHost(t)
+	other, err := pki.NewCA("not the remote's CA", time.Hour)
+	require.NoError(t, err)
+	pair, err := other.IssueClient("intruder", time.Hour)
+	require.NoError(t, err)
+	cfg, err := pki.ClientConfig(pair, h.ca.CertPEM)
+	require.NoError(t, err)
+	e, err := remote.New(remote.Options{Addr: h.addr, TLS: cfg, ProbeTimeout: time.Second})
+	require.NoError(t, err)
+	defer e.Close()
+	_, _, err = e.Launch(context.Background(), executors.Spec{SessionID: "x", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.Error(t, err)
+	t.Log(err)
+}
