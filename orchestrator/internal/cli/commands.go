@@ -55,7 +55,11 @@ database under --data-dir.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", server.DefaultAddr, "TCP address to serve on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "agentctl binary for the local executor (default: next to toolscope, then PATH)")
+	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
+	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
+	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
+	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
+	cmd.Flags().StringVar(&cfg.Remote.CA, "remote-ca", "", "CA certificate that signed the remote daemon's certificate")
 	return cmd
 }
 

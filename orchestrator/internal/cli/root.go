@@ -77,6 +77,7 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		a.sourceCmd(),
 		a.sessionCmd(),
 		a.eventsCmd(),
+		a.certsCmd(),
 		&cobra.Command{
 			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
 			RunE: func(*cobra.Command, []string) error {

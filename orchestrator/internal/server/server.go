@@ -15,14 +15,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/docker/docker/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/docker"
 	"github.com/toolscope/toolscope/executors/local"
+	"github.com/toolscope/toolscope/executors/remote"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -44,8 +49,18 @@ type Config struct {
 	// an agentctl next to the running binary, then on PATH. Without one the
 	// local executor is off and says why.
 	Agentctl string
+	// Remote, if Addr is set, enables the remote executor.
+	Remote RemoteConfig
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+}
+
+// RemoteConfig is how the orchestrator reaches an agentctl daemon on
+// another host: its address and the files of the mutual TLS pair (see
+// `toolscope certs`).
+type RemoteConfig struct {
+	Addr                  string
+	CertFile, KeyFile, CA string
 }
 
 // FindAgentctl returns the agentctl binary: next to the running
@@ -78,6 +93,43 @@ func DefaultDataDir() (string, error) {
 		return "", fmt.Errorf("find a data dir (set --data-dir or TOOLSCOPE_DATA_DIR): %w", err)
 	}
 	return filepath.Join(home, ".local", "share", "toolscope"), nil
+}
+
+// newDocker enables the docker executor when a Docker engine answers.
+func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, id string, log *slog.Logger) (*docker.Executor, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	ping, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ping); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("no Docker engine answers: %w", err)
+	}
+	return docker.New(docker.Options{
+		Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "containers"), Client: cli,
+		Calls: d.CallHandler, OrchestratorID: id, Log: log,
+	})
+}
+
+func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, id string, log *slog.Logger) (*remote.Executor, error) {
+	if rc.CertFile == "" || rc.KeyFile == "" || rc.CA == "" {
+		return nil, errdefs.InvalidField("remote", "needs --remote-cert, --remote-key and --remote-ca (create them with 'toolscope certs')")
+	}
+	var files [3][]byte
+	for i, f := range []string{rc.CertFile, rc.KeyFile, rc.CA} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		files[i] = b
+	}
+	tlsCfg, err := pki.ClientConfig(pki.Pair{CertPEM: files[0], KeyPEM: files[1]}, files[2])
+	if err != nil {
+		return nil, err
+	}
+	return remote.New(remote.Options{Addr: rc.Addr, TLS: tlsCfg, Calls: d.CallHandler, OrchestratorID: id, Log: log})
 }
 
 // Ready describes a server that accepts connections.
@@ -120,16 +172,34 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 			cfg.Agentctl = found
 		}
 	}
+	orchestratorID := "toolscope@" + st.Path()
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,
-			OrchestratorID: "toolscope@" + st.Path(), Log: log,
+			OrchestratorID: orchestratorID, Log: log,
 		})
 		if err != nil {
 			return fmt.Errorf("local executor: %w", err)
 		}
 		defer localExec.Close()
 		execs[local.Name] = localExec
+		if dockerExec, err := newDocker(ctx, cfg, dispatcher, orchestratorID, log); err != nil {
+			log.Warn("the docker executor is off", "reason", err.Error())
+		} else {
+			defer dockerExec.Close()
+			execs[docker.Name] = dockerExec
+		}
+	}
+	if cfg.Remote.Addr != "" {
+		remoteExec, err := newRemote(cfg.Remote, dispatcher, orchestratorID, log)
+		if err != nil {
+			return fmt.Errorf("remote executor: %w", err)
+		}
+		defer remoteExec.Close()
+		execs[remote.Name] = remoteExec
+	}
+	for name := range execs {
+		log.Info("executor on", "executor", name)
 	}
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs})
 	if attached, lost, err := svc.Reattach(ctx); err != nil {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
+)
+
+// newTask creates a workspace, a github repository and a task on it.
+func newTask(t *testing.T, srv *orchestrator) string {
+	t.Helper()
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/acme/api")
+	return srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
+}
+
+// TestRemoteExecutorWithGeneratedCertificates: `toolscope certs` creates
+// the CA and certificates, an agentctl daemon runs with them, and the
+// orchestrator launches a session there over mutual TLS.
+func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
+	t.Parallel()
+	agentctl := executortest.Agentctl(t)
+	certs := filepath.Join(t.TempDir(), "certs")
+	srv := startServer(t, t.TempDir(), "--agentctl", agentctl) // only to run the certs commands through the binary
+	srv.ok(t, "certs", "init", "--dir", certs)
+	srv.ok(t, "certs", "server", "--dir", certs, "--host", "127.0.0.1")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, l.Close())
+	daemon := exec.Command(agentctl, "serve", "--listen", "127.0.0.1:"+port,
+		"--tls-cert", filepath.Join(certs, "agentctl-127.0.0.1.crt"), "--tls-key", filepath.Join(certs, "agentctl-127.0.0.1.key"),
+		"--client-ca", filepath.Join(certs, "ca.crt"), "--state-dir", t.TempDir())
+	stdout, err := daemon.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, daemon.Start())
+	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	ready := make(chan string, 1)
+	go func() { line, _ := bufio.NewReader(stdout).ReadString('\n'); ready <- line }()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the remote agentctl did not get ready")
+	}
+
+	orch := startServer(t, t.TempDir(), "--agentctl", agentctl, "--remote-addr", "127.0.0.1:"+port,
+		"--remote-cert", filepath.Join(certs, "orchestrator.crt"), "--remote-key", filepath.Join(certs, "orchestrator.key"),
+		"--remote-ca", filepath.Join(certs, "ca.crt"))
+	task := newTask(t, orch)
+	r := orch.run(t, "--json", "session", "launch", task, "--executor", "remote")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "mutual TLS")
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
+	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, s["pushed_provider_set"])
+	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "SESSION_STATE_STOPPED")
+}
+
+// TestDockerExecutorThroughTheCLI launches a session in a container of the
+// test image; progress names each step.
+func TestDockerExecutorThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	agentctl := executortest.Agentctl(t)
+	srv := startServer(t, t.TempDir(), "--agentctl", agentctl)
+	task := newTask(t, srv)
+	r := srv.run(t, "--json", "session", "launch", task, "--executor", "docker", "--image", image)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, step := range []string{"checking image", "creating container", "starting container", "waiting for agentctl", "applied providers github"} {
+		assert.Contains(t, r.stderr, step)
+	}
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
+	id := s["id"].(string)
+	assert.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, id)["state"])
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", id), "SESSION_STATE_STOPPED")
+
+	r = srv.run(t, "session", "launch", task, "--executor", "docker", "--image", "toolscope-no-such-image:0")
+	assert.Equal(t, 5, r.code, "a missing image is a failed precondition: %s", r.stderr)
+	assert.Contains(t, r.stderr, "toolscope-no-such-image:0")
+}
