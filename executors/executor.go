@@ -144,6 +144,15 @@ type Executor interface {
 	Close() error
 }
 
+// Sweeper is an optional capability: a backend that can find what it
+// created — containers, say — and remove what no live session needs any
+// more, after an orchestrator restart.
+type Sweeper interface {
+	// Sweep removes every resource of a session for which keep returns
+	// false, and returns the ids of the sessions it cleaned.
+	Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error)
+}
+
 // ErrLost reports a session whose agentctl is gone or unreachable. It is an
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)

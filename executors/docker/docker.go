@@ -47,9 +47,10 @@ const Name = "docker"
 
 // Labels on every container this backend creates.
 const (
-	LabelManaged = "toolscope.managed"
-	LabelSession = "toolscope.session"
-	LabelTask    = "toolscope.task"
+	LabelManaged      = "toolscope.managed"
+	LabelOrchestrator = "toolscope.orchestrator" // Options.OrchestratorID: whose container it is
+	LabelSession      = "toolscope.session"
+	LabelTask         = "toolscope.task"
 )
 
 const (
@@ -68,11 +69,14 @@ type Options struct {
 	StateDir string
 	// Client talks to the engine; if nil, one is built from the
 	// environment (DOCKER_HOST, ...) with API version negotiation.
-	Client         *client.Client
-	ReadyTimeout   time.Duration
-	StopGrace      time.Duration
-	Calls          executors.CallHandler
-	Events         executors.EventHandler
+	Client       *client.Client
+	ReadyTimeout time.Duration
+	StopGrace    time.Duration
+	Calls        executors.CallHandler
+	Events       executors.EventHandler
+	// OrchestratorID labels the containers this orchestrator creates;
+	// Managed and Sweep see only those, so orchestrators sharing an engine
+	// never touch each other's containers. Required.
 	OrchestratorID string
 	Log            *slog.Logger
 }
@@ -121,6 +125,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.StateDir == "" {
 		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.OrchestratorID == "" {
+		return nil, errdefs.RequiredField("orchestrator_id")
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 60 * time.Second
@@ -181,7 +188,8 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
 			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort},
 		ExposedPorts: nat.PortSet{grpcPort + "/tcp": {}, mcpPort + "/tcp": {}},
-		Labels:       map[string]string{LabelManaged: "true", LabelSession: spec.SessionID, LabelTask: spec.TaskID},
+		Labels: map[string]string{LabelManaged: "true", LabelOrchestrator: e.opts.OrchestratorID,
+			LabelSession: spec.SessionID, LabelTask: spec.TaskID},
 	}, &container.HostConfig{
 		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro"},
 		PortBindings: nat.PortMap{
@@ -464,10 +472,11 @@ func (e *Executor) release(s *session) {
 	e.mu.Unlock()
 }
 
-// Managed lists the containers this backend created that still exist, by
-// session id: what a restarted orchestrator can re-attach or clean.
+// Managed lists the containers this orchestrator created that still exist,
+// by session id: what a restarted orchestrator can re-attach or clean.
 func (e *Executor) Managed(ctx context.Context) (map[string]string, error) {
-	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelOrchestrator+"="+e.opts.OrchestratorID))})
 	if err != nil {
 		return nil, err
 	}
@@ -476,6 +485,24 @@ func (e *Executor) Managed(ctx context.Context) (map[string]string, error) {
 		out[c.Labels[LabelSession]] = c.ID
 	}
 	return out, nil
+}
+
+// Sweep implements executors.Sweeper: it removes the managed containers
+// of sessions keep does not want.
+func (e *Executor) Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error) {
+	list, err := e.Managed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cleaned []string
+	for session, id := range list {
+		if keep(session) {
+			continue
+		}
+		e.remove(ctx, id)
+		cleaned = append(cleaned, session)
+	}
+	return cleaned, nil
 }
 
 // Close implements executors.Executor: containers keep running.

@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 	var current *docker.Executor
 	executortest.Run(t, executortest.Backend{
 		New: func(t *testing.T, calls executors.CallHandler) executors.Executor {
-			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, OrchestratorID: t.Name()})
+			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, OrchestratorID: "docker-conformance"})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			current = e
@@ -42,20 +42,16 @@ func TestConformance(t *testing.T) {
 	})
 
 	// Every container the suite created was removed.
-	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli})
+	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, OrchestratorID: "docker-conformance"})
 	require.NoError(t, err)
 	left, err := e.Managed(context.Background())
 	require.NoError(t, err)
-	for session, id := range left {
-		if len(session) > 5 && session[:5] == "conf-" {
-			t.Errorf("container %s of session %s was left behind", id, session)
-		}
-	}
+	assert.Empty(t, left, "containers left behind")
 }
 
 func TestMissingImageIsAClearError(t *testing.T) {
 	cli := executortest.RequireDocker(t)
-	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli})
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name()})
 	require.NoError(t, err)
 	_, _, err = e.Launch(context.Background(), executors.Spec{
 		SessionID: "noimage", TaskID: "t", Mode: executors.ModeTask, Image: "toolscope-does-not-exist:0", Providers: providers.Of("github"),
@@ -70,7 +66,7 @@ func TestWrongAgentctlIsAClearErrorAndLeavesNoContainer(t *testing.T) {
 	image := executortest.BuildTestImage(t, cli)
 	notAgentctl := t.TempDir() + "/agentctl"
 	require.NoError(t, os.WriteFile(notAgentctl, []byte("#!/bin/sh\necho hi\n"), 0o755)) // no shell in a scratch image
-	e, err := docker.New(docker.Options{Agentctl: notAgentctl, StateDir: t.TempDir(), Client: cli})
+	e, err := docker.New(docker.Options{Agentctl: notAgentctl, StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name()})
 	require.NoError(t, err)
 	_, _, err = e.Launch(context.Background(), executors.Spec{
 		SessionID: "badagentctl", TaskID: "t", Mode: executors.ModeTask, Image: image,
@@ -80,4 +76,38 @@ func TestWrongAgentctlIsAClearErrorAndLeavesNoContainer(t *testing.T) {
 	left, err := e.Managed(context.Background())
 	require.NoError(t, err)
 	assert.NotContains(t, left, "badagentctl", "a failed launch leaves no container")
+}
+
+// TestSweepRemovesContainersNoSessionNeeds: a restarted orchestrator
+// cleans containers of sessions that are no longer running.
+func TestSweepRemovesContainersNoSessionNeeds(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer e.Close()
+	// Another orchestrator's container on the same engine is never swept.
+	other, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name() + "-other"})
+	require.NoError(t, err)
+	defer other.Close()
+	theirs, _, err := other.Launch(context.Background(), executors.Spec{SessionID: "sweep-theirs", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Stop(context.Background(), theirs) })
+	var sweeper executors.Sweeper = e
+	ctx := context.Background()
+	for _, id := range []string{"sweep-keep", "sweep-drop"} {
+		h, _, err := e.Launch(ctx, executors.Spec{SessionID: id, TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	}
+	cleaned, err := sweeper.Sweep(ctx, func(id string) bool { return id == "sweep-keep" })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"sweep-drop"}, cleaned)
+	theirsLeft, err := other.Managed(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, theirsLeft, "sweep-theirs")
+	left, err := e.Managed(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, left, "sweep-keep")
+	assert.NotContains(t, left, "sweep-drop")
 }

@@ -297,7 +297,36 @@ func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) 
 		}
 		attached++
 	}
+	s.sweep(ctx)
 	return attached, lost, nil
+}
+
+// sweep lets backends that can (executors.Sweeper) remove what belongs to
+// no running session, such as containers of sessions that ended while the
+// orchestrator was down.
+func (s *Service) sweep(ctx context.Context) {
+	active, err := s.store.ActiveSessions(ctx)
+	if err != nil {
+		return
+	}
+	running := map[string]bool{}
+	for _, sess := range active {
+		running[sess.ID] = true
+	}
+	for name, exec := range s.execs {
+		sw, ok := exec.(executors.Sweeper)
+		if !ok {
+			continue
+		}
+		cleaned, err := sw.Sweep(ctx, func(id string) bool { return running[id] })
+		if err != nil {
+			s.log.WarnContext(ctx, "sweep", "executor", name, "error", err)
+			continue
+		}
+		if len(cleaned) > 0 {
+			s.log.InfoContext(ctx, "removed what no running session needs", "executor", name, "sessions", cleaned)
+		}
+	}
 }
 
 func handleOf(sess model.Session) executors.Handle {
