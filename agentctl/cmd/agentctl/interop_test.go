@@ -17,6 +17,7 @@ import (
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 const tsClientDir = "testdata/tsclient"
@@ -161,7 +162,7 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 			if ready.Protocol != nil {
 				t.Logf("TypeScript client negotiated %s over %s", *ready.Protocol, tc.name)
 			}
-			assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, ready.Names)
+			assert.Equal(t, toolapi.Surface("github"), ready.Names)
 
 			// The client opens its notification stream after connecting;
 			// toggle until it reports a change.
@@ -177,7 +178,7 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 			}
 
 			push("gitlab", "github")
-			want := []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}
+			want := toolapi.Surface("github", "gitlab")
 			for {
 				e, ok := nextEvent(t, events, 10*time.Second)
 				require.True(t, ok, "no list_changed after SetProviders")

@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 const asMain = "AGENTCTL_TEST_MAIN"
@@ -167,7 +168,7 @@ func TestServeWithMutualTLS(t *testing.T) {
 		SessionId: "remote", TaskId: "task_r", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"gitlab"}, Generation: 1},
 	}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"gitlab_mr_status", "session_info", "task_info"}, resp.GetStatus().GetToolNames())
+	assert.Equal(t, toolapi.Surface("gitlab"), resp.GetStatus().GetToolNames())
 
 	_, err = dialTLS(stranger).GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "remote"})
 	assert.Error(t, err, "a certificate from another CA is refused")
@@ -221,7 +222,7 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 			push("github", "gitlab")
 			stdio.WaitChanged(t)
 			httpClient.WaitChanged(t)
-			want := []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}
+			want := toolapi.Surface("github", "gitlab")
 			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
 			assert.Equal(t, want, httpClient.Names(t))
 			stdio.ExpectNone(t, "one push, one notification through the bridge")

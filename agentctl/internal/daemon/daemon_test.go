@@ -27,12 +27,15 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 const secret = "per-launch-secret-0123456789"
@@ -182,7 +185,7 @@ func TestSetProvidersRebuildsLocallyAndNotifiesOnce(t *testing.T) {
 			h := newHarness(t)
 			st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_PLAN, 1, "github", "svn"))
 			assert.Equal(t, []string{"github"}, st.GetProviderSet().GetProviders())
-			assert.Equal(t, []string{"github_pr_status", "session_info", "task_info"}, st.GetToolNames())
+			assert.Equal(t, planSurface("github"), st.GetToolNames())
 			assert.True(t, strings.HasPrefix(st.GetMcpUrl(), "http://127.0.0.1:"), st.GetMcpUrl())
 
 			c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), version)
@@ -200,7 +203,7 @@ func TestSetProvidersRebuildsLocallyAndNotifiesOnce(t *testing.T) {
 			assert.True(t, resp.GetAccepted())
 			assert.True(t, resp.GetToolsChanged())
 			c.WaitChanged(t)
-			assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+			assert.Equal(t, planSurface("github", "gitlab"), c.Names(t))
 
 			resp = h.push(t, "s1", gen-1, "local")
 			assert.False(t, resp.GetAccepted(), "a stale generation is ignored")
@@ -212,7 +215,7 @@ func TestSetProvidersRebuildsLocallyAndNotifiesOnce(t *testing.T) {
 			assert.True(t, resp.GetAccepted())
 			assert.False(t, resp.GetToolsChanged(), "an equivalent set changes nothing")
 			c.ExpectNone(t, "stale and equivalent pushes must not notify")
-			assert.Equal(t, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, c.Names(t))
+			assert.Equal(t, planSurface("github", "gitlab"), c.Names(t))
 
 			state, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
 			require.NoError(t, err)
@@ -295,7 +298,7 @@ func TestToolCallsGoToTheOrchestratorWithTheSessionsIdentity(t *testing.T) {
 	text, isErr := callText(t, c, "task_info", nil)
 	assert.True(t, isErr)
 	assert.True(t, strings.HasPrefix(text, "orchestrator_unreachable: "), text)
-	assert.Len(t, c.Names(t), 3)
+	assert.Equal(t, toolapi.Surface("github"), c.Names(t))
 
 	calls, _ := orchestrator(t, h, func(call *agentctlv1.ToolCall) *agentctlv1.ToolResult {
 		if call.GetToolName() == "github_pr_status" {
@@ -363,7 +366,7 @@ func TestAgentIsStartedWithTheEndpointInjected(t *testing.T) {
 	dir := filepath.Join(h.stateDir, "sessions", "s1")
 	log, err := os.ReadFile(filepath.Join(dir, "agent.log"))
 	require.NoError(t, err)
-	assert.Contains(t, string(log), "tools=gitlab_mr_status,session_info,task_info")
+	assert.Contains(t, string(log), "tools="+strings.Join(toolapi.Surface("gitlab"), ","))
 	assert.Contains(t, string(log), "secret-in-env=false")
 	assert.Contains(t, string(log), "config="+filepath.Join(dir, "mcp.json"))
 
@@ -452,11 +455,9 @@ func storm(t *testing.T) {
 	orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{Text: "ok"} })
 	st := h.create(t, spec("storm", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
 	sets := [][]string{{"github"}, {"gitlab"}, {"github", "gitlab"}, {"local"}}
-	surfaces := map[string]bool{
-		"session_info,task_info":                                   true,
-		"github_pr_status,session_info,task_info":                  true,
-		"gitlab_mr_status,session_info,task_info":                  true,
-		"github_pr_status,gitlab_mr_status,session_info,task_info": true,
+	surfaces := map[string]bool{}
+	for _, set := range sets {
+		surfaces[strings.Join(toolapi.Surface(set...), ",")] = true
 	}
 	var listers []*mcptest.Client
 	for range 2 {
@@ -516,7 +517,7 @@ func storm(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, highest, state.GetStatus().GetProviderSet().GetGeneration())
 	assert.Equal(t, sets[highest%4], state.GetStatus().GetProviderSet().GetProviders())
-	final := []string{"gitlab_mr_status", "session_info", "task_info"} // sets[401%4] = {"gitlab"}
+	final := toolapi.Surface("gitlab") // sets[401%4] = {"gitlab"}
 	assert.Equal(t, final, state.GetStatus().GetToolNames())
 	for _, c := range listers {
 		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(final, c.Names(t)) }, 10*time.Second, 10*time.Millisecond)
@@ -526,4 +527,9 @@ func storm(t *testing.T) {
 	t.Logf("%d lists and calls during 400 racing pushes", lists)
 	assert.Empty(t, bad)
 	assert.Positive(t, lists)
+}
+
+// planSurface is what a plan-mode session shows for these providers.
+func planSurface(set ...string) []string {
+	return registry.Build(registry.Spec{Mode: registry.ModePlan, Providers: providers.Of(set...)}).Names()
 }

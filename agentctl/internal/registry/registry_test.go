@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 
@@ -15,10 +16,22 @@ import (
 
 var (
 	taskOnly = []string{"session_info", "task_info"}
-	withGH   = []string{"github_pr_status", "session_info", "task_info"}
-	withGL   = []string{"gitlab_mr_status", "session_info", "task_info"}
-	withBoth = []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}
+	ghAll    = []string{"github_pr_automation", "github_pr_comments", "github_pr_create", "github_pr_reply",
+		"github_pr_request_reviewers", "github_pr_set_automation", "github_pr_status"}
+	glAll = []string{"gitlab_mr_automation", "gitlab_mr_create", "gitlab_mr_discussions", "gitlab_mr_reply",
+		"gitlab_mr_request_reviewers", "gitlab_mr_set_automation", "gitlab_mr_status"}
+	ghRead = []string{"github_pr_automation", "github_pr_comments", "github_pr_status"}
+	glRead = []string{"gitlab_mr_automation", "gitlab_mr_discussions", "gitlab_mr_status"}
 )
+
+func surface(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // TestToolNamesPerProviderSetAndMode pins the surface: which tools each
 // provider set shows in each mode. Raw provider values go through the same
@@ -26,25 +39,29 @@ var (
 func TestToolNamesPerProviderSetAndMode(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name string
-		raw  []string
-		want []string
+		name       string
+		raw        []string
+		task, plan []string
 	}{
-		{"github", []string{"github"}, withGH},
-		{"gitlab", []string{"gitlab"}, withGL},
-		{"both", []string{"gitlab", "github"}, withBoth},
-		{"empty", nil, taskOnly},
-		{"local", []string{"local"}, taskOnly},
-		{"unknown", []string{"bitbucket", "gitea", ""}, taskOnly},
-		{"mixed case and duplicates", []string{"GitHub", " github ", "GITLAB", "gitlab"}, withBoth},
-		{"look-alike", []string{"G\u0130THUB"}, taskOnly},
+		{"github", []string{"github"}, surface(taskOnly, ghAll), surface(taskOnly, ghRead)},
+		{"gitlab", []string{"gitlab"}, surface(taskOnly, glAll), surface(taskOnly, glRead)},
+		{"both", []string{"gitlab", "github"}, surface(taskOnly, ghAll, glAll), surface(taskOnly, ghRead, glRead)},
+		{"empty", nil, taskOnly, taskOnly},
+		{"local", []string{"local"}, taskOnly, taskOnly},
+		{"unknown", []string{"bitbucket", "gitea", ""}, taskOnly, taskOnly},
+		{"mixed case and duplicates", []string{"GitHub", " github ", "GITLAB", "gitlab"}, surface(taskOnly, ghAll, glAll), surface(taskOnly, ghRead, glRead)},
+		{"look-alike", []string{"G\u0130THUB"}, taskOnly, taskOnly},
 	}
 	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan, "bogus"} {
 		for _, c := range cases {
 			t.Run(string(mode)+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
 				r := registry.Build(registry.Spec{Mode: mode, Providers: providers.Of(c.raw...)})
-				assert.Equal(t, c.want, r.Names())
+				want := c.plan
+				if mode == registry.ModeTask {
+					want = c.task
+				}
+				assert.Equal(t, want, r.Names())
 			})
 		}
 	}
@@ -59,7 +76,7 @@ func TestPlanModeKeepsOnlyReadOnlyTools(t *testing.T) {
 	}
 	task := registry.Build(registry.Spec{Mode: registry.ModeTask, External: external})
 	plan := registry.Build(registry.Spec{Mode: registry.ModePlan, External: external})
-	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_info"}, task.Names())
+	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_info"}, task.Names(), "no provider, no provider tools")
 	assert.Equal(t, []string{"docs_search", "session_info", "task_info"}, plan.Names())
 	info, ok := task.Lookup("task_info")
 	require.True(t, ok)
@@ -81,17 +98,17 @@ func TestDiff(t *testing.T) {
 
 	removed, upserted := both.Diff(gh)
 	assert.Empty(t, removed)
-	assert.Equal(t, []string{"gitlab_mr_status"}, names(upserted))
+	assert.Equal(t, glAll, names(upserted))
 
 	removed, upserted = gl.Diff(gh)
-	assert.Equal(t, []string{"github_pr_status"}, removed)
-	assert.Equal(t, []string{"gitlab_mr_status"}, names(upserted))
+	assert.Equal(t, ghAll, removed)
+	assert.Equal(t, glAll, names(upserted))
 
 	removed, upserted = gh.Diff(nil)
 	assert.Empty(t, removed)
 	assert.Equal(t, gh.Names(), names(upserted))
 
-	again := registry.Build(registry.Spec{Mode: registry.ModePlan, Providers: providers.Of(" GITHUB")})
+	again := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of(" GITHUB")})
 	assert.True(t, again.Equal(gh), "an equivalent spec shows the same surface")
 	assert.False(t, gh.Equal(nil))
 
@@ -123,6 +140,7 @@ func TestDefinitionsAreValidAndLean(t *testing.T) {
 		assert.Equal(t, "object", s.Type, tool.Name)
 		assert.NotNil(t, s.AdditionalProperties, "%s must refuse unknown arguments", tool.Name)
 		assert.LessOrEqual(t, len(tool.Description), 200, tool.Name)
+		assert.NotEmpty(t, tool.OutputSchema, "%s: structured results are described", tool.Name)
 		assert.True(t, strings.HasPrefix(tool.Name, tool.Group+"_") || tool.Group == "task", "%s: provider tools carry the provider in the name", tool.Name)
 		if tool.Group != "task" {
 			assert.NotContains(t, string(tool.InputSchema), "task_id", "identity is bound by agentctl, never an argument")
@@ -138,4 +156,35 @@ func names(tools []registry.Tool) []string {
 		out = append(out, t.Name)
 	}
 	return out
+}
+
+// TestParity: every GitHub tool has its GitLab counterpart (or a written
+// reason), and every provider tool is accounted for.
+func TestParity(t *testing.T) {
+	t.Parallel()
+	all := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
+	mapped := map[string]bool{}
+	for gh, gl := range registry.Parity {
+		mapped[gh] = true
+		if gl == "" {
+			assert.NotEmpty(t, registry.ParityGaps[gh], "%s has no GitLab counterpart and no reason", gh)
+			continue
+		}
+		mapped[gl] = true
+		ghTool, ok := all.Lookup(gh)
+		require.True(t, ok, gh)
+		glTool, ok := all.Lookup(gl)
+		require.True(t, ok, gl)
+		assert.Equal(t, ghTool.ReadOnly, glTool.ReadOnly, "%s and %s differ in read-only", gh, gl)
+		assert.Equal(t, ghTool.Destructive, glTool.Destructive, "%s and %s differ in destructive", gh, gl)
+		assert.JSONEq(t, string(ghTool.InputSchema), string(glTool.InputSchema), "%s and %s take the same arguments", gh, gl)
+	}
+	for reason := range registry.ParityGaps {
+		mapped[reason] = true
+	}
+	for _, tool := range all.Tools() {
+		if tool.Group == "github" || tool.Group == "gitlab" {
+			assert.True(t, mapped[tool.Name], "%s is missing from the parity map", tool.Name)
+		}
+	}
 }

@@ -34,30 +34,53 @@ var taskTools = []Tool{
 	},
 }
 
-// repoArg selects one of the task's repositories of a provider; it may be
-// omitted when the task has only one.
-const repoArg = `"repository_id":{"type":"string","description":"Repository id from task_info; omit when the task has one repository of this provider."}`
-
-var githubTools = []Tool{
-	{
-		Name:        "github_pr_status",
-		Title:       "GitHub PR status",
-		Description: "Status of this task's GitHub pull request: state, checks, reviews, mergeability, requested reviewers and unresolved threads.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + repoArg + `},"additionalProperties":false}`),
-		ReadOnly:    true,
-		Idempotent:  true,
-		OpenWorld:   true,
-	},
+// providerTools builds one provider's group: the same seven tools on
+// GitHub pull requests and GitLab merge requests. Input schemas come from
+// the argument types the orchestrator decodes with (package toolapi).
+func providerTools(names [7]string, pr, prs string) []Tool {
+	repo := toolapi.InputSchema[toolapi.RepoArgs]()
+	return []Tool{
+		{Name: names[0], Title: "Create " + pr, InputSchema: toolapi.InputSchema[toolapi.CreateArgs](),
+			OutputSchema: toolapi.OutputSchema[toolapi.ChangeRequest](), OpenWorld: true,
+			Description: "Open a " + pr + " for a pushed branch of a task repository; it becomes the task's " + pr + " for that repository."},
+		{Name: names[1], Title: pr + " status", InputSchema: repo, OutputSchema: toolapi.OutputSchema[toolapi.ChangeStatus](),
+			ReadOnly: true, Idempotent: true, OpenWorld: true,
+			Description: "Status of the task's " + pr + ": state, checks, reviews and approvals, mergeability, requested reviewers, unresolved threads."},
+		{Name: names[2], Title: pr + " comments", InputSchema: repo, OutputSchema: toolapi.OutputSchema[toolapi.Comments](),
+			ReadOnly: true, Idempotent: true, OpenWorld: true,
+			Description: "List the review comments on the task's " + pr + ", with the thread_id to reply to."},
+		{Name: names[3], Title: "Reply on " + pr, InputSchema: toolapi.InputSchema[toolapi.ReplyArgs](),
+			OutputSchema: toolapi.OutputSchema[toolapi.Comment](), OpenWorld: true,
+			Description: "Reply to a review thread on the task's " + pr + "."},
+		{Name: names[4], Title: "Request " + pr + " reviewers", InputSchema: toolapi.InputSchema[toolapi.ReviewersArgs](),
+			OutputSchema: toolapi.OutputSchema[toolapi.ReviewersResult](), Idempotent: true, OpenWorld: true,
+			Description: "Request reviews of the task's " + pr + " from people, by username."},
+		{Name: names[5], Title: pr + " automation", InputSchema: repo, OutputSchema: toolapi.OutputSchema[toolapi.AutomationResult](),
+			ReadOnly: true, Idempotent: true,
+			Description: "Show the task's automation settings for its " + pr + ": auto-merge, prompts on review request, merge, close, and auto-fix of failing checks."},
+		{Name: names[6], Title: "Set " + pr + " automation", InputSchema: toolapi.InputSchema[toolapi.SetAutomationArgs](),
+			OutputSchema: toolapi.OutputSchema[toolapi.AutomationResult](), Idempotent: true,
+			Description: "Change the task's automation settings for its " + pr + "; omitted settings keep their value."},
+	}
 }
 
-var gitlabTools = []Tool{
-	{
-		Name:        "gitlab_mr_status",
-		Title:       "GitLab MR status",
-		Description: "Status of this task's GitLab merge request: state, pipeline, approvals, mergeability, reviewers and unresolved discussions.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + repoArg + `},"additionalProperties":false}`),
-		ReadOnly:    true,
-		Idempotent:  true,
-		OpenWorld:   true,
-	},
+var (
+	githubTools = providerTools(toolapi.GitHubTools, "pull request", "pull requests")
+	gitlabTools = providerTools(toolapi.GitLabTools, "merge request", "merge requests")
+)
+
+// Parity maps every GitHub tool to its GitLab counterpart, or to "" with a
+// reason in ParityGaps. TestParity fails on any provider tool missing here.
+var Parity = map[string]string{
+	toolapi.GitHubPRCreate:           toolapi.GitLabMRCreate,
+	toolapi.GitHubPRStatus:           toolapi.GitLabMRStatus,
+	toolapi.GitHubPRComments:         toolapi.GitLabMRDiscussions,
+	toolapi.GitHubPRReply:            toolapi.GitLabMRReply,
+	toolapi.GitHubPRRequestReviewers: toolapi.GitLabMRRequestReviewers,
+	toolapi.GitHubPRAutomation:       toolapi.GitLabMRAutomation,
+	toolapi.GitHubPRSetAutomation:    toolapi.GitLabMRSetAutomation,
 }
+
+// ParityGaps gives, for a tool of one provider without a counterpart, the
+// reason why none exists.
+var ParityGaps = map[string]string{}

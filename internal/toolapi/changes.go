@@ -1,0 +1,173 @@
+package toolapi
+
+import "sort"
+
+// The provider tools: pull requests on GitHub, merge requests on GitLab,
+// symmetrical. "Change request" names either. Identity (task, session) is
+// never an argument: agentctl binds it from the session.
+
+// Tool names, GitHub then GitLab.
+const (
+	GitHubPRCreate           = "github_pr_create"
+	GitHubPRStatus           = "github_pr_status"
+	GitHubPRComments         = "github_pr_comments"
+	GitHubPRReply            = "github_pr_reply"
+	GitHubPRRequestReviewers = "github_pr_request_reviewers"
+	GitHubPRAutomation       = "github_pr_automation"
+	GitHubPRSetAutomation    = "github_pr_set_automation"
+
+	GitLabMRCreate           = "gitlab_mr_create"
+	GitLabMRStatus           = "gitlab_mr_status"
+	GitLabMRDiscussions      = "gitlab_mr_discussions"
+	GitLabMRReply            = "gitlab_mr_reply"
+	GitLabMRRequestReviewers = "gitlab_mr_request_reviewers"
+	GitLabMRAutomation       = "gitlab_mr_automation"
+	GitLabMRSetAutomation    = "gitlab_mr_set_automation"
+)
+
+// RepoArgs selects the task's repository of the tool's provider.
+type RepoArgs struct {
+	RepositoryID string `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
+}
+
+// CreateArgs opens a change request for a pushed branch.
+type CreateArgs struct {
+	RepositoryID string `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
+	Branch       string `json:"branch" jsonschema:"The pushed branch with the changes."`
+	Base         string `json:"base,omitempty" jsonschema:"Branch to merge into; default: the repository's default branch (main)."`
+	Title        string `json:"title"`
+	Body         string `json:"body,omitempty" jsonschema:"Description, Markdown."`
+	Draft        bool   `json:"draft,omitempty"`
+}
+
+// ReplyArgs answers one review thread.
+type ReplyArgs struct {
+	RepositoryID string `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
+	ThreadID     string `json:"thread_id" jsonschema:"thread_id of a comment listed by the comments tool."`
+	Body         string `json:"body" jsonschema:"The reply, Markdown."`
+}
+
+// ReviewersArgs asks people to review.
+type ReviewersArgs struct {
+	RepositoryID string   `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
+	Reviewers    []string `json:"reviewers" jsonschema:"Usernames to request a review from."`
+}
+
+// SetAutomationArgs changes the automation settings; omitted fields keep
+// their value.
+type SetAutomationArgs struct {
+	RepositoryID            string `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
+	AutoMerge               *bool  `json:"auto_merge,omitempty" jsonschema:"Merge automatically once checks pass and it is approved."`
+	PromptOnReviewRequested *bool  `json:"prompt_on_review_requested,omitempty" jsonschema:"Tell you when a review is requested from the workspace's user."`
+	PromptOnMerged          *bool  `json:"prompt_on_merged,omitempty" jsonschema:"Tell you when it is merged."`
+	PromptOnClosed          *bool  `json:"prompt_on_closed,omitempty" jsonschema:"Tell you when it is closed without merging."`
+	AutoFixChecks           *bool  `json:"auto_fix_checks,omitempty" jsonschema:"Ask you to fix failing checks."`
+}
+
+// ChangeRequest is a pull request (GitHub) or merge request (GitLab).
+type ChangeRequest struct {
+	Provider     string `json:"provider"`
+	RepositoryID string `json:"repository_id"`
+	// Number is the PR number or the MR iid.
+	Number       int64  `json:"number"`
+	URL          string `json:"url"`
+	Title        string `json:"title"`
+	State        string `json:"state"`
+	Draft        bool   `json:"draft"`
+	SourceBranch string `json:"source_branch"`
+	TargetBranch string `json:"target_branch"`
+}
+
+// Check is one CI check (GitHub check run, GitLab pipeline).
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// Review is one reviewer's verdict.
+type Review struct {
+	User  string `json:"user"`
+	State string `json:"state"`
+}
+
+// ChangeStatus is what the status tools report.
+type ChangeStatus struct {
+	ChangeRequest
+	// Checks is "passing", "failing", "pending" or "none".
+	Checks    string   `json:"checks"`
+	CheckRuns []Check  `json:"check_runs"`
+	Reviews   []Review `json:"reviews"`
+	Approved  bool     `json:"approved"`
+	// Mergeable is the provider's verdict, for example "clean",
+	// "blocked", "conflict", "mergeable".
+	Mergeable          string   `json:"mergeable"`
+	RequestedReviewers []string `json:"requested_reviewers"`
+	UnresolvedThreads  int      `json:"unresolved_threads"`
+}
+
+// Comment is one review comment or discussion note.
+type Comment struct {
+	ThreadID string `json:"thread_id"`
+	ID       string `json:"id"`
+	Author   string `json:"author"`
+	Body     string `json:"body"`
+	Path     string `json:"path,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Resolved bool   `json:"resolved"`
+}
+
+// Comments lists review comments.
+type Comments struct {
+	Comments []Comment `json:"comments"`
+}
+
+// Automation is what toolscope does on its own about a change request.
+type Automation struct {
+	AutoMerge               bool `json:"auto_merge"`
+	PromptOnReviewRequested bool `json:"prompt_on_review_requested"`
+	PromptOnMerged          bool `json:"prompt_on_merged"`
+	PromptOnClosed          bool `json:"prompt_on_closed"`
+	AutoFixChecks           bool `json:"auto_fix_checks"`
+}
+
+// AutomationResult is the settings of one change request.
+type AutomationResult struct {
+	ChangeRequest ChangeRequest `json:"change_request"`
+	Automation    Automation    `json:"automation"`
+}
+
+// ReviewersResult lists the reviewers now requested.
+type ReviewersResult struct {
+	RequestedReviewers []string `json:"requested_reviewers"`
+}
+
+// InputSchema returns the JSON Schema of T for a tool's inputSchema,
+// refusing unknown arguments.
+func InputSchema[T any]() []byte { return OutputSchema[T]() }
+
+// GitHubTools and GitLabTools are the provider tools, in parity order.
+var (
+	GitHubTools = [7]string{GitHubPRCreate, GitHubPRStatus, GitHubPRComments, GitHubPRReply,
+		GitHubPRRequestReviewers, GitHubPRAutomation, GitHubPRSetAutomation}
+	GitLabTools = [7]string{GitLabMRCreate, GitLabMRStatus, GitLabMRDiscussions, GitLabMRReply,
+		GitLabMRRequestReviewers, GitLabMRAutomation, GitLabMRSetAutomation}
+	// TaskTools are shown in every session.
+	TaskTools = []string{"session_info", "task_info"}
+)
+
+// Surface returns, sorted, the tools a task-mode session shows for the
+// given providers ("github", "gitlab"). Tests use it to say what an agent
+// should see.
+func Surface(providers ...string) []string {
+	out := append([]string(nil), TaskTools...)
+	for _, p := range providers {
+		switch p {
+		case "github":
+			out = append(out, GitHubTools[:]...)
+		case "gitlab":
+			out = append(out, GitLabTools[:]...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
