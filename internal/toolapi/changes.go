@@ -114,6 +114,8 @@ type Comment struct {
 	Path     string `json:"path,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	Resolved bool   `json:"resolved"`
+	// Resolvable is false for comments outside review threads (GitLab).
+	Resolvable bool `json:"resolvable"`
 }
 
 // Comments lists review comments.

@@ -1,0 +1,190 @@
+// Package forge talks to the review providers' REST APIs — GitHub through
+// github.com/google/go-github, GitLab through
+// gitlab.com/gitlab-org/api/client-go — behind one small interface, so the
+// tool handlers treat pull requests and merge requests alike.
+//
+// A Client is built per call from a connection's base URL and a token
+// resolved at call time; the token lives only in the client's transport.
+// Provider failures become *Error values with a stable code and a message
+// an agent can act on; a Limiter keeps a rate-limited connection from
+// being called again before the provider allows it.
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
+
+// Repo is a repository on a provider: owner/name or group/project.
+type Repo struct {
+	Path string
+}
+
+// CreateInput opens a change request.
+type CreateInput struct {
+	Branch, Base, Title, Body string
+	Draft                     bool
+}
+
+// Change is a pull request or merge request.
+type Change struct {
+	Number         int64
+	URL, Title     string
+	State          string // open, closed, merged (normalized)
+	Draft          bool
+	Source, Target string
+	HeadSHA        string
+}
+
+// Status is a change request with its checks, reviews and threads.
+type Status struct {
+	Change
+	Checks             string // passing, failing, pending, none
+	CheckRuns          []toolapi.Check
+	Reviews            []toolapi.Review
+	Approved           bool
+	Mergeable          string
+	RequestedReviewers []string
+	UnresolvedThreads  int
+}
+
+// Client is one provider's API, for one credential.
+type Client interface {
+	// CurrentUser returns the username the credential authenticates as.
+	CurrentUser(ctx context.Context) (string, error)
+	Create(ctx context.Context, repo Repo, in CreateInput) (Change, error)
+	Status(ctx context.Context, repo Repo, number int64) (Status, error)
+	Comments(ctx context.Context, repo Repo, number int64) ([]toolapi.Comment, error)
+	Reply(ctx context.Context, repo Repo, number int64, threadID, body string) (toolapi.Comment, error)
+	// RequestReviewers adds reviewers and returns everyone now requested.
+	RequestReviewers(ctx context.Context, repo Repo, number int64, usernames []string) ([]string, error)
+}
+
+// New returns a client of provider at baseURL (the REST API root, for
+// example https://api.github.com or https://gitlab.example.com/api/v4)
+// authenticating with token. httpClient may be nil.
+func New(p providers.Provider, baseURL, token string, httpClient *http.Client) (Client, error) {
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	switch p {
+	case providers.GitHub:
+		return newGitHub(baseURL, token, httpClient)
+	case providers.GitLab:
+		return newGitLab(baseURL, token, httpClient)
+	}
+	return nil, fmt.Errorf("no API client for provider %q", p)
+}
+
+// Stable codes of provider failures.
+const (
+	CodeUnauthorized = "provider_unauthorized"
+	CodeForbidden    = "provider_forbidden"
+	CodeNotFound     = "provider_not_found"
+	CodeInvalid      = "provider_invalid"
+	CodeRateLimited  = "rate_limited"
+	CodeUnavailable  = "provider_unavailable"
+	CodeFailed       = "provider_error"
+)
+
+// Error is a provider failure an agent can act on.
+type Error struct {
+	Code       string
+	Status     int // HTTP status, 0 for transport failures
+	Message    string
+	RetryAfter time.Duration // for CodeRateLimited
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// classify turns an HTTP status and the provider's message into an *Error.
+func classify(provider string, status int, msg string, retryAfter time.Duration) *Error {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	e := &Error{Status: status, RetryAfter: retryAfter}
+	switch {
+	case status == http.StatusUnauthorized:
+		e.Code, e.Message = CodeUnauthorized, provider+" rejected the workspace's credential (401); the operator must renew it"
+	case status == http.StatusTooManyRequests || (status == http.StatusForbidden && retryAfter > 0):
+		e.Code, e.Message = CodeRateLimited, fmt.Sprintf("%s rate limit reached; retry after %s", provider, retryAfter.Round(time.Second))
+	case status == http.StatusForbidden:
+		e.Code, e.Message = CodeForbidden, provider+" refused the request (403): "+msg
+	case status == http.StatusNotFound:
+		e.Code, e.Message = CodeNotFound, provider+" found no such resource (404): "+msg
+	case status == http.StatusUnprocessableEntity || status == http.StatusBadRequest || status == http.StatusConflict:
+		e.Code, e.Message = CodeInvalid, fmt.Sprintf("%s refused the request (%d): %s", provider, status, msg)
+	case status >= 500:
+		e.Code, e.Message = CodeUnavailable, fmt.Sprintf("%s is failing (%d); retry later", provider, status)
+	default:
+		e.Code, e.Message = CodeFailed, fmt.Sprintf("%s answered %d: %s", provider, status, msg)
+	}
+	if e.Code == CodeRateLimited && e.RetryAfter <= 0 {
+		e.RetryAfter = time.Minute
+	}
+	return e
+}
+
+// transportError wraps a failure that never got an HTTP answer.
+func transportError(provider string, err error) *Error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &Error{Code: CodeUnavailable, Message: provider + " did not answer in time; retry later"}
+	}
+	return &Error{Code: CodeUnavailable, Message: provider + " is not reachable; retry later"}
+}
+
+// Limiter remembers, per connection, until when a provider asked to be
+// left alone, so a rate-limited connection is not called again before.
+type Limiter struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	now   func() time.Time
+}
+
+// NewLimiter returns an empty Limiter.
+func NewLimiter() *Limiter { return &Limiter{until: map[string]time.Time{}, now: time.Now} }
+
+// Blocked reports how long key must still wait.
+func (l *Limiter) Blocked(key string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wait := l.until[key].Sub(l.now())
+	return wait, wait > 0
+}
+
+// Observe records a rate-limit answer for key.
+func (l *Limiter) Observe(key string, err error) {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Code == CodeRateLimited {
+		l.mu.Lock()
+		l.until[key] = l.now().Add(fe.RetryAfter)
+		l.mu.Unlock()
+	}
+}
+
+// overall folds check states into passing, failing, pending or none.
+func overall(states []string) string {
+	if len(states) == 0 {
+		return "none"
+	}
+	result := "passing"
+	for _, s := range states {
+		switch s {
+		case "failure", "failed", "canceled", "cancelled", "timed_out", "action_required":
+			return "failing"
+		case "success", "neutral", "skipped", "manual":
+		default:
+			result = "pending"
+		}
+	}
+	return result
+}
