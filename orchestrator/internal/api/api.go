@@ -69,7 +69,7 @@ func (h *workspaces) ListWorkspaces(ctx context.Context, _ *pb.ListWorkspacesReq
 func (h *workspaces) SetConnection(ctx context.Context, req *pb.SetConnectionRequest) (*pb.SetConnectionResponse, error) {
 	c, err := h.svc.SetConnection(ctx, service.ConnectionInput{
 		WorkspaceID: req.GetWorkspaceId(), Provider: req.GetProvider(), APIBaseURL: req.GetApiBaseUrl(),
-		Credential: fromCredential(req.GetCredential()),
+		Credential: fromCredential(req.GetCredential()), SkipValidation: req.GetSkipValidation(),
 	})
 	if err != nil {
 		return nil, err

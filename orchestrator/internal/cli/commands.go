@@ -111,10 +111,15 @@ func (a *app) workspaceCmd() *cobra.Command {
 		},
 	}
 	var provider, baseURL, tokenEnv, tokenFile string
+	var noValidate bool
 	connect := &cobra.Command{
 		Use:   "connect WORKSPACE --provider github|gitlab (--token-env VAR | --token-file PATH)",
-		Short: "Connect a workspace to a provider's API (the credential is stored as a reference, never its value)",
-		Args:  exactArgs("WORKSPACE"),
+		Short: "Connect a workspace to a provider's API; the orchestrator checks the token and records who it belongs to",
+		Long: `Connect a workspace to a provider's API. The credential is stored as a reference
+(an environment variable of the orchestrator, or a file), never its value. The
+orchestrator resolves it now and asks the provider's current-user endpoint who
+it authenticates as; that username is recorded and shown by session_info.`,
+		Args: exactArgs("WORKSPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cred := &pb.CredentialRef{}
 			switch {
@@ -129,7 +134,7 @@ func (a *app) workspaceCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).SetConnection(ctx, &pb.SetConnectionRequest{
-					WorkspaceId: args[0], Provider: provider, ApiBaseUrl: baseURL, Credential: cred,
+					WorkspaceId: args[0], Provider: provider, ApiBaseUrl: baseURL, Credential: cred, SkipValidation: noValidate,
 				})
 				if err != nil {
 					return err
@@ -142,6 +147,7 @@ func (a *app) workspaceCmd() *cobra.Command {
 	connect.Flags().StringVar(&baseURL, "base-url", "", "API base URL for GitHub Enterprise or self-managed GitLab (default: the public API)")
 	connect.Flags().StringVar(&tokenEnv, "token-env", "", "name of the environment variable holding the token")
 	connect.Flags().StringVar(&tokenFile, "token-file", "", "absolute path of a file holding the token")
+	connect.Flags().BoolVar(&noValidate, "no-validate", false, "record the connection without asking the provider who the token belongs to")
 	var dprovider string
 	disconnect := &cobra.Command{
 		Use: "disconnect WORKSPACE --provider github|gitlab", Short: "Remove a workspace's connection to a provider",

@@ -149,3 +149,32 @@ type Event struct {
 	Providers     ProviderSet
 	Message       string
 }
+
+// Automation is what toolscope does on its own about a change request.
+type Automation struct {
+	AutoMerge               bool
+	PromptOnReviewRequested bool
+	PromptOnMerged          bool
+	PromptOnClosed          bool
+	AutoFixChecks           bool
+}
+
+// DefaultAutomation is the setting of a new change request: prompts on,
+// nothing done without being asked.
+var DefaultAutomation = Automation{PromptOnReviewRequested: true, PromptOnMerged: true, PromptOnClosed: true}
+
+// ChangeRequest is the pull request (GitHub) or merge request (GitLab) a
+// task opened on one of its repositories.
+type ChangeRequest struct {
+	TaskID       string
+	RepositoryID string
+	Provider     providers.Provider
+	Number       int64 // PR number or MR iid
+	URL          string
+	Title        string
+	SourceBranch string
+	TargetBranch string
+	Automation   Automation
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}

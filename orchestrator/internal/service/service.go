@@ -14,12 +14,15 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -29,6 +32,7 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
+	creds  credentials.Resolver
 	store  *store.Store
 	broker *events.Broker
 	log    *slog.Logger
@@ -42,6 +46,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Executors are the backends sessions can run on, by name.
 	Executors map[string]executors.Executor
+	// Credentials resolves credential references; the zero value reads the
+	// process environment and files.
+	Credentials credentials.Resolver
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -51,7 +58,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, done: make(chan struct{})}
+	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials, done: make(chan struct{})}
 }
 
 // ErrShuttingDown ends event watchers when the service closes.
@@ -90,6 +97,9 @@ type ConnectionInput struct {
 	Provider    string
 	APIBaseURL  string
 	Credential  model.CredentialRef
+	// SkipValidation records the connection without asking the provider
+	// who the credential authenticates as.
+	SkipValidation bool
 }
 
 // DefaultAPIBaseURL is the public API of each provider.
@@ -141,7 +151,41 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 	default:
 		return model.Connection{}, errdefs.InvalidField("credential", "set env_var or file_path")
 	}
+	if _, err := s.store.GetWorkspace(ctx, in.WorkspaceID); err != nil {
+		return model.Connection{}, err
+	}
+	if !in.SkipValidation {
+		user, err := s.validate(ctx, c)
+		if err != nil {
+			return model.Connection{}, err
+		}
+		c.Username, c.ValidatedAt = user, time.Now().UTC()
+	}
 	return s.store.SetConnection(ctx, in.WorkspaceID, c)
+}
+
+// validate asks the provider who the connection's credential
+// authenticates as. Errors name the credential's reference, never its value.
+func (s *Service) validate(ctx context.Context, c model.Connection) (string, error) {
+	token, err := s.creds.Resolve(c.Credential)
+	if err != nil {
+		return "", errdefs.FailedPrecondition("validate the %s connection: %v", c.Provider, err)
+	}
+	client, err := forge.New(c.Provider, c.APIBaseURL, token, nil)
+	if err != nil {
+		return "", errdefs.InvalidField("api_base_url", "%v", err)
+	}
+	user, err := client.CurrentUser(ctx)
+	var fe *forge.Error
+	switch {
+	case errors.As(err, &fe) && (fe.Code == forge.CodeUnavailable || fe.Code == forge.CodeRateLimited):
+		return "", fmt.Errorf("validate the %s connection at %s: %s: %w", c.Provider, c.APIBaseURL, fe.Message, errdefs.ErrUnavailable)
+	case errors.As(err, &fe):
+		return "", errdefs.FailedPrecondition("validate the %s connection at %s: %s", c.Provider, c.APIBaseURL, fe.Message)
+	case err != nil:
+		return "", err
+	}
+	return user, nil
 }
 
 // RemoveConnection deletes a workspace's connection to a provider.

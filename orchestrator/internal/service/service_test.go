@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -171,12 +173,12 @@ func TestDefaultsAndNormalization(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/src/scratch", local.Path, "a local path is kept as given")
 
-	c, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: " GitLab ",
+	c, err := w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: " GitLab ", SkipValidation: true,
 		Credential: model.CredentialRef{Kind: model.CredentialFile, Ref: "/run/secrets/gitlab"}})
 	require.NoError(t, err)
 	assert.Equal(t, "gitlab", string(c.Provider))
 	assert.Equal(t, "https://gitlab.com/api/v4", c.APIBaseURL)
-	c, err = w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github",
+	c, err = w.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github", SkipValidation: true,
 		APIBaseURL: "https://ghe.example.com/api/v3/", Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GHE_TOKEN"}})
 	require.NoError(t, err)
 	assert.Equal(t, "https://ghe.example.com/api/v3", c.APIBaseURL)
@@ -454,4 +456,48 @@ func TestStopSessionIsIdempotent(t *testing.T) {
 
 	_, err = svc.StopSession(ctx, "sess_nope")
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+}
+
+// TestConnectValidatesAndRecordsTheUsername asks a (fake) GitHub who the
+// token belongs to; a missing variable or a rejected token is refused with
+// a message naming the reference, never the value.
+func TestConnectValidatesAndRecordsTheUsername(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const token = "ghp_validatetoken0123456789"
+	fake := forgetest.NewGitHub(t, token, "octo-bot")
+	env := map[string]string{"GH_TOKEN": token, "WRONG_TOKEN": "ghp_wrong"}
+	broker := &events.Broker{}
+	st, err := store.Open(ctx, t.TempDir(), store.Options{OnCommit: broker.Publish})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, broker, service.Options{Credentials: credentials.Resolver{Env: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}}})
+	ws, err := svc.CreateWorkspace(ctx, "acme")
+	require.NoError(t, err)
+	in := func(ref string) service.ConnectionInput {
+		return service.ConnectionInput{WorkspaceID: ws.ID, Provider: "github", APIBaseURL: fake.URL,
+			Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: ref}}
+	}
+
+	c, err := svc.SetConnection(ctx, in("GH_TOKEN"))
+	require.NoError(t, err)
+	assert.Equal(t, "octo-bot", c.Username)
+	assert.False(t, c.ValidatedAt.IsZero())
+	got, err := svc.GetWorkspace(ctx, ws.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "octo-bot", got.Connections[0].Username, "the username is persisted")
+
+	_, err = svc.SetConnection(ctx, in("UNSET_TOKEN"))
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "UNSET_TOKEN")
+	_, err = svc.SetConnection(ctx, in("WRONG_TOKEN"))
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "rejected")
+	assert.NotContains(t, err.Error(), "ghp_wrong")
+	got, err = svc.GetWorkspace(ctx, ws.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "octo-bot", got.Connections[0].Username, "a failed validation changes nothing")
 }

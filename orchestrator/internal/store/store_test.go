@@ -276,7 +276,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	assert.Equal(t, events, gotEvents)
 	v, err := s2.SchemaVersion(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), v)
+	assert.Equal(t, int64(3), v)
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
@@ -477,4 +477,31 @@ func TestEventsRefuseAnImpossibleSequence(t *testing.T) {
 	s := open(t, t.TempDir(), nil)
 	_, err := s.Events(context.Background(), "task_x", 1<<63, 10)
 	assert.Equal(t, "after_sequence", errdefs.FieldOf(err))
+}
+
+func TestChangeRequestsAndAutomation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+	require.NoError(t, err)
+
+	_, err = s.ChangeRequest(ctx, task.ID, f.github.ID)
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	cr, err := s.RecordChangeRequest(ctx, model.ChangeRequest{TaskID: task.ID, RepositoryID: f.github.ID, Provider: providers.GitHub,
+		Number: 7, URL: "https://github.example/acme/api/pull/7", Title: "Fix", SourceBranch: "fix", TargetBranch: "main",
+		Automation: model.DefaultAutomation})
+	require.NoError(t, err)
+	_, err = s.RecordChangeRequest(ctx, cr)
+	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "one change request per task and repository")
+
+	updated, err := s.UpdateAutomation(ctx, task.ID, f.github.ID, func(a *model.Automation) { a.AutoMerge, a.PromptOnClosed = true, false })
+	require.NoError(t, err)
+	assert.Equal(t, model.Automation{AutoMerge: true, PromptOnReviewRequested: true, PromptOnMerged: true}, updated.Automation)
+	got, err := s.ChangeRequest(ctx, task.ID, f.github.ID)
+	require.NoError(t, err)
+	assert.Equal(t, updated, got)
+	_, err = s.UpdateAutomation(ctx, task.ID, f.gitlab.ID, func(*model.Automation) {})
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }

@@ -16,7 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"net/http"
 	"path/filepath"
 	"strings"
 
@@ -24,6 +24,8 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -54,7 +56,11 @@ const (
 	CodeProviderNotAttached   = "provider_not_attached"
 	CodeNotConnected          = "provider_not_connected"
 	CodeCredentialUnavailable = "credential_unavailable"
-	CodeNotAvailable          = "not_available"
+	CodeRepositoryNotAttached = "repository_not_attached"
+	CodeProviderMismatch      = "provider_mismatch"
+	CodeAmbiguousRepository   = "ambiguous_repository"
+	CodeNoChangeRequest       = "no_change_request"
+	CodeAlreadyExists         = "already_exists"
 	CodeInternal              = "internal"
 )
 
@@ -62,12 +68,14 @@ func fail(code, format string, args ...any) Result {
 	return Result{IsError: true, Code: code, Text: fmt.Sprintf(format, args...)}
 }
 
-// Dispatcher answers tool calls from the store.
+// Dispatcher answers tool calls from the store and the providers' APIs.
 type Dispatcher struct {
-	store *store.Store
-	log   *slog.Logger
-	// env looks up environment variables; tests replace it.
-	env func(string) (string, bool)
+	store   *store.Store
+	log     *slog.Logger
+	limiter *forge.Limiter
+	creds   credentials.Resolver
+	// httpClient is used by the provider API clients; nil: a default.
+	httpClient *http.Client
 }
 
 // New returns a dispatcher over st. log may be nil.
@@ -75,10 +83,10 @@ func New(st *store.Store, log *slog.Logger) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{store: st, log: log, env: os.LookupEnv}
+	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter()}
 }
 
-// handler answers one tool once the call is authorized.
+// handler answers one task tool once the call is authorized.
 type handler func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result
 
 // scope is what an authorized call may touch.
@@ -87,17 +95,10 @@ type scope struct {
 	task    model.Task
 }
 
-type tool struct {
-	provider providers.Provider // "" for task tools
-	handle   handler
-}
-
-// tools is every tool the orchestrator answers, one entry per name.
-var tools = map[string]tool{
-	"task_info":        {handle: taskInfo},
-	"session_info":     {handle: sessionInfo},
-	"github_pr_status": {provider: providers.GitHub, handle: notYet("GitHub pull request status")},
-	"gitlab_mr_status": {provider: providers.GitLab, handle: notYet("GitLab merge request status")},
+// tools are the task tools; the provider tools are in providerTools.
+var tools = map[string]handler{
+	"task_info":    taskInfo,
+	"session_info": sessionInfo,
 }
 
 // CallHandler answers calls as executors deliver them; it is what the
@@ -137,12 +138,8 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
 		return fail(CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
 	}
-	t, ok := tools[c.Tool]
-	if !ok {
-		return fail(CodeUnknownTool, "there is no tool %q", c.Tool)
-	}
 	args := c.Arguments
-	if len(args) == 0 {
+	if trimmed := strings.TrimSpace(string(args)); trimmed == "" || trimmed == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	if !json.Valid(args) || !strings.HasPrefix(strings.TrimSpace(string(args)), "{") {
@@ -152,56 +149,14 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 	if err != nil {
 		return d.internal(ctx, c, err)
 	}
-	if t.provider != "" {
-		if res, ok := d.authorizeProvider(ctx, task, t.provider); !ok {
-			return res
-		}
+	s := scope{session: sess, task: task}
+	if h, ok := tools[c.Tool]; ok {
+		return h(ctx, d, s, args)
 	}
-	return t.handle(ctx, d, scope{session: sess, task: task}, args)
-}
-
-// authorizeProvider checks the provider is attached to the task, connected
-// in the workspace, and that its credential resolves.
-func (d *Dispatcher) authorizeProvider(ctx context.Context, task model.Task, p providers.Provider) (Result, bool) {
-	if !task.Providers.Set.Has(p) {
-		return fail(CodeProviderNotAttached, "no %s repository is attached to this task (its providers: %s); "+
-			"attach one with task_add_sources or use the tools of an attached provider", p, describe(task.Providers.Set)), false
+	if pt, ok := providerTools[c.Tool]; ok {
+		return d.handleProvider(ctx, c, s, pt, args)
 	}
-	ws, err := d.store.GetWorkspace(ctx, task.WorkspaceID)
-	if err != nil {
-		return fail(CodeInternal, "the workspace could not be read"), false
-	}
-	for _, conn := range ws.Connections {
-		if conn.Provider != p {
-			continue
-		}
-		if err := d.resolvable(conn.Credential); err != nil {
-			return fail(CodeCredentialUnavailable, "the workspace's %s credential is not available to the orchestrator (%v); "+
-				"ask the operator to fix the connection", p, err), false
-		}
-		return Result{}, true
-	}
-	return fail(CodeNotConnected, "the workspace is not connected to %s; ask the operator to run "+
-		"'toolscope workspace connect %s --provider %s'", p, task.WorkspaceID, p), false
-}
-
-// resolvable checks a credential reference without reading the secret into
-// anything that is returned or logged. Its error names the reference only.
-func (d *Dispatcher) resolvable(ref model.CredentialRef) error {
-	switch ref.Kind {
-	case model.CredentialEnv:
-		if v, ok := d.env(ref.Ref); !ok || strings.TrimSpace(v) == "" {
-			return fmt.Errorf("environment variable %s is not set", ref.Ref)
-		}
-	case model.CredentialFile:
-		info, err := os.Stat(ref.Ref)
-		if err != nil || info.IsDir() || info.Size() == 0 {
-			return fmt.Errorf("file %s is missing or empty", ref.Ref)
-		}
-	default:
-		return errors.New("the connection has no credential reference")
-	}
-	return nil
+	return fail(CodeUnknownTool, "there is no tool %q", c.Tool)
 }
 
 func (d *Dispatcher) internal(ctx context.Context, c Call, err error) Result {
@@ -249,14 +204,6 @@ func sessionInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage)
 	text := fmt.Sprintf("Session %s on task %s in workspace %s (mode %s, providers %s)", info.SessionID, info.TaskID,
 		info.WorkspaceID, info.Mode, describe(s.task.Providers.Set))
 	return Result{Text: text, Structured: info}
-}
-
-// notYet answers a provider tool whose handler this build does not have:
-// after every check passed, so the agent learns exactly that.
-func notYet(what string) handler {
-	return func(context.Context, *Dispatcher, scope, json.RawMessage) Result {
-		return fail(CodeNotAvailable, "%s is not served by this orchestrator yet", what)
-	}
 }
 
 func describe(s providers.Set) string {

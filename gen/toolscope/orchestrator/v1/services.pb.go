@@ -284,10 +284,14 @@ type SetConnectionRequest struct {
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	// Empty: the provider's public API (https://api.github.com or
 	// https://gitlab.com/api/v4).
-	ApiBaseUrl    string         `protobuf:"bytes,3,opt,name=api_base_url,json=apiBaseUrl,proto3" json:"api_base_url,omitempty"`
-	Credential    *CredentialRef `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ApiBaseUrl string         `protobuf:"bytes,3,opt,name=api_base_url,json=apiBaseUrl,proto3" json:"api_base_url,omitempty"`
+	Credential *CredentialRef `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	// By default the orchestrator resolves the credential and asks the
+	// provider who it authenticates as, and records that username. Set to
+	// record the connection without asking (the username stays empty).
+	SkipValidation bool `protobuf:"varint,5,opt,name=skip_validation,json=skipValidation,proto3" json:"skip_validation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SetConnectionRequest) Reset() {
@@ -346,6 +350,13 @@ func (x *SetConnectionRequest) GetCredential() *CredentialRef {
 		return x.Credential
 	}
 	return nil
+}
+
+func (x *SetConnectionRequest) GetSkipValidation() bool {
+	if x != nil {
+		return x.SkipValidation
+	}
+	return false
 }
 
 type SetConnectionResponse struct {
@@ -1882,7 +1893,7 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x16ListWorkspacesResponse\x12D\n" +
 	"\n" +
 	"workspaces\x18\x01 \x03(\v2$.toolscope.orchestrator.v1.WorkspaceR\n" +
-	"workspaces\"\xc1\x01\n" +
+	"workspaces\"\xea\x01\n" +
 	"\x14SetConnectionRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12 \n" +
@@ -1890,7 +1901,8 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"apiBaseUrl\x12H\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\v2(.toolscope.orchestrator.v1.CredentialRefR\n" +
-	"credential\"^\n" +
+	"credential\x12'\n" +
+	"\x0fskip_validation\x18\x05 \x01(\bR\x0eskipValidation\"^\n" +
 	"\x15SetConnectionResponse\x12E\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2%.toolscope.orchestrator.v1.ConnectionR\n" +
