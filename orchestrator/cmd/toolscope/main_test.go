@@ -28,6 +28,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 )
@@ -51,13 +52,20 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 type orchestrator struct {
 	addr string
 	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	logs *testutil.SyncBuffer
 }
 
 func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
 	t.Helper()
+	return startServerEnv(t, dataDir, nil, args...)
+}
+
+// startServerEnv starts `toolscope serve` with extra environment.
+func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *orchestrator {
+	t.Helper()
 	cmd := command(context.Background(), append([]string{"serve", "--json", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
-	logs := &bytes.Buffer{}
+	cmd.Env = append(cmd.Env, env...)
+	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
