@@ -153,8 +153,8 @@ var (
 		GitHubPRRequestReviewers, GitHubPRAutomation, GitHubPRSetAutomation}
 	GitLabTools = [7]string{GitLabMRCreate, GitLabMRStatus, GitLabMRDiscussions, GitLabMRReply,
 		GitLabMRRequestReviewers, GitLabMRAutomation, GitLabMRSetAutomation}
-	// TaskTools are shown in every session.
-	TaskTools = []string{"session_info", "task_info"}
+	// TaskTools are shown in every task-mode session.
+	TaskTools = []string{"session_info", "task_add_sources", "task_info"}
 )
 
 // Surface returns, sorted, the tools a task-mode session shows for the

@@ -27,6 +27,20 @@ type TaskInfo struct {
 	// tools the agent has.
 	Providers  []string `json:"providers"`
 	Generation uint64   `json:"generation"`
+	// Available are the workspace's repositories not attached to the task:
+	// what task_add_sources can attach.
+	Available []Repository `json:"available"`
+}
+
+// AddSourcesArgs attaches repositories of the workspace to the task.
+type AddSourcesArgs struct {
+	RepositoryIDs []string `json:"repository_ids" jsonschema:"Ids of workspace repositories to attach, from task_info's available list; all or none."`
+}
+
+// AddSourcesResult is the task's provider set after the batch.
+type AddSourcesResult struct {
+	Providers  []string `json:"providers"`
+	Generation uint64   `json:"generation"`
 }
 
 // Repository is one repository attached to a task.

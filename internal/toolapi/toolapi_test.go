@@ -85,6 +85,8 @@ func TestSessionInfoCannotCarryFreeForm(t *testing.T) {
 func TestTaskInfoShape(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, []string{
+		"available", "available[].host", "available[].id", "available[].path", "available[].primary", "available[].provider",
+		"available[].remote_url",
 		"description", "generation", "providers", "repositories", "repositories[].host", "repositories[].id",
 		"repositories[].path", "repositories[].primary", "repositories[].provider", "repositories[].remote_url",
 		"task_id", "title", "workspace_id",

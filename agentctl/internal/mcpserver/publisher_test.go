@@ -75,7 +75,7 @@ func TestOneNotificationPerEffectiveChange(t *testing.T) {
 				p := newPublisher(t, build())
 				c := mcptest.Connect(t, connect(t, p), version)
 				assert.Equal(t, mcptest.Expected(version), c.Negotiated(), "negotiated protocol version")
-				assert.Equal(t, []string{"session_info", "task_info"}, c.Names(t))
+				assert.Equal(t, toolapi.Surface(), c.Names(t))
 
 				toggle := []*registry.Registry{build("github"), build("gitlab")}
 				calls := c.Subscribe(t, func() { p.Publish(toggle[0]); toggle[0], toggle[1] = toggle[1], toggle[0] })

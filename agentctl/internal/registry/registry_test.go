@@ -15,7 +15,8 @@ import (
 )
 
 var (
-	taskOnly = []string{"session_info", "task_info"}
+	taskOnly = []string{"session_info", "task_add_sources", "task_info"}
+	planOnly = []string{"session_info", "task_info"}
 	ghAll    = []string{"github_pr_automation", "github_pr_comments", "github_pr_create", "github_pr_reply",
 		"github_pr_request_reviewers", "github_pr_set_automation", "github_pr_status"}
 	glAll = []string{"gitlab_mr_automation", "gitlab_mr_create", "gitlab_mr_discussions", "gitlab_mr_reply",
@@ -43,14 +44,14 @@ func TestToolNamesPerProviderSetAndMode(t *testing.T) {
 		raw        []string
 		task, plan []string
 	}{
-		{"github", []string{"github"}, surface(taskOnly, ghAll), surface(taskOnly, ghRead)},
-		{"gitlab", []string{"gitlab"}, surface(taskOnly, glAll), surface(taskOnly, glRead)},
-		{"both", []string{"gitlab", "github"}, surface(taskOnly, ghAll, glAll), surface(taskOnly, ghRead, glRead)},
-		{"empty", nil, taskOnly, taskOnly},
-		{"local", []string{"local"}, taskOnly, taskOnly},
-		{"unknown", []string{"bitbucket", "gitea", ""}, taskOnly, taskOnly},
-		{"mixed case and duplicates", []string{"GitHub", " github ", "GITLAB", "gitlab"}, surface(taskOnly, ghAll, glAll), surface(taskOnly, ghRead, glRead)},
-		{"look-alike", []string{"G\u0130THUB"}, taskOnly, taskOnly},
+		{"github", []string{"github"}, surface(taskOnly, ghAll), surface(planOnly, ghRead)},
+		{"gitlab", []string{"gitlab"}, surface(taskOnly, glAll), surface(planOnly, glRead)},
+		{"both", []string{"gitlab", "github"}, surface(taskOnly, ghAll, glAll), surface(planOnly, ghRead, glRead)},
+		{"empty", nil, taskOnly, planOnly},
+		{"local", []string{"local"}, taskOnly, planOnly},
+		{"unknown", []string{"bitbucket", "gitea", ""}, taskOnly, planOnly},
+		{"mixed case and duplicates", []string{"GitHub", " github ", "GITLAB", "gitlab"}, surface(taskOnly, ghAll, glAll), surface(planOnly, ghRead, glRead)},
+		{"look-alike", []string{"G\u0130THUB"}, taskOnly, planOnly},
 	}
 	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan, "bogus"} {
 		for _, c := range cases {
@@ -76,7 +77,7 @@ func TestPlanModeKeepsOnlyReadOnlyTools(t *testing.T) {
 	}
 	task := registry.Build(registry.Spec{Mode: registry.ModeTask, External: external})
 	plan := registry.Build(registry.Spec{Mode: registry.ModePlan, External: external})
-	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_info"}, task.Names(), "no provider, no provider tools")
+	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_add_sources", "task_info"}, task.Names(), "no provider, no provider tools")
 	assert.Equal(t, []string{"docs_search", "session_info", "task_info"}, plan.Names())
 	info, ok := task.Lookup("task_info")
 	require.True(t, ok)

@@ -32,6 +32,13 @@ var taskTools = []Tool{
 		ReadOnly:     true,
 		Idempotent:   true,
 	},
+	{
+		Name:         "task_add_sources",
+		Title:        "Attach repositories",
+		Description:  "Attach workspace repositories to this task in one batch (all or none); tools of their providers then appear in your list.",
+		InputSchema:  toolapi.InputSchema[toolapi.AddSourcesArgs](),
+		OutputSchema: toolapi.OutputSchema[toolapi.AddSourcesResult](),
+	},
 }
 
 // providerTools builds one provider's group: the same seven tools on

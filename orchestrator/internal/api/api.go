@@ -157,11 +157,19 @@ func (h *tasks) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.Li
 }
 
 func (h *tasks) AddSources(ctx context.Context, req *pb.AddSourcesRequest) (*pb.AddSourcesResponse, error) {
-	t, err := h.svc.AddSources(ctx, req.GetTaskId(), req.GetRepositoryIds())
+	res, err := h.svc.AddSources(ctx, req.GetTaskId(), req.GetRepositoryIds())
 	if err != nil {
 		return nil, err
 	}
-	return &pb.AddSourcesResponse{Task: toTask(t)}, nil
+	out := &pb.AddSourcesResponse{Task: toTask(res.Task), Pushes: []*pb.SessionPush{}}
+	for _, p := range res.Pushes {
+		push := &pb.SessionPush{SessionId: p.SessionID, Ok: p.Err == nil, Applied: toProviderSet(p.Applied)}
+		if p.Err != nil {
+			push.Error = p.Err.Error()
+		}
+		out.Pushes = append(out.Pushes, push)
+	}
+	return out, nil
 }
 
 type sessions struct {

@@ -113,6 +113,7 @@ var eventKinds = map[model.EventKind]pb.TaskEventKind{
 	model.EventSessionEnded:        pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
 	model.EventProvidersPushed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
 	model.EventProvidersPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
+	model.EventProvidersRecomputed: pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
 }
 
 func toEvent(e model.Event) *pb.TaskEvent {

@@ -308,6 +308,15 @@ func (a *app) sourceCmd() *cobra.Command {
 				return a.emit(resp, func(w io.Writer) {
 					fmt.Fprintf(w, "attached %d repositories in one batch\n", len(repos))
 					printTask(w, resp.GetTask())
+					for _, p := range resp.GetPushes() {
+						if p.GetOk() {
+							fmt.Fprintf(w, "  pushed to session\t%s\t%s (generation %d)\n", p.GetSessionId(),
+								providerList(p.GetApplied()), p.GetApplied().GetGeneration())
+						} else {
+							fmt.Fprintf(w, "  push FAILED for session\t%s\t%s; it keeps its old tools and needs repair ('toolscope session resume %s')\n",
+								p.GetSessionId(), p.GetError(), p.GetSessionId())
+						}
+					}
 				})
 			})
 		},

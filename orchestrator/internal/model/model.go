@@ -136,6 +136,7 @@ const (
 	EventSessionEnded        EventKind = "session.ended"
 	EventProvidersPushed     EventKind = "providers.pushed"
 	EventProvidersPushFailed EventKind = "providers.push_failed"
+	EventProvidersRecomputed EventKind = "providers.recomputed"
 )
 
 // Event is one entry of a task's append-only event log.

@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
@@ -202,6 +203,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Info("executor on", "executor", name)
 	}
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs})
+	dispatcher.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
+		res, err := svc.AddSources(ctx, taskID, repoIDs)
+		return res.Task.Providers, err
+	})
 	if attached, lost, err := svc.Reattach(ctx); err != nil {
 		log.Error("re-attaching sessions failed", "error", err)
 	} else if attached+lost > 0 {

@@ -32,13 +32,14 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
-	creds  credentials.Resolver
-	store  *store.Store
-	broker *events.Broker
-	log    *slog.Logger
-	execs  map[string]executors.Executor
-	done   chan struct{} // closed by Close: ends every watcher
-	once   sync.Once
+	creds       credentials.Resolver
+	pushTimeout time.Duration
+	store       *store.Store
+	broker      *events.Broker
+	log         *slog.Logger
+	execs       map[string]executors.Executor
+	done        chan struct{} // closed by Close: ends every watcher
+	once        sync.Once
 }
 
 // Options configure a Service.
@@ -49,6 +50,9 @@ type Options struct {
 	// Credentials resolves credential references; the zero value reads the
 	// process environment and files.
 	Credentials credentials.Resolver
+	// PushTimeout bounds the push of a provider set to one session;
+	// DefaultPushTimeout if zero.
+	PushTimeout time.Duration
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -58,7 +62,11 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials, done: make(chan struct{})}
+	if opts.PushTimeout <= 0 {
+		opts.PushTimeout = DefaultPushTimeout
+	}
+	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials,
+		pushTimeout: opts.PushTimeout, done: make(chan struct{})}
 }
 
 // ErrShuttingDown ends event watchers when the service closes.
@@ -406,36 +414,28 @@ func (s *Service) ListTasks(ctx context.Context, workspaceID string) ([]model.Ta
 	return s.store.ListTasks(ctx, workspaceID)
 }
 
-// AddSources attaches a batch of repositories to a task, all or none, and
-// returns the task with its recomputed provider set.
-func (s *Service) AddSources(ctx context.Context, taskID string, repoIDs []string) (model.Task, error) {
+func validateBatch(taskID string, repoIDs []string) error {
 	if err := required("task_id", taskID); err != nil {
-		return model.Task{}, err
+		return err
 	}
 	if len(repoIDs) == 0 {
-		return model.Task{}, errdefs.InvalidField("repository_ids", "name at least one repository")
+		return errdefs.InvalidField("repository_ids", "name at least one repository")
 	}
 	if len(repoIDs) > MaxBatch {
-		return model.Task{}, errdefs.InvalidField("repository_ids", "%d repositories in one batch; the limit is %d", len(repoIDs), MaxBatch)
+		return errdefs.InvalidField("repository_ids", "%d repositories in one batch; the limit is %d", len(repoIDs), MaxBatch)
 	}
 	seen := make(map[string]int, len(repoIDs))
 	for i, id := range repoIDs {
 		field := fmt.Sprintf("repository_ids[%d]", i)
 		if err := required(field, id); err != nil {
-			return model.Task{}, err
+			return err
 		}
 		if j, dup := seen[id]; dup {
-			return model.Task{}, errdefs.InvalidField(field, "repeats repository_ids[%d] (%q)", j, id)
+			return errdefs.InvalidField(field, "repeats repository_ids[%d] (%q)", j, id)
 		}
 		seen[id] = i
 	}
-	task, err := s.store.AddSources(ctx, taskID, repoIDs)
-	if err != nil {
-		return task, err
-	}
-	s.log.InfoContext(ctx, "sources added", "task_id", taskID, "count", len(repoIDs),
-		"providers", task.Providers.Set.String(), "generation", task.Providers.Generation)
-	return task, nil
+	return nil
 }
 
 func required(field, value string) error {

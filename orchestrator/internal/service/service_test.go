@@ -383,26 +383,32 @@ func TestWatchSendsBacklogThenLiveEventsWithoutGapsOrRepeats(t *testing.T) {
 	var wg sync.WaitGroup
 	var got []model.Event
 	var watchErr error
-	wg.Go(func() { got, watchErr = collect(ctx, t, w.svc, w.task.ID, 0, 31) })
+	// Per batch: sources.added and providers.recomputed.
+	wg.Go(func() { got, watchErr = collect(ctx, t, w.svc, w.task.ID, 0, 61) })
 	for _, id := range repos {
 		_, err := w.svc.AddSources(ctx, w.task.ID, []string{id})
 		require.NoError(t, err)
 	}
 	wg.Wait()
 	require.NoError(t, watchErr)
-	require.Len(t, got, 31)
+	require.Len(t, got, 61)
+	gen := uint64(0)
 	for i, e := range got {
 		if i > 0 {
 			assert.Greater(t, e.Seq, got[i-1].Seq, "strictly increasing")
 		}
-		assert.Equal(t, uint64(i+1), e.Providers.Generation, "every generation exactly once")
+		if e.Kind == model.EventProvidersRecomputed || e.Kind == model.EventTaskCreated {
+			gen++
+			assert.Equal(t, gen, e.Providers.Generation, "every generation exactly once, in order")
+		}
 	}
+	assert.Equal(t, uint64(31), gen)
 
 	// Resuming after a sequence number sends exactly the rest.
-	rest, err := collect(ctx, t, w.svc, w.task.ID, got[29].Seq, 1)
+	rest, err := collect(ctx, t, w.svc, w.task.ID, got[59].Seq, 1)
 	require.NoError(t, err)
 	require.Len(t, rest, 1)
-	assert.Equal(t, got[30], rest[0])
+	assert.Equal(t, got[60], rest[0])
 }
 
 func TestWatchEndsOnShutdownAndUnknownTask(t *testing.T) {

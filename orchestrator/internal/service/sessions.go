@@ -122,7 +122,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	}
 	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
 		status.Generation, len(status.ToolNames))
-	return s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
+	running, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
 		m.State, m.Handle, m.StatusMessage, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, "", false
 		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		return []model.Event{
@@ -130,6 +130,12 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 			{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "applied at " + verb},
 		}, nil
 	})
+	if err != nil {
+		return running, err
+	}
+	// A batch committed while this session was starting was not pushed to
+	// it (it was not running yet): catch up.
+	return s.catchUp(context.WithoutCancel(ctx), running), nil
 }
 
 // ResumeSession brings a session back to the task's current provider set:
@@ -296,6 +302,9 @@ func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) 
 			continue
 		}
 		attached++
+		// Batches committed while the orchestrator was down, or pushes that
+		// failed, are repaired now.
+		s.catchUp(ctx, sess)
 	}
 	s.sweep(ctx)
 	return attached, lost, nil

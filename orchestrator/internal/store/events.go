@@ -85,3 +85,18 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 	}
 	return out, rows.Err()
 }
+
+// AppendEvents records events of existing tasks in one transaction.
+func (s *Store) AppendEvents(ctx context.Context, events ...model.Event) error {
+	return s.write(ctx, func(t *tx) error {
+		for _, e := range events {
+			if _, err := taskProviders(ctx, t, e.TaskID); err != nil {
+				return err
+			}
+			if err := t.emit(ctx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -74,6 +74,8 @@ type Dispatcher struct {
 	log     *slog.Logger
 	limiter *forge.Limiter
 	creds   credentials.Resolver
+	// addSources backs task_add_sources.
+	addSources SourceAdder
 	// httpClient is used by the provider API clients; nil: a default.
 	httpClient *http.Client
 }
@@ -97,8 +99,40 @@ type scope struct {
 
 // tools are the task tools; the provider tools are in providerTools.
 var tools = map[string]handler{
-	"task_info":    taskInfo,
-	"session_info": sessionInfo,
+	"task_info":        taskInfo,
+	"session_info":     sessionInfo,
+	"task_add_sources": addSources,
+}
+
+// SourceAdder attaches a batch of repositories to a task and pushes the
+// recomputed provider set to its live sessions: the orchestrator's own
+// AddSources, so the agent's batches follow the same path as the API's.
+type SourceAdder func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error)
+
+// SetSourceAdder installs the handler behind task_add_sources.
+func (d *Dispatcher) SetSourceAdder(add SourceAdder) { d.addSources = add }
+
+func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result {
+	var in toolapi.AddSourcesArgs
+	if err := decode(args, &in); err != nil {
+		return fail(CodeInvalidArguments, "%v", err)
+	}
+	if d.addSources == nil {
+		return fail(CodeInternal, "this orchestrator cannot attach sources")
+	}
+	set, err := d.addSources(ctx, s.task.ID, in.RepositoryIDs)
+	switch {
+	case errors.Is(err, errdefs.ErrInvalidArgument), errors.Is(err, errdefs.ErrNotFound):
+		return fail(CodeInvalidArguments, "%v", err)
+	case errors.Is(err, errdefs.ErrAlreadyExists):
+		return fail(CodeAlreadyExists, "%v", err)
+	case err != nil:
+		return d.internal(ctx, Call{TaskID: s.task.ID, Tool: "task_add_sources"}, err)
+	}
+	return Result{
+		Text:       fmt.Sprintf("Attached %d repositories; providers now %s (generation %d)", len(in.RepositoryIDs), describe(set.Set), set.Generation),
+		Structured: toolapi.AddSourcesResult{Providers: set.Set.Strings(), Generation: set.Generation},
+	}
 }
 
 // CallHandler answers calls as executors deliver them; it is what the
@@ -164,11 +198,24 @@ func (d *Dispatcher) internal(ctx context.Context, c Call, err error) Result {
 	return fail(CodeInternal, "the orchestrator could not answer; retry later")
 }
 
-func taskInfo(_ context.Context, _ *Dispatcher, s scope, _ json.RawMessage) Result {
+func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
 	info := toolapi.TaskInfo{
 		TaskID: s.task.ID, WorkspaceID: s.task.WorkspaceID, Title: s.task.Title, Description: s.task.Description,
 		Providers: s.task.Providers.Set.Strings(), Generation: s.task.Providers.Generation,
-		Repositories: []toolapi.Repository{},
+		Repositories: []toolapi.Repository{}, Available: []toolapi.Repository{},
+	}
+	attached := map[string]bool{}
+	for _, r := range s.task.Repositories {
+		attached[r.ID] = true
+	}
+	all, err := d.store.ListRepositories(ctx, s.task.WorkspaceID)
+	if err != nil {
+		return fail(CodeInternal, "the workspace's repositories could not be read")
+	}
+	for _, r := range all {
+		if !attached[r.ID] {
+			info.Available = append(info.Available, toolapi.Repository{ID: r.ID, Provider: r.Provider, Host: r.Host, Path: r.Path, RemoteURL: r.RemoteURL})
+		}
 	}
 	var lines []string
 	for _, r := range s.task.Repositories {

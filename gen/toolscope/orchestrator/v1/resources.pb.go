@@ -151,6 +151,8 @@ const (
 	TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED TaskEventKind = 5
 	// A provider set failed to reach a session's agentctl; message says why.
 	TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED TaskEventKind = 6
+	// The task's provider set was recomputed after a committed batch.
+	TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED TaskEventKind = 7
 )
 
 // Enum value maps for TaskEventKind.
@@ -163,6 +165,7 @@ var (
 		4: "TASK_EVENT_KIND_SESSION_ENDED",
 		5: "TASK_EVENT_KIND_PROVIDERS_PUSHED",
 		6: "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
+		7: "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
 	}
 	TaskEventKind_value = map[string]int32{
 		"TASK_EVENT_KIND_UNSPECIFIED":           0,
@@ -172,6 +175,7 @@ var (
 		"TASK_EVENT_KIND_SESSION_ENDED":         4,
 		"TASK_EVENT_KIND_PROVIDERS_PUSHED":      5,
 		"TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED": 6,
+		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":  7,
 	}
 )
 
@@ -1154,7 +1158,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\x8e\x02\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\xb8\x02\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -1162,7 +1166,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x1fTASK_EVENT_KIND_SESSION_STARTED\x10\x03\x12!\n" +
 	"\x1dTASK_EVENT_KIND_SESSION_ENDED\x10\x04\x12$\n" +
 	" TASK_EVENT_KIND_PROVIDERS_PUSHED\x10\x05\x12)\n" +
-	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06B\x82\x02\n" +
+	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06\x12(\n" +
+	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\aB\x82\x02\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\x0eResourcesProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (

@@ -1134,7 +1134,10 @@ func (x *AddSourcesRequest) GetRepositoryIds() []string {
 type AddSourcesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task after the batch, with its recomputed provider set.
-	Task          *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// The push of the new set to each live session of the task, all of
+	// them, failed ones included.
+	Pushes        []*SessionPush `protobuf:"bytes,2,rep,name=pushes,proto3" json:"pushes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1176,6 +1179,84 @@ func (x *AddSourcesResponse) GetTask() *Task {
 	return nil
 }
 
+func (x *AddSourcesResponse) GetPushes() []*SessionPush {
+	if x != nil {
+		return x.Pushes
+	}
+	return nil
+}
+
+// SessionPush is the outcome of pushing a provider set to one session.
+type SessionPush struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Ok        bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// Why the push failed; the session is then marked as needing repair.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The set the session's agentctl applied.
+	Applied       *ProviderSet `protobuf:"bytes,4,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionPush) Reset() {
+	*x = SessionPush{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionPush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionPush) ProtoMessage() {}
+
+func (x *SessionPush) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionPush.ProtoReflect.Descriptor instead.
+func (*SessionPush) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SessionPush) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionPush) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *SessionPush) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SessionPush) GetApplied() *ProviderSet {
+	if x != nil {
+		return x.Applied
+	}
+	return nil
+}
+
 type LaunchSessionRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1192,7 +1273,7 @@ type LaunchSessionRequest struct {
 
 func (x *LaunchSessionRequest) Reset() {
 	*x = LaunchSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[24]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1285,7 @@ func (x *LaunchSessionRequest) String() string {
 func (*LaunchSessionRequest) ProtoMessage() {}
 
 func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[24]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1298,7 @@ func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionRequest.ProtoReflect.Descriptor instead.
 func (*LaunchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{24}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LaunchSessionRequest) GetTaskId() string {
@@ -1264,7 +1345,7 @@ type LaunchSessionResponse struct {
 
 func (x *LaunchSessionResponse) Reset() {
 	*x = LaunchSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1357,7 @@ func (x *LaunchSessionResponse) String() string {
 func (*LaunchSessionResponse) ProtoMessage() {}
 
 func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1370,7 @@ func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionResponse.ProtoReflect.Descriptor instead.
 func (*LaunchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LaunchSessionResponse) GetSession() *Session {
@@ -1308,7 +1389,7 @@ type StartSessionRequest struct {
 
 func (x *StartSessionRequest) Reset() {
 	*x = StartSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1401,7 @@ func (x *StartSessionRequest) String() string {
 func (*StartSessionRequest) ProtoMessage() {}
 
 func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1414,7 @@ func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StartSessionRequest) GetLaunch() *LaunchSessionRequest {
@@ -1356,7 +1437,7 @@ type StartSessionResponse struct {
 
 func (x *StartSessionResponse) Reset() {
 	*x = StartSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1449,7 @@ func (x *StartSessionResponse) String() string {
 func (*StartSessionResponse) ProtoMessage() {}
 
 func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1462,7 @@ func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
 func (*StartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StartSessionResponse) GetUpdate() isStartSessionResponse_Update {
@@ -1436,7 +1517,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1529,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1542,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1480,7 +1561,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1573,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1586,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1524,7 +1605,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1617,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1630,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1568,7 +1649,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1661,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1674,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StopSessionResponse) GetSession() *Session {
@@ -1612,7 +1693,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1705,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1718,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1656,7 +1737,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1749,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1762,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1700,7 +1781,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1793,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1806,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSessionsRequest) GetTaskId() string {
@@ -1744,7 +1825,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1837,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1850,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1790,7 +1871,7 @@ type WatchTaskEventsRequest struct {
 
 func (x *WatchTaskEventsRequest) Reset() {
 	*x = WatchTaskEventsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1883,7 @@ func (x *WatchTaskEventsRequest) String() string {
 func (*WatchTaskEventsRequest) ProtoMessage() {}
 
 func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1896,7 @@ func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchTaskEventsRequest) GetTaskId() string {
@@ -1841,7 +1922,7 @@ type WatchTaskEventsResponse struct {
 
 func (x *WatchTaskEventsResponse) Reset() {
 	*x = WatchTaskEventsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1934,7 @@ func (x *WatchTaskEventsResponse) String() string {
 func (*WatchTaskEventsResponse) ProtoMessage() {}
 
 func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1947,7 @@ func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
@@ -1949,9 +2030,16 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x05tasks\x18\x01 \x03(\v2\x1f.toolscope.orchestrator.v1.TaskR\x05tasks\"S\n" +
 	"\x11AddSourcesRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
-	"\x0erepository_ids\x18\x02 \x03(\tR\rrepositoryIds\"I\n" +
+	"\x0erepository_ids\x18\x02 \x03(\tR\rrepositoryIds\"\x89\x01\n" +
 	"\x12AddSourcesResponse\x123\n" +
-	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\"\xd9\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\x12>\n" +
+	"\x06pushes\x18\x02 \x03(\v2&.toolscope.orchestrator.v1.SessionPushR\x06pushes\"\x94\x01\n" +
+	"\vSessionPush\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12@\n" +
+	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"\xd9\x01\n" +
 	"\x14LaunchSessionRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x12:\n" +
@@ -2031,7 +2119,7 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescData
 }
 
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*CreateWorkspaceRequest)(nil),   // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
 	(*CreateWorkspaceResponse)(nil),  // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
@@ -2057,96 +2145,100 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*ListTasksResponse)(nil),        // 21: toolscope.orchestrator.v1.ListTasksResponse
 	(*AddSourcesRequest)(nil),        // 22: toolscope.orchestrator.v1.AddSourcesRequest
 	(*AddSourcesResponse)(nil),       // 23: toolscope.orchestrator.v1.AddSourcesResponse
-	(*LaunchSessionRequest)(nil),     // 24: toolscope.orchestrator.v1.LaunchSessionRequest
-	(*LaunchSessionResponse)(nil),    // 25: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*StartSessionRequest)(nil),      // 26: toolscope.orchestrator.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),     // 27: toolscope.orchestrator.v1.StartSessionResponse
-	(*ResumeSessionRequest)(nil),     // 28: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),    // 29: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),       // 30: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 31: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),        // 32: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 33: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 34: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 35: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),   // 36: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),  // 37: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*Workspace)(nil),                // 38: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),            // 39: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),               // 40: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),               // 41: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                     // 42: toolscope.orchestrator.v1.Task
-	(SessionMode)(0),                 // 43: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                // 44: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                  // 45: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),                // 46: toolscope.orchestrator.v1.TaskEvent
+	(*SessionPush)(nil),              // 24: toolscope.orchestrator.v1.SessionPush
+	(*LaunchSessionRequest)(nil),     // 25: toolscope.orchestrator.v1.LaunchSessionRequest
+	(*LaunchSessionResponse)(nil),    // 26: toolscope.orchestrator.v1.LaunchSessionResponse
+	(*StartSessionRequest)(nil),      // 27: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),     // 28: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),     // 29: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),    // 30: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),       // 31: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 32: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),        // 33: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 34: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 35: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 36: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),   // 37: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),  // 38: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*Workspace)(nil),                // 39: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),            // 40: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),               // 41: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),               // 42: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                     // 43: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),              // 44: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                 // 45: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                // 46: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                  // 47: toolscope.orchestrator.v1.Session
+	(*TaskEvent)(nil),                // 48: toolscope.orchestrator.v1.TaskEvent
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	38, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	38, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	38, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	39, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	40, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	41, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	41, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	41, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	42, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	42, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	42, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	42, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	43, // 12: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	44, // 13: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	45, // 14: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	24, // 15: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	45, // 16: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	45, // 17: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	45, // 18: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	45, // 19: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	45, // 20: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	46, // 21: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	0,  // 22: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 23: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 24: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 25: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 26: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 27: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 28: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 29: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 30: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 31: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 32: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 33: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	24, // 34: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	26, // 35: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	28, // 36: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	30, // 37: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	32, // 38: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	34, // 39: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	36, // 40: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	1,  // 41: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 42: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 43: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 44: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 45: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 46: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 47: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 48: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 49: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 50: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 51: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 52: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	25, // 53: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	27, // 54: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	29, // 55: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	31, // 56: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	33, // 57: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	35, // 58: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	37, // 59: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	41, // [41:60] is the sub-list for method output_type
-	22, // [22:41] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	39, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	39, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	39, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	40, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	41, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	42, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	42, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	42, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	43, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	43, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	43, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	43, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	24, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
+	44, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	45, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	46, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	47, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	25, // 17: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	47, // 18: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	47, // 19: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	47, // 20: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	47, // 21: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	47, // 22: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	48, // 23: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	0,  // 24: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	2,  // 25: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	4,  // 26: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	6,  // 27: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	8,  // 28: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	10, // 29: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	12, // 30: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	14, // 31: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	16, // 32: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	18, // 33: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	20, // 34: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	22, // 35: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	25, // 36: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	27, // 37: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	29, // 38: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	31, // 39: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	33, // 40: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	35, // 41: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	37, // 42: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	1,  // 43: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	3,  // 44: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	5,  // 45: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	7,  // 46: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	9,  // 47: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	11, // 48: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	13, // 49: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	15, // 50: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	17, // 51: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	19, // 52: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	21, // 53: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	23, // 54: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	26, // 55: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	28, // 56: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	30, // 57: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	32, // 58: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	34, // 59: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	36, // 60: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	38, // 61: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	43, // [43:62] is the sub-list for method output_type
+	24, // [24:43] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -2155,7 +2247,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		return
 	}
 	file_toolscope_orchestrator_v1_resources_proto_init()
-	file_toolscope_orchestrator_v1_services_proto_msgTypes[27].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_services_proto_msgTypes[28].OneofWrappers = []any{
 		(*StartSessionResponse_Progress)(nil),
 		(*StartSessionResponse_Session)(nil),
 	}
@@ -2165,7 +2257,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
