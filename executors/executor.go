@@ -153,6 +153,13 @@ type Sweeper interface {
 	Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error)
 }
 
+// Notifier is an optional capability: a backend that can send a message
+// to a session's MCP clients (a prompt about the task's pull request).
+type Notifier interface {
+	// Notify returns how many connected clients the message was offered to.
+	Notify(ctx context.Context, h Handle, text string) (int, error)
+}
+
 // ErrLost reports a session whose agentctl is gone or unreachable. It is an
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)

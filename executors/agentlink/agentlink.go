@@ -231,6 +231,12 @@ func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, e
 	return FromProto(resp.GetStatus()), nil
 }
 
+// Notify sends a message to a session's MCP clients.
+func (l *Link) Notify(ctx context.Context, sessionID, text string) (int, error) {
+	resp, err := l.Client.Notify(ctx, &agentctlv1.NotifyRequest{SessionId: sessionID, Text: text})
+	return int(resp.GetDelivered()), err
+}
+
 // StopSession stops a session.
 func (l *Link) StopSession(ctx context.Context, sessionID string) error {
 	_, err := l.Client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: sessionID})

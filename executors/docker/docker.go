@@ -375,6 +375,18 @@ func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set pro
 	return s.link.SetProviders(ctx, s.st.SessionID, set, gen)
 }
 
+// Notify implements executors.Notifier.
+func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
+	s, _, err := e.lookup(h)
+	if err != nil {
+		return 0, err
+	}
+	if s.gone() {
+		return 0, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.Notify(ctx, s.st.SessionID, text)
+}
+
 // Inspect implements executors.Executor.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
 	s, _, err := e.lookup(h)

@@ -150,6 +150,23 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, s.TaskID, rec.calls[0].TaskID)
 	})
 
+	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle)
+		n, ok := e.(executors.Notifier)
+		if !ok {
+			t.Skipf("%s is not an executors.Notifier", e.Name())
+		}
+		h, st := launch(t, e, spec("github", 1))
+		// Log notifications travel on stateful sessions (2025-11-25 and
+		// earlier); 2026-07-28 clients read prompts from the task inbox.
+		c := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "2025-11-25")
+		c.Listen(t)
+		offered, err := n.Notify(ctx(t), h, "review requested on PR #7")
+		require.NoError(t, err)
+		assert.Equal(t, 1, offered)
+		assert.Equal(t, "review requested on PR #7", c.WaitLog(t))
+	})
+
 	t.Run("stop", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle)
 		h, _ := launch(t, e, spec("github", 1))

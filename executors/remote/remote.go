@@ -195,6 +195,19 @@ func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set pro
 	return res, err
 }
 
+// Notify implements executors.Notifier.
+func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
+	id, err := e.session(h)
+	if err != nil {
+		return 0, err
+	}
+	l, err := e.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.Notify(ctx, id, text)
+}
+
 // Inspect implements executors.Executor. A daemon that does not answer
 // within ProbeTimeout makes the session lost for now.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {

@@ -31,15 +31,20 @@ func VersionName(v string) string {
 type Client struct {
 	Session *mcp.ClientSession
 	changed chan struct{}
+	logs    chan string
 }
 
 // Connect connects a go-sdk client over transport at protocol version
 // (empty: the client's default). The session is closed when the test ends.
 func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
 	t.Helper()
-	c := &Client{changed: make(chan struct{}, 1024)}
+	c := &Client{changed: make(chan struct{}, 1024), logs: make(chan string, 1024)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-test", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			text, _ := req.Params.Data.(string)
+			c.logs <- text
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -166,3 +171,28 @@ func (c *Client) Negotiated() string {
 	}
 	return ""
 }
+
+// Listen asks the server for log notifications (notifications/message).
+func (c *Client) Listen(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatalf("logging/setLevel: %v", err)
+	}
+}
+
+// WaitLog waits for one log notification and returns its text.
+func (c *Client) WaitLog(t testing.TB) string {
+	t.Helper()
+	select {
+	case text := <-c.logs:
+		return text
+	case <-time.After(10 * time.Second):
+		t.Fatal("no log notification within 10s")
+		return ""
+	}
+}
+
+// Logs exposes the log notifications received, for tests that count.
+func (c *Client) Logs() <-chan string { return c.logs }

@@ -314,6 +314,18 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
 }
 
+// Notify implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) Notify(ctx context.Context, req *agentctlv1.NotifyRequest) (*agentctlv1.NotifyResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetText() == "" {
+		return nil, errdefs.RequiredField("text")
+	}
+	return &agentctlv1.NotifyResponse{Delivered: int32(s.pub.Notify(ctx, req.GetText()))}, nil
+}
+
 // Attach implements agentctlv1.AgentctlServiceServer: the orchestrator's
 // stream for tool calls and session events. A newer stream replaces an
 // older one.

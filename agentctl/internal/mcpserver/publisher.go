@@ -90,7 +90,10 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 		// Advertised explicitly: an inferred capability is absent while the
 		// tool set is empty, and a 2026-07-28 client that connects then
 		// never subscribes to list_changed.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+			Logging: &mcp.LoggingCapabilities{}, // prompts arrive as log notifications
+		},
 	})
 	p.server.AddReceivingMiddleware(p.gateListing)
 	p.mu.Lock()
@@ -98,6 +101,19 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	p.applyLocked()
 	p.mu.Unlock()
 	return p
+}
+
+// Notify offers text as a log notification to every connected client (the
+// SDK sends it to those that set a log level) and returns how many clients
+// it was offered to.
+func (p *Publisher) Notify(ctx context.Context, text string) int {
+	sent := 0
+	for ss := range p.server.Sessions() {
+		if ss.Log(ctx, &mcp.LoggingMessageParams{Level: "notice", Logger: "toolscope", Data: text}) == nil {
+			sent++
+		}
+	}
+	return sent
 }
 
 // Server returns the go-sdk server, to connect transports to.

@@ -774,6 +774,105 @@ func (x *StopSessionResponse) GetStatus() *SessionStatus {
 	return nil
 }
 
+type NotifyRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The message, for the agent to read.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyRequest) Reset() {
+	*x = NotifyRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyRequest) ProtoMessage() {}
+
+func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
+func (*NotifyRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NotifyRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *NotifyRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type NotifyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many connected MCP clients the message was offered to; a client
+	// that set no log level ignores it (the prompt stays in the task inbox).
+	Delivered     int32 `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyResponse) Reset() {
+	*x = NotifyResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyResponse) ProtoMessage() {}
+
+func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
+func (*NotifyResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NotifyResponse) GetDelivered() int32 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
 // SessionStatus is a session as agentctl sees it.
 type SessionStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -797,7 +896,7 @@ type SessionStatus struct {
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +908,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +921,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -895,7 +994,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1006,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1019,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -981,7 +1080,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1092,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1105,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1080,7 +1179,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1191,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1204,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -1126,7 +1225,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1237,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1250,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1178,7 +1277,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1289,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1302,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1260,7 +1359,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1371,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1384,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1337,7 +1436,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1448,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1461,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -1441,7 +1540,13 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"S\n" +
 	"\x13StopSessionResponse\x12<\n" +
-	"\x06status\x18\x01 \x01(\v2$.toolscope.agentctl.v1.SessionStatusR\x06status\"\xf2\x02\n" +
+	"\x06status\x18\x01 \x01(\v2$.toolscope.agentctl.v1.SessionStatusR\x06status\"B\n" +
+	"\rNotifyRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
+	"\x0eNotifyResponse\x12\x1c\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xf2\x02\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -1501,12 +1606,13 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12'\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x12$\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\x99\x04\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xf0\x04\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fSetProviders\x12*.toolscope.agentctl.v1.SetProvidersRequest\x1a+.toolscope.agentctl.v1.SetProvidersResponse\x12p\n" +
 	"\x0fGetSessionState\x12-.toolscope.agentctl.v1.GetSessionStateRequest\x1a..toolscope.agentctl.v1.GetSessionStateResponse\x12d\n" +
-	"\vStopSession\x12).toolscope.agentctl.v1.StopSessionRequest\x1a*.toolscope.agentctl.v1.StopSessionResponse\x12Y\n" +
+	"\vStopSession\x12).toolscope.agentctl.v1.StopSessionRequest\x1a*.toolscope.agentctl.v1.StopSessionResponse\x12U\n" +
+	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12Y\n" +
 	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01B\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
@@ -1523,7 +1629,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),               // 1: toolscope.agentctl.v1.SessionPhase
@@ -1539,50 +1645,54 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*GetSessionStateResponse)(nil), // 11: toolscope.agentctl.v1.GetSessionStateResponse
 	(*StopSessionRequest)(nil),      // 12: toolscope.agentctl.v1.StopSessionRequest
 	(*StopSessionResponse)(nil),     // 13: toolscope.agentctl.v1.StopSessionResponse
-	(*SessionStatus)(nil),           // 14: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),           // 15: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),          // 16: toolscope.agentctl.v1.AttachResponse
-	(*AttachAck)(nil),               // 17: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),             // 18: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                // 19: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),              // 20: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),            // 21: toolscope.agentctl.v1.SessionEvent
-	nil,                             // 22: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
+	(*NotifyRequest)(nil),           // 14: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),          // 15: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),           // 16: toolscope.agentctl.v1.SessionStatus
+	(*AttachRequest)(nil),           // 17: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),          // 18: toolscope.agentctl.v1.AttachResponse
+	(*AttachAck)(nil),               // 19: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),             // 20: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                // 21: toolscope.agentctl.v1.ToolCall
+	(*ToolResult)(nil),              // 22: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),            // 23: toolscope.agentctl.v1.SessionEvent
+	nil,                             // 24: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	22, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	24, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
 	5,  // 4: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	14, // 5: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	16, // 5: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
 	3,  // 6: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
 	3,  // 7: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	14, // 8: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	14, // 9: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	16, // 8: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	16, // 9: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
 	1,  // 10: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
 	0,  // 11: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	3,  // 12: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	18, // 13: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	20, // 14: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	19, // 15: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	21, // 16: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	17, // 17: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	20, // 13: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	22, // 14: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	21, // 15: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	23, // 16: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	19, // 17: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
 	2,  // 18: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	23, // 19: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 19: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
 	6,  // 20: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
 	8,  // 21: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
 	10, // 22: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
 	12, // 23: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	15, // 24: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	7,  // 25: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	9,  // 26: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	11, // 27: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	13, // 28: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	16, // 29: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
+	14, // 24: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	17, // 25: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	7,  // 26: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	9,  // 27: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	11, // 28: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	13, // 29: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	15, // 30: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	18, // 31: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -1593,11 +1703,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -1608,7 +1718,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

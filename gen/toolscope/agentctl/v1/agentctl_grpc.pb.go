@@ -23,6 +23,7 @@ const (
 	AgentctlService_SetProviders_FullMethodName    = "/toolscope.agentctl.v1.AgentctlService/SetProviders"
 	AgentctlService_GetSessionState_FullMethodName = "/toolscope.agentctl.v1.AgentctlService/GetSessionState"
 	AgentctlService_StopSession_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/StopSession"
+	AgentctlService_Notify_FullMethodName          = "/toolscope.agentctl.v1.AgentctlService/Notify"
 	AgentctlService_Attach_FullMethodName          = "/toolscope.agentctl.v1.AgentctlService/Attach"
 )
 
@@ -49,6 +50,10 @@ type AgentctlServiceClient interface {
 	// StopSession stops a session's agent and MCP endpoints. Stopping a
 	// stopped or unknown session succeeds.
 	StopSession(ctx context.Context, in *StopSessionRequest, opts ...grpc.CallOption) (*StopSessionResponse, error)
+	// Notify sends a message to the MCP clients of a session, as an MCP log
+	// notification (notifications/message), for example a prompt about the
+	// task's pull request.
+	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id.
@@ -103,6 +108,16 @@ func (c *agentctlServiceClient) StopSession(ctx context.Context, in *StopSession
 	return out, nil
 }
 
+func (c *agentctlServiceClient) Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyResponse)
+	err := c.cc.Invoke(ctx, AgentctlService_Notify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentctlServiceClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[0], AgentctlService_Attach_FullMethodName, cOpts...)
@@ -139,6 +154,10 @@ type AgentctlServiceServer interface {
 	// StopSession stops a session's agent and MCP endpoints. Stopping a
 	// stopped or unknown session succeeds.
 	StopSession(context.Context, *StopSessionRequest) (*StopSessionResponse, error)
+	// Notify sends a message to the MCP clients of a session, as an MCP log
+	// notification (notifications/message), for example a prompt about the
+	// task's pull request.
+	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id.
@@ -164,6 +183,9 @@ func (UnimplementedAgentctlServiceServer) GetSessionState(context.Context, *GetS
 }
 func (UnimplementedAgentctlServiceServer) StopSession(context.Context, *StopSessionRequest) (*StopSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopSession not implemented")
+}
+func (UnimplementedAgentctlServiceServer) Notify(context.Context, *NotifyRequest) (*NotifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
 }
 func (UnimplementedAgentctlServiceServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
@@ -261,6 +283,24 @@ func _AgentctlService_StopSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentctlService_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentctlServiceServer).Notify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentctlService_Notify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentctlServiceServer).Notify(ctx, req.(*NotifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentctlService_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(AgentctlServiceServer).Attach(&grpc.GenericServerStream[AttachRequest, AttachResponse]{ServerStream: stream})
 }
@@ -290,6 +330,10 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopSession",
 			Handler:    _AgentctlService_StopSession_Handler,
+		},
+		{
+			MethodName: "Notify",
+			Handler:    _AgentctlService_Notify_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
