@@ -154,7 +154,7 @@ var (
 	GitLabTools = [7]string{GitLabMRCreate, GitLabMRStatus, GitLabMRDiscussions, GitLabMRReply,
 		GitLabMRRequestReviewers, GitLabMRAutomation, GitLabMRSetAutomation}
 	// TaskTools are shown in every task-mode session.
-	TaskTools = []string{"session_info", "task_add_sources", "task_info"}
+	TaskTools = []string{"session_info", "task_add_sources", "task_inbox", "task_info"}
 )
 
 // Surface returns, sorted, the tools a task-mode session shows for the

@@ -89,3 +89,16 @@ func OutputSchema[T any]() json.RawMessage {
 	}
 	return b
 }
+
+// InboxMessage is a prompt toolscope left for the agent.
+type InboxMessage struct {
+	Text string `json:"text"`
+	Link string `json:"link,omitempty"`
+	// Time is when it was written, RFC 3339.
+	Time string `json:"time"`
+}
+
+// Inbox is the result of task_inbox: the messages not read before.
+type Inbox struct {
+	Messages []InboxMessage `json:"messages"`
+}

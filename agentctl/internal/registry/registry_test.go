@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	taskOnly = []string{"session_info", "task_add_sources", "task_info"}
-	planOnly = []string{"session_info", "task_info"}
+	taskOnly = []string{"session_info", "task_add_sources", "task_inbox", "task_info"}
+	planOnly = []string{"session_info", "task_inbox", "task_info"}
 	ghAll    = []string{"github_pr_automation", "github_pr_comments", "github_pr_create", "github_pr_reply",
 		"github_pr_request_reviewers", "github_pr_set_automation", "github_pr_status"}
 	glAll = []string{"gitlab_mr_automation", "gitlab_mr_create", "gitlab_mr_discussions", "gitlab_mr_reply",
@@ -77,8 +77,8 @@ func TestPlanModeKeepsOnlyReadOnlyTools(t *testing.T) {
 	}
 	task := registry.Build(registry.Spec{Mode: registry.ModeTask, External: external})
 	plan := registry.Build(registry.Spec{Mode: registry.ModePlan, External: external})
-	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_add_sources", "task_info"}, task.Names(), "no provider, no provider tools")
-	assert.Equal(t, []string{"docs_search", "session_info", "task_info"}, plan.Names())
+	assert.Equal(t, []string{"deploy", "docs_search", "session_info", "task_add_sources", "task_inbox", "task_info"}, task.Names(), "no provider, no provider tools")
+	assert.Equal(t, []string{"docs_search", "session_info", "task_inbox", "task_info"}, plan.Names())
 	info, ok := task.Lookup("task_info")
 	require.True(t, ok)
 	assert.Equal(t, "task", info.Group, "a pushed descriptor never replaces a built-in tool")

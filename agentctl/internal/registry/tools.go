@@ -33,6 +33,14 @@ var taskTools = []Tool{
 		Idempotent:   true,
 	},
 	{
+		Name:         "task_inbox",
+		Title:        "Task inbox",
+		Description:  "Read the messages toolscope left for you (review requested, merged, closed, checks failed), once; call it when notified.",
+		InputSchema:  noArgs,
+		OutputSchema: toolapi.OutputSchema[toolapi.Inbox](),
+		ReadOnly:     true,
+	},
+	{
 		Name:         "task_add_sources",
 		Title:        "Attach repositories",
 		Description:  "Attach workspace repositories to this task in one batch (all or none); tools of their providers then appear in your list.",

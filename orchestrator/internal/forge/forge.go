@@ -56,8 +56,33 @@ type Status struct {
 	UnresolvedThreads  int
 }
 
+// Observation is what one poll of a change request sees, with one status
+// call. Reviewers is valid only when that call reported them.
+type Observation struct {
+	State     string // open, closed, merged
+	HeadSHA   string
+	Checks    string // passing, failing, pending, none
+	Green     bool   // the provider says it can be merged now: checks and approvals satisfied
+	URL       string
+	Reviewers ObservedReviewers
+}
+
+// ObservedReviewers carries the reviewers a status call returned, with an
+// explicit validity marker.
+type ObservedReviewers struct {
+	Valid     bool
+	Usernames []string
+}
+
 // Client is one provider's API, for one credential.
 type Client interface {
+	// Observe polls a change request with one status call.
+	Observe(ctx context.Context, repo Repo, number int64) (Observation, error)
+	// Reviewers asks for the requested reviewers alone: the strict
+	// fallback when an observation carries none.
+	Reviewers(ctx context.Context, repo Repo, number int64) ([]string, error)
+	// Merge merges a change request.
+	Merge(ctx context.Context, repo Repo, number int64) error
 	// CurrentUser returns the username the credential authenticates as.
 	CurrentUser(ctx context.Context) (string, error)
 	Create(ctx context.Context, repo Repo, in CreateInput) (Change, error)

@@ -326,3 +326,55 @@ func (g *githubClient) RequestReviewers(ctx context.Context, repo Repo, number i
 	}
 	return out, nil
 }
+
+// Observe is one GET of the pull request: state, head, requested
+// reviewers, and mergeable_state ("clean": checks and reviews satisfied;
+// "unstable": failing checks).
+func (g *githubClient) Observe(ctx context.Context, repo Repo, number int64) (Observation, error) {
+	owner, name, err := split(repo)
+	if err != nil {
+		return Observation{}, err
+	}
+	pr, _, err := g.c.PullRequests.Get(ctx, owner, name, int(number))
+	if err != nil {
+		return Observation{}, ghErr(err)
+	}
+	ch := ghChange(pr)
+	o := Observation{State: ch.State, HeadSHA: ch.HeadSHA, URL: ch.URL, Checks: "pending",
+		Reviewers: ObservedReviewers{Valid: pr.RequestedReviewers != nil, Usernames: []string{}}}
+	for _, u := range pr.RequestedReviewers {
+		o.Reviewers.Usernames = append(o.Reviewers.Usernames, u.GetLogin())
+	}
+	switch pr.GetMergeableState() {
+	case "clean":
+		o.Checks, o.Green = "passing", true
+	case "unstable":
+		o.Checks = "failing"
+	}
+	return o, nil
+}
+
+func (g *githubClient) Reviewers(ctx context.Context, repo Repo, number int64) ([]string, error) {
+	owner, name, err := split(repo)
+	if err != nil {
+		return nil, err
+	}
+	r, _, err := g.c.PullRequests.ListReviewers(ctx, owner, name, int(number), nil)
+	if err != nil {
+		return nil, ghErr(err)
+	}
+	out := []string{}
+	for _, u := range r.Users {
+		out = append(out, u.GetLogin())
+	}
+	return out, nil
+}
+
+func (g *githubClient) Merge(ctx context.Context, repo Repo, number int64) error {
+	owner, name, err := split(repo)
+	if err != nil {
+		return err
+	}
+	_, _, err = g.c.PullRequests.Merge(ctx, owner, name, int(number), "", nil)
+	return ghErr(err)
+}

@@ -193,3 +193,43 @@ func (g *gitlabClient) RequestReviewers(ctx context.Context, repo Repo, number i
 	}
 	return out, nil
 }
+
+// Observe is one GET of the merge request: state, head, reviewers, head
+// pipeline, and detailed_merge_status ("mergeable": pipeline and
+// approvals satisfied).
+func (g *gitlabClient) Observe(ctx context.Context, repo Repo, number int64) (Observation, error) {
+	mr, _, err := g.c.MergeRequests.GetMergeRequest(repo.Path, number, nil, gitlab.WithContext(ctx))
+	if err != nil {
+		return Observation{}, glErr(err)
+	}
+	ch := glChange(&mr.BasicMergeRequest)
+	o := Observation{State: ch.State, HeadSHA: ch.HeadSHA, URL: ch.URL, Checks: "none",
+		Reviewers: ObservedReviewers{Valid: mr.Reviewers != nil, Usernames: []string{}}}
+	for _, u := range mr.Reviewers {
+		o.Reviewers.Usernames = append(o.Reviewers.Usernames, u.Username)
+	}
+	if p := mr.HeadPipeline; p != nil {
+		o.Checks = overall([]string{p.Status})
+	}
+	o.Green = mr.DetailedMergeStatus == "mergeable" && (o.Checks == "passing" || o.Checks == "none")
+	return o, nil
+}
+
+func (g *gitlabClient) Reviewers(ctx context.Context, repo Repo, number int64) ([]string, error) {
+	reviewers, _, err := g.c.MergeRequests.GetMergeRequestReviewers(repo.Path, number, gitlab.WithContext(ctx))
+	if err != nil {
+		return nil, glErr(err)
+	}
+	out := []string{}
+	for _, r := range reviewers {
+		if r.User != nil {
+			out = append(out, r.User.Username)
+		}
+	}
+	return out, nil
+}
+
+func (g *gitlabClient) Merge(ctx context.Context, repo Repo, number int64) error {
+	_, _, err := g.c.MergeRequests.AcceptMergeRequest(repo.Path, number, nil, gitlab.WithContext(ctx))
+	return glErr(err)
+}

@@ -137,6 +137,9 @@ const (
 	EventProvidersPushed     EventKind = "providers.pushed"
 	EventProvidersPushFailed EventKind = "providers.push_failed"
 	EventProvidersRecomputed EventKind = "providers.recomputed"
+	EventPrompted            EventKind = "lifecycle.prompted"
+	EventAutoMerged          EventKind = "lifecycle.auto_merged"
+	EventLifecycleSkipped    EventKind = "lifecycle.skipped"
 )
 
 // Event is one entry of a task's append-only event log.
@@ -178,4 +181,23 @@ type ChangeRequest struct {
 	Automation   Automation
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+// Checkpoint is what the lifecycle already acted on for one change
+// request, so that each transition acts once.
+type Checkpoint struct {
+	ReviewRequestedUser string // the workspace username a review request was prompted for
+	Merged, Closed      bool
+	ChecksFailedSHA     string // head commit whose failed checks were prompted
+	AutoMergedSHA       string
+	SkippedReason       string // why the last evaluation could not act, reported once
+}
+
+// Prompt is a message for a task's agent.
+type Prompt struct {
+	ID        int64
+	TaskID    string
+	Text      string
+	Link      string
+	CreatedAt time.Time
 }

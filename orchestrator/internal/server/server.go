@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -52,6 +53,9 @@ type Config struct {
 	Agentctl string
 	// Remote, if Addr is set, enables the remote executor.
 	Remote RemoteConfig
+	// PollInterval is how often the lifecycle polls the tasks' pull and
+	// merge requests; zero turns polling off.
+	PollInterval time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -207,6 +211,11 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		res, err := svc.AddSources(ctx, taskID, repoIDs)
 		return res.Task.Providers, err
 	})
+	if cfg.PollInterval > 0 {
+		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log})
+		go poller.Run(ctx, cfg.PollInterval)
+		log.Info("lifecycle polling on", "interval", cfg.PollInterval)
+	}
 	if attached, lost, err := svc.Reattach(ctx); err != nil {
 		log.Error("re-attaching sessions failed", "error", err)
 	} else if attached+lost > 0 {

@@ -144,3 +144,35 @@ func (s *Service) catchUp(ctx context.Context, sess model.Session) model.Session
 	}
 	return sess
 }
+
+// DeliverPrompt offers a stored prompt to the MCP clients of every running
+// session of its task that can receive it (executors.Notifier). The prompt
+// stays in the task's inbox either way, for the agent or the next session.
+func (s *Service) DeliverPrompt(ctx context.Context, p model.Prompt) {
+	sessions, err := s.store.ListSessions(ctx, p.TaskID)
+	if err != nil {
+		return
+	}
+	text := p.Text + " (call task_inbox to acknowledge)"
+	for _, sess := range sessions {
+		if sess.State != model.SessionRunning {
+			continue
+		}
+		exec, ok := s.execs[sess.Executor]
+		if !ok {
+			continue
+		}
+		n, ok := exec.(executors.Notifier)
+		if !ok {
+			continue
+		}
+		notifyCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+		offered, err := n.Notify(notifyCtx, handleOf(sess), text)
+		cancel()
+		if err != nil {
+			s.log.WarnContext(ctx, "prompt not delivered live", "session_id", sess.ID, "error", err.Error())
+			continue
+		}
+		s.log.InfoContext(ctx, "prompt delivered", "session_id", sess.ID, "clients", offered)
+	}
+}

@@ -67,15 +67,16 @@ func (s *Store) UpdateAutomation(ctx context.Context, taskID, repoID string, fn 
 	return cr, err
 }
 
-func scanChange(sc scanner) (model.ChangeRequest, error) {
+func scanChange(sc scanner, extra ...any) (model.ChangeRequest, error) {
 	var (
 		cr               model.ChangeRequest
 		provider         string
 		created, updated string
 	)
 	a := &cr.Automation
-	err := sc.Scan(&cr.TaskID, &cr.RepositoryID, &provider, &cr.Number, &cr.URL, &cr.Title, &cr.SourceBranch, &cr.TargetBranch,
-		&a.AutoMerge, &a.PromptOnReviewRequested, &a.PromptOnMerged, &a.PromptOnClosed, &a.AutoFixChecks, &created, &updated)
+	dest := append([]any{&cr.TaskID, &cr.RepositoryID, &provider, &cr.Number, &cr.URL, &cr.Title, &cr.SourceBranch, &cr.TargetBranch,
+		&a.AutoMerge, &a.PromptOnReviewRequested, &a.PromptOnMerged, &a.PromptOnClosed, &a.AutoFixChecks, &created, &updated}, extra...)
+	err := sc.Scan(dest...)
 	if err != nil {
 		return cr, err
 	}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -102,6 +103,24 @@ var tools = map[string]handler{
 	"task_info":        taskInfo,
 	"session_info":     sessionInfo,
 	"task_add_sources": addSources,
+	"task_inbox":       inbox,
+}
+
+func inbox(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
+	prompts, err := d.store.TakePrompts(ctx, s.task.ID)
+	if err != nil {
+		return fail(CodeInternal, "the inbox could not be read; retry")
+	}
+	out := toolapi.Inbox{Messages: []toolapi.InboxMessage{}}
+	var lines []string
+	for _, p := range prompts {
+		out.Messages = append(out.Messages, toolapi.InboxMessage{Text: p.Text, Link: p.Link, Time: p.CreatedAt.Format(time.RFC3339)})
+		lines = append(lines, "- "+p.Text)
+	}
+	if len(lines) == 0 {
+		return Result{Text: "No new messages.", Structured: out}
+	}
+	return Result{Text: strings.Join(lines, "\n"), Structured: out}
 }
 
 // SourceAdder attaches a batch of repositories to a task and pushes the

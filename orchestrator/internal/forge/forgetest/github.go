@@ -324,6 +324,19 @@ func (g *GitHub) pulls(w http.ResponseWriter, r *http.Request, m []string) {
 		c := &ghComment{ID: g.nextID, InReplyTo: id, User: g.Login, Body: in.Body, Path: parent.Path, Line: parent.Line}
 		p.Comments = append(p.Comments, c)
 		writeJSON(w, 201, g.commentJSON(c))
+	case sub == "/requested_reviewers" && r.Method == http.MethodGet:
+		users := []map[string]any{}
+		for _, u := range p.Requested {
+			users = append(users, map[string]any{"login": u})
+		}
+		writeJSON(w, 200, map[string]any{"users": users, "teams": []any{}})
+	case sub == "/merge" && r.Method == http.MethodPut:
+		if p.State != "open" || p.Mergeable != "clean" {
+			writeJSON(w, 405, map[string]string{"message": "Pull Request is not mergeable"})
+			return
+		}
+		p.State, p.Merged = "closed", true
+		writeJSON(w, 200, map[string]any{"merged": true, "sha": p.SHA})
 	case ghReviewerPath.MatchString(sub) && r.Method == http.MethodPost:
 		var in struct{ Reviewers []string }
 		_ = json.NewDecoder(r.Body).Decode(&in)

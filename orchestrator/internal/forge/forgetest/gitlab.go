@@ -26,6 +26,9 @@ type GitLab struct {
 	failures []failure
 	nextID   int64
 	PageSize int
+	// OmitReviewers leaves "reviewers" out of merge request answers, as
+	// some GitLab versions and endpoints do.
+	OmitReviewers bool
 }
 
 // GitLabUser is a user of the fake.
@@ -134,6 +137,26 @@ func (g *GitLab) AddDiscussion(path string, iid int64, author, body, file string
 	mr := g.projects[path].mrs[iid]
 	mr.Discussions = append(mr.Discussions, d)
 	return d.ID
+}
+
+// UserID returns the id of a known user.
+func (g *GitLab) UserID(username string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.users[username].ID
+}
+
+// RenameUser renames a user, keeping its id.
+func (g *GitLab) RenameUser(from, to string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.users[from]
+	delete(g.users, from)
+	u.Username = to
+	g.users[to] = u
+	if g.User.Username == from {
+		g.User.Username = to
+	}
 }
 
 // FailNext makes the next matching request fail with status.
@@ -253,6 +276,9 @@ func (g *GitLab) mrJSON(name string, mr *GitLabMR) map[string]any {
 		"source_branch": mr.Source, "target_branch": mr.Target, "sha": mr.SHA, "detailed_merge_status": mr.MergeStatus,
 		"web_url": fmt.Sprintf("https://gitlab.example/%s/-/merge_requests/%d", name, mr.IID), "reviewers": reviewers,
 	}
+	if g.OmitReviewers {
+		delete(out, "reviewers")
+	}
 	if mr.Pipeline != "" {
 		out["head_pipeline"] = map[string]any{"id": 700 + mr.IID, "status": mr.Pipeline}
 	}
@@ -271,6 +297,19 @@ func (g *GitLab) mergeRequest(w http.ResponseWriter, r *http.Request, name strin
 		if in.ReviewerIDs != nil {
 			mr.Reviewers = *in.ReviewerIDs
 		}
+		writeJSON(w, 200, g.mrJSON(name, mr))
+	case sub == "/reviewers" && r.Method == http.MethodGet:
+		out := []map[string]any{}
+		for _, id := range mr.Reviewers {
+			out = append(out, map[string]any{"user": g.userByID(id), "state": "unreviewed"})
+		}
+		writeJSON(w, 200, out)
+	case sub == "/merge" && r.Method == http.MethodPut:
+		if mr.State != "opened" || mr.MergeStatus != "mergeable" {
+			writeJSON(w, 405, map[string]string{"message": "405 Method Not Allowed"})
+			return
+		}
+		mr.State = "merged"
 		writeJSON(w, 200, g.mrJSON(name, mr))
 	case sub == "/approvals" && r.Method == http.MethodGet:
 		approvers := []map[string]any{}
