@@ -29,7 +29,11 @@ build: ## build bin/toolscope and a static bin/agentctl
 	CGO_ENABLED=0 $(GO) build -o $(OUT)/agentctl ./agentctl/cmd/agentctl
 
 .PHONY: run
-run: build ## run the orchestrator on embedded SQLite (LISTEN=, DATA_DIR=)
+run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenario (LISTEN=, DATA_DIR=)
+	$(OUT)/toolscope demo --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+
+.PHONY: serve
+serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
 	$(OUT)/toolscope serve --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: test

@@ -96,10 +96,13 @@ type Status struct {
 	// MCPURL and MCPToken attach an MCP client to the session. MCPURL is
 	// reachable from the orchestrator's host.
 	MCPURL, MCPToken string
-	Providers        providers.Set
-	Generation       uint64
-	ToolNames        []string
-	AgentExitCode    int
+	// StdioCommand runs a stdio MCP server for the session (agentctl mcp)
+	// on the orchestrator's host, when the backend can offer one.
+	StdioCommand  []string
+	Providers     providers.Set
+	Generation    uint64
+	ToolNames     []string
+	AgentExitCode int
 }
 
 // PushResult is the outcome of SetProviders.

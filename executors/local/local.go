@@ -311,6 +311,7 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
+	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.Dir, "agentctl", "sessions", s.id, "bridge.json")}
 	return st, err
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
@@ -125,6 +126,9 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 			return h(srv, ss)
 		}),
 	)
+	// The orchestrator pings every 10 s to notice a dead agentctl quickly,
+	// idle or not; the default policy (5 min) would answer with GOAWAY.
+	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	s := grpc.NewServer(append(opts, extra...)...)
 	agentctlv1.RegisterAgentctlServiceServer(s, d)
 	return s

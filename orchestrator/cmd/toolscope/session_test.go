@@ -97,6 +97,16 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, launched["pushed_provider_set"])
 
 	url, token := bridgeConfig(t, dataDir, sid)
+	var mcpConfig struct {
+		URL          string   `json:"url"`
+		BearerToken  string   `json:"bearer_token"`
+		StdioCommand []string `json:"stdio_command"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "mcp-config", sid)), &mcpConfig))
+	assert.Equal(t, url, mcpConfig.URL, "session mcp-config tells how to attach")
+	assert.Equal(t, token, mcpConfig.BearerToken)
+	assert.Equal(t, []string{agentctl, "mcp", "--config"}, mcpConfig.StdioCommand[:3])
+	assert.Contains(t, srv.ok(t, "session", "mcp-config", sid), "claude mcp add --transport http toolscope "+url)
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
 	names := c.Names(t)
 	assert.Subset(t, names, []string{"github_pr_status", "github_pr_comments", "session_info", "task_info"})

@@ -251,6 +251,14 @@ func (h *sessions) ListSessions(ctx context.Context, req *pb.ListSessionsRequest
 	return out, nil
 }
 
+func (h *sessions) GetSessionMCP(ctx context.Context, req *pb.GetSessionMCPRequest) (*pb.GetSessionMCPResponse, error) {
+	m, err := h.svc.GetSessionMCP(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetSessionMCPResponse{Url: m.URL, BearerToken: m.BearerToken, StdioCommand: m.StdioCommand}, nil
+}
+
 type eventsServer struct {
 	pb.UnimplementedEventServiceServer
 	svc *service.Service

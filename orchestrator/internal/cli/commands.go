@@ -421,8 +421,33 @@ func (a *app) sessionCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(launch, resume, stop, get, list)
+	mcpConfig := &cobra.Command{
+		Use: "mcp-config SESSION", Short: "Print how to attach any MCP client or inspector to a running session",
+		Args: exactArgs("SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.sessions(conn).GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: args[0]})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) { printMCPConfig(w, args[0], resp) })
+			})
+		},
+	}
+	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig)
 	return cmd
+}
+
+func printMCPConfig(w io.Writer, id string, m *pb.GetSessionMCPResponse) {
+	fmt.Fprintf(w, "MCP endpoint of session %s (streamable HTTP; the token is this session's only)\n", id)
+	fmt.Fprintf(w, "  url\t%s\n", m.GetUrl())
+	fmt.Fprintf(w, "  header\tAuthorization: Bearer %s\n", m.GetBearerToken())
+	fmt.Fprintf(w, "Claude Code\tclaude mcp add --transport http toolscope %s --header \"Authorization: Bearer %s\"\n", m.GetUrl(), m.GetBearerToken())
+	fmt.Fprintf(w, "MCP Inspector\tnpx @modelcontextprotocol/inspector --transport http --server-url %s --header \"Authorization: Bearer %s\"\n",
+		m.GetUrl(), m.GetBearerToken())
+	if len(m.GetStdioCommand()) > 0 {
+		fmt.Fprintf(w, "stdio clients\t%s\n", strings.Join(m.GetStdioCommand(), " "))
+	}
 }
 
 // watchOnce prints events from one WatchTaskEvents stream, advancing

@@ -78,6 +78,7 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		a.sessionCmd(),
 		a.eventsCmd(),
 		a.certsCmd(),
+		a.demoCmd(),
 		&cobra.Command{
 			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
 			RunE: func(*cobra.Command, []string) error {

@@ -358,3 +358,32 @@ func checkExecutor(name string) error {
 	}
 	return errdefs.InvalidField("executor", "%q is not an executor; use one of %s", name, strings.Join(Executors, ", "))
 }
+
+// SessionMCP is how to attach an MCP client to a running session.
+type SessionMCP struct {
+	URL, BearerToken string
+	StdioCommand     []string
+}
+
+// GetSessionMCP asks a running session's executor for its MCP endpoint.
+func (s *Service) GetSessionMCP(ctx context.Context, id string) (SessionMCP, error) {
+	sess, err := s.GetSession(ctx, id)
+	if err != nil {
+		return SessionMCP{}, err
+	}
+	if sess.State != model.SessionRunning {
+		return SessionMCP{}, errdefs.FailedPrecondition("session %q is %s; resume it first", id, sess.State)
+	}
+	exec, err := s.executor(sess.Executor)
+	if err != nil {
+		return SessionMCP{}, err
+	}
+	st, err := exec.Inspect(ctx, handleOf(sess))
+	if err != nil {
+		return SessionMCP{}, err
+	}
+	if st.Phase == executors.PhaseLost || st.MCPURL == "" {
+		return SessionMCP{}, fmt.Errorf("session %q does not answer: %s: %w", id, st.Reason, errdefs.ErrUnavailable)
+	}
+	return SessionMCP{URL: st.MCPURL, BearerToken: st.MCPToken, StdioCommand: st.StdioCommand}, nil
+}

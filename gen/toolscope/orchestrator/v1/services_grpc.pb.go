@@ -715,6 +715,7 @@ const (
 	SessionService_StopSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/StopSession"
 	SessionService_GetSession_FullMethodName    = "/toolscope.orchestrator.v1.SessionService/GetSession"
 	SessionService_ListSessions_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/ListSessions"
+	SessionService_GetSessionMCP_FullMethodName = "/toolscope.orchestrator.v1.SessionService/GetSessionMCP"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -738,6 +739,10 @@ type SessionServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// GetSessionMCP tells how to attach an MCP client to a running session:
+	// its streamable HTTP endpoint and bearer token, and a stdio command when
+	// the session runs on this host.
+	GetSessionMCP(ctx context.Context, in *GetSessionMCPRequest, opts ...grpc.CallOption) (*GetSessionMCPResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -817,6 +822,16 @@ func (c *sessionServiceClient) ListSessions(ctx context.Context, in *ListSession
 	return out, nil
 }
 
+func (c *sessionServiceClient) GetSessionMCP(ctx context.Context, in *GetSessionMCPRequest, opts ...grpc.CallOption) (*GetSessionMCPResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionMCPResponse)
+	err := c.cc.Invoke(ctx, SessionService_GetSessionMCP_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -838,6 +853,10 @@ type SessionServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// GetSessionMCP tells how to attach an MCP client to a running session:
+	// its streamable HTTP endpoint and bearer token, and a stdio command when
+	// the session runs on this host.
+	GetSessionMCP(context.Context, *GetSessionMCPRequest) (*GetSessionMCPResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -865,6 +884,9 @@ func (UnimplementedSessionServiceServer) GetSession(context.Context, *GetSession
 }
 func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedSessionServiceServer) GetSessionMCP(context.Context, *GetSessionMCPRequest) (*GetSessionMCPResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSessionMCP not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -988,6 +1010,24 @@ func _SessionService_ListSessions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_GetSessionMCP_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionMCPRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).GetSessionMCP(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_GetSessionMCP_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).GetSessionMCP(ctx, req.(*GetSessionMCPRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1014,6 +1054,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _SessionService_ListSessions_Handler,
+		},
+		{
+			MethodName: "GetSessionMCP",
+			Handler:    _SessionService_GetSessionMCP_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,10 +1,12 @@
-// Package forgetest holds local fake GitHub and GitLab servers for tests.
-// They answer the REST paths and JSON shapes go-github and the GitLab
-// client use (written from the providers' API references): a handful of
-// endpoints around pull and merge requests, with token checks, pagination
-// (GitHub Link headers, GitLab X-Next-Page), injectable errors, and a log of
-// every request so a test can prove that a refused call reached no API.
-package forgetest
+// Package standin holds local stand-ins for the GitHub and GitLab APIs:
+// in-memory HTTP servers that answer the REST paths and JSON shapes
+// go-github and the GitLab client use (written from the providers' API
+// references) — a handful of endpoints around pull and merge requests, with
+// token checks, pagination (GitHub Link headers, GitLab X-Next-Page),
+// injectable errors, and a log of every request. The tests use them to prove
+// what reached an API; `toolscope demo` uses them where a real provider
+// would be needed, and says so.
+package standin
 
 import (
 	"encoding/json"
@@ -15,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -32,6 +33,7 @@ type GitHub struct {
 	nextID   int64
 	// PageSize is the page size the server imposes, to exercise pagination.
 	PageSize int
+	srv      *httptest.Server
 }
 
 type failure struct {
@@ -75,15 +77,17 @@ type ghComment struct {
 	Resolved  bool
 }
 
-// NewGitHub starts a fake GitHub serving token for login.
-func NewGitHub(t testing.TB, token, login string) *GitHub {
-	t.Helper()
+// NewGitHub starts a stand-in GitHub on loopback serving token for login.
+// Close stops it.
+func NewGitHub(token, login string) *GitHub {
 	g := &GitHub{Token: token, Login: login, repos: map[string]*ghRepo{}, nextID: 1000, PageSize: 2}
-	srv := httptest.NewServer(http.HandlerFunc(g.serve))
-	t.Cleanup(srv.Close)
-	g.URL = srv.URL
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	g.URL = g.srv.URL
 	return g
 }
+
+// Close stops the server.
+func (g *GitHub) Close() { g.srv.Close() }
 
 // AddRepo creates owner/name with its branches (the first is the default).
 func (g *GitHub) AddRepo(path string, branches ...string) {

@@ -1,4 +1,4 @@
-package forgetest
+package standin
 
 import (
 	"encoding/json"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // GitLab is a fake GitLab REST API (v4).
@@ -29,6 +28,7 @@ type GitLab struct {
 	// OmitReviewers leaves "reviewers" out of merge request answers, as
 	// some GitLab versions and endpoints do.
 	OmitReviewers bool
+	srv           *httptest.Server
 }
 
 // GitLabUser is a user of the fake.
@@ -78,16 +78,18 @@ type glNote struct {
 	System     bool
 }
 
-// NewGitLab starts a fake GitLab whose token authenticates user.
-func NewGitLab(t testing.TB, token, username string) *GitLab {
-	t.Helper()
+// NewGitLab starts a stand-in GitLab on loopback whose token
+// authenticates username. Close stops it.
+func NewGitLab(token, username string) *GitLab {
 	g := &GitLab{Token: token, User: GitLabUser{ID: 1, Username: username}, projects: map[string]*glProject{},
 		users: map[string]GitLabUser{username: {ID: 1, Username: username}}, nextID: 5000, PageSize: 2}
-	srv := httptest.NewServer(http.HandlerFunc(g.serve))
-	t.Cleanup(srv.Close)
-	g.URL = srv.URL + "/api/v4"
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	g.URL = g.srv.URL + "/api/v4"
 	return g
 }
+
+// Close stops the server.
+func (g *GitLab) Close() { g.srv.Close() }
 
 // AddProject creates a project (group/.../name) with branches; the first
 // is the default.

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolscope/toolscope/orchestrator/internal/demo"
+	"github.com/toolscope/toolscope/orchestrator/internal/server"
+)
+
+func (a *app) demoCmd() *cobra.Command {
+	opts := demo.Options{}
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the orchestrator and a guided scenario that shows what toolscope does (what 'make run' runs)",
+		Long: `Run the orchestrator on embedded SQLite and play a short scenario against
+local stand-ins of the GitHub and GitLab APIs: a task on a GitHub repository, an
+agent session listing its MCP tools, a GitLab repository attached in one batch,
+one tools/list_changed and the new list, one GitHub and one GitLab tool call.
+The orchestrator keeps running afterwards for you to explore.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Out, opts.JSON = a.stdout, a.json
+			if verbose {
+				opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+			}
+			return demo.Run(ctx, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Listen, "listen", server.DefaultAddr, "address the orchestrator serves on")
+	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory (default: a new temporary one)")
+	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
+	cmd.Flags().BoolVar(&verbose, "verbose", false, "also print the orchestrator's logs (stderr)")
+	return cmd
+}

@@ -1,0 +1,310 @@
+// Package demo is `toolscope demo`, what `make run` runs: the orchestrator
+// on embedded SQLite plus a guided scenario that shows the whole idea in a
+// minute — a task on a GitHub repository, an agent session listing its
+// tools over MCP, a GitLab repository attached in one batch, the single
+// notifications/tools/list_changed and the new list, one GitHub and one
+// GitLab tool call. Provider APIs are local stand-ins (package standin),
+// and the output says so. The orchestrator then keeps running for the user
+// to explore.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge/standin"
+	"github.com/toolscope/toolscope/orchestrator/internal/server"
+)
+
+// Options configure the demo.
+type Options struct {
+	Listen, DataDir, Agentctl string
+	// Out receives the story (or JSON lines with JSON).
+	Out  io.Writer
+	JSON bool
+	// Logger receives the orchestrator's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Environment variables the demo's connections reference: the stand-ins'
+// tokens, set in this process only.
+const (
+	githubTokenEnv = "TOOLSCOPE_DEMO_GITHUB_TOKEN"
+	gitlabTokenEnv = "TOOLSCOPE_DEMO_GITLAB_TOKEN"
+)
+
+// teller prints the story, or the same facts as JSON lines.
+type teller struct {
+	out  io.Writer
+	json bool
+}
+
+func (t teller) say(step string, facts map[string]any, format string, args ...any) {
+	if t.json {
+		facts["step"] = step
+		b, _ := json.Marshal(facts)
+		fmt.Fprintf(t.out, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(t.out, format+"\n", args...)
+}
+
+// Run plays the scenario and then serves until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	if opts.DataDir == "" {
+		dir, err := os.MkdirTemp("", "toolscope-demo-")
+		if err != nil {
+			return err
+		}
+		opts.DataDir = dir
+	}
+	tell := teller{out: opts.Out, json: opts.JSON}
+	tell.say("intro", map[string]any{}, "toolscope demo: an agent gets exactly the MCP tools its task can use.\n")
+
+	gh := standin.NewGitHub(randomToken("ghp_"), "demo-bot")
+	defer gh.Close()
+	gh.AddRepo("acme/api", "main", "fix-login")
+	gl := standin.NewGitLab(randomToken("glpat-"), "demo-bot")
+	defer gl.Close()
+	gl.AddProject("acme/web", "main", "fix-login")
+	_ = os.Setenv(githubTokenEnv, gh.Token)
+	_ = os.Setenv(gitlabTokenEnv, gl.Token)
+	tell.say("standins", map[string]any{"github": gh.URL, "gitlab": gl.URL},
+		"Stand-in provider APIs on this machine (no real GitHub or GitLab is contacted):\n  GitHub  %s\n  GitLab  %s", gh.URL, gl.URL)
+
+	serveCtx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	ready := make(chan server.Ready, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, Agentctl: opts.Agentctl,
+			Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
+	}()
+	var r server.Ready
+	select {
+	case r = <-ready:
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+	tell.say("orchestrator", map[string]any{"addr": r.Addr, "database": r.DBPath},
+		"Orchestrator serving on %s (database %s)\n", r.Addr, r.DBPath)
+
+	ids, err := scenario(ctx, r.Addr, gh, gl, tell)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	tell.say("next", map[string]any{"server": r.Addr, "workspace_id": ids[0], "task_id": ids[1], "session_id": ids[2]},
+		"\nThe orchestrator keeps running. In another terminal, try:\n"+
+			"  bin/toolscope --server %[1]s task get %[3]s\n"+
+			"  bin/toolscope --server %[1]s events watch %[3]s\n"+
+			"  bin/toolscope --server %[1]s session mcp-config %[4]s   # attach any MCP client or inspector\n"+
+			"  bin/toolscope --server %[1]s task list --workspace %[2]s\n"+
+			"Press Ctrl-C to stop.", r.Addr, ids[0], ids[1], ids[2])
+	select {
+	case <-ctx.Done():
+		stopServer()
+		return <-served
+	case err := <-served:
+		return err
+	}
+}
+
+// scenario plays the story and returns the workspace, task and session ids.
+func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.GitLab, tell teller) (ids [3]string, err error) {
+	conn, err := grpc.NewClient(addr, append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return ids, err
+	}
+	defer conn.Close()
+	workspaces, repositories := pb.NewWorkspaceServiceClient(conn), pb.NewRepositoryServiceClient(conn)
+	tasks, sessions := pb.NewTaskServiceClient(conn), pb.NewSessionServiceClient(conn)
+
+	ws, err := workspaces.CreateWorkspace(ctx, &pb.CreateWorkspaceRequest{Name: fmt.Sprintf("demo-%d", time.Now().Unix())})
+	if err != nil {
+		return ids, err
+	}
+	wsID := ws.GetWorkspace().GetId()
+	users := map[string]string{}
+	for _, c := range []struct{ provider, url, env string }{{"github", gh.URL, githubTokenEnv}, {"gitlab", gl.URL, gitlabTokenEnv}} {
+		resp, err := workspaces.SetConnection(ctx, &pb.SetConnectionRequest{WorkspaceId: wsID, Provider: c.provider, ApiBaseUrl: c.url,
+			Credential: &pb.CredentialRef{Source: &pb.CredentialRef_EnvVar{EnvVar: c.env}}})
+		if err != nil {
+			return ids, err
+		}
+		users[c.provider] = resp.GetConnection().GetUsername()
+	}
+	tell.say("workspace", map[string]any{"workspace_id": wsID, "usernames": users},
+		"1. Workspace %s, connected to both stand-ins; each token was checked: GitHub as %s, GitLab as %s.",
+		wsID, users["github"], users["gitlab"])
+
+	ghRepo, err := repositories.CreateRepository(ctx, &pb.CreateRepositoryRequest{WorkspaceId: wsID, Provider: "github", Host: "github.com", Path: "acme/api"})
+	if err != nil {
+		return ids, err
+	}
+	glRepo, err := repositories.CreateRepository(ctx, &pb.CreateRepositoryRequest{WorkspaceId: wsID, Provider: "gitlab", Host: "gitlab.com", Path: "acme/web"})
+	if err != nil {
+		return ids, err
+	}
+	task, err := tasks.CreateTask(ctx, &pb.CreateTaskRequest{WorkspaceId: wsID, Title: "Fix the login bug", RepositoryId: ghRepo.GetRepository().GetId()})
+	if err != nil {
+		return ids, err
+	}
+	taskID := task.GetTask().GetId()
+	tell.say("task", map[string]any{"task_id": taskID, "providers": task.GetTask().GetProviderSet().GetProviders()},
+		"2. Task %s, \"Fix the login bug\", on github.com/acme/api: its provider set is %s.",
+		taskID, strings.Join(task.GetTask().GetProviderSet().GetProviders(), ","))
+
+	launched, err := sessions.LaunchSession(ctx, &pb.LaunchSessionRequest{TaskId: taskID, Executor: "local"})
+	if err != nil {
+		return ids, fmt.Errorf("launch a local session (is agentctl built? 'make build'): %w", err)
+	}
+	sid := launched.GetSession().GetId()
+	endpoint, err := sessions.GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: sid})
+	if err != nil {
+		return ids, err
+	}
+	agent, err := connectAgent(ctx, endpoint.GetUrl(), endpoint.GetBearerToken())
+	if err != nil {
+		return ids, err
+	}
+	defer agent.session.Close()
+	before, err := agent.tools(ctx)
+	if err != nil {
+		return ids, err
+	}
+	tell.say("tools_before", map[string]any{"session_id": sid, "tools": before},
+		"3. Session %s runs agentctl on the local executor. A scripted agent connects over MCP and lists %d tools:\n%s",
+		sid, len(before), indent(before))
+
+	added, err := tasks.AddSources(ctx, &pb.AddSourcesRequest{TaskId: taskID, RepositoryIds: []string{glRepo.GetRepository().GetId()}})
+	if err != nil {
+		return ids, err
+	}
+	notified := agent.waitChanged(5 * time.Second)
+	after, err := agent.tools(ctx)
+	if err != nil {
+		return ids, err
+	}
+	ps := added.GetTask().GetProviderSet()
+	tell.say("tools_after", map[string]any{"providers": ps.GetProviders(), "generation": ps.GetGeneration(),
+		"list_changed": notified, "tools": after, "new_tools": newTools(before, after)},
+		"4. gitlab.com/acme/web is attached in one batch: providers %s (generation %d), pushed to the session.\n"+
+			"   The agent received %d notifications/tools/list_changed and now lists %d tools; new:\n%s",
+		strings.Join(ps.GetProviders(), ","), ps.GetGeneration(), notified, len(after), indent(newTools(before, after)))
+
+	pr, err := agent.call(ctx, toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login", "title": "Fix the login bug"})
+	if err != nil {
+		return ids, err
+	}
+	mr, err := agent.call(ctx, toolapi.GitLabMRCreate, map[string]any{"branch": "fix-login", "title": "Fix the login bug"})
+	if err != nil {
+		return ids, err
+	}
+	tell.say("calls", map[string]any{"github_pr_create": pr, "gitlab_mr_create": mr},
+		"5. The agent calls two tools, answered by the orchestrator through the stand-ins:\n   %s: %s\n   %s: %s",
+		toolapi.GitHubPRCreate, pr, toolapi.GitLabMRCreate, mr)
+	return [3]string{wsID, taskID, sid}, nil
+}
+
+// scripted is the demo's agent: an MCP client of the session.
+type scripted struct {
+	session *mcp.ClientSession
+	changed chan struct{}
+}
+
+func connectAgent(ctx context.Context, url, token string) (*scripted, error) {
+	a := &scripted{changed: make(chan struct{}, 16)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-demo-agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { a.changed <- struct{}{} },
+	})
+	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: bearerClient(token)}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the session over MCP: %w", err)
+	}
+	a.session = s
+	return a, nil
+}
+
+func (a *scripted) tools(ctx context.Context) ([]string, error) {
+	res, err := a.session.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// waitChanged counts list_changed notifications: it waits for the first,
+// then a short quiet time for any more.
+func (a *scripted) waitChanged(limit time.Duration) int {
+	select {
+	case <-a.changed:
+	case <-time.After(limit):
+		return 0
+	}
+	n := 1
+	for {
+		select {
+		case <-a.changed:
+			n++
+		case <-time.After(300 * time.Millisecond):
+			return n
+		}
+	}
+}
+
+func (a *scripted) call(ctx context.Context, name string, args map[string]any) (string, error) {
+	res, err := a.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	text := ""
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if res.IsError {
+		return "", errors.New(name + ": " + text)
+	}
+	return text, nil
+}
+
+func newTools(before, after []string) []string {
+	had := map[string]bool{}
+	for _, n := range before {
+		had[n] = true
+	}
+	var out []string
+	for _, n := range after {
+		if !had[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func indent(names []string) string {
+	return "     " + strings.Join(names, "\n     ")
+}
