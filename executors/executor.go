@@ -36,6 +36,9 @@ type AgentCommand struct {
 	Argv    []string
 	Env     map[string]string
 	WorkDir string
+	// Profile, Model and CredentialEnv select an agent profile (package
+	// profiles); Argv then holds extra arguments.
+	Profile, Model, CredentialEnv string
 }
 
 // Spec is everything a backend needs to launch (or relaunch) a session.
@@ -62,7 +65,7 @@ func (s Spec) Validate() error {
 		return errdefs.RequiredField("task_id")
 	case s.Mode != ModeTask && s.Mode != ModePlan:
 		return errdefs.InvalidField("mode", "%q is not a session mode", s.Mode)
-	case s.Agent != nil && len(s.Agent.Argv) == 0:
+	case s.Agent != nil && len(s.Agent.Argv) == 0 && s.Agent.Profile == "":
 		return errdefs.InvalidField("agent.argv", "is empty")
 	}
 	return nil

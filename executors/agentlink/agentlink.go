@@ -253,7 +253,8 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 		out.Mode = agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
 	if s.Agent != nil {
-		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir}
+		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
+			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv}
 	}
 	return out
 }

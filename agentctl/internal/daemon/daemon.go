@@ -37,6 +37,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/version"
 )
@@ -204,8 +205,13 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	if err != nil {
 		return nil, err
 	}
-	if a := spec.GetAgent(); a != nil && len(a.GetArgv()) == 0 && (len(a.GetEnv()) > 0 || a.GetWorkingDir() != "") {
+	if a := spec.GetAgent(); a != nil && len(a.GetArgv()) == 0 && a.GetProfile() == "" && (len(a.GetEnv()) > 0 || a.GetWorkingDir() != "") {
 		return nil, errdefs.InvalidField("spec.agent.argv", "is empty; leave agent out to only serve MCP")
+	}
+	if a := spec.GetAgent(); a.GetProfile() != "" {
+		if err := (profiles.Spec{Profile: a.GetProfile(), Args: a.GetArgv(), CredentialEnv: a.GetCredentialEnv()}).Validate(); err != nil {
+			return nil, errdefs.InvalidField("spec.agent.profile", "%v", err)
+		}
 	}
 	set := providers.Of(spec.GetProviderSet().GetProviders()...)
 	s := &session{
@@ -247,10 +253,10 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	if err := s.writeConfigs(d.opts.AgentctlPath); err != nil {
 		return fmt.Errorf("write MCP config for session %q: %w", s.id, err)
 	}
-	if len(spec.GetAgent().GetArgv()) == 0 {
+	if len(spec.GetAgent().GetArgv()) == 0 && spec.GetAgent().GetProfile() == "" {
 		return nil
 	}
-	return s.startAgent(spec.GetAgent(), func(code int32) {
+	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, func(code int32) {
 		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
 		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code)))
 	})

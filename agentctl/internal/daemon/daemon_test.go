@@ -53,6 +53,15 @@ func TestMain(m *testing.M) {
 // prints what it sees and exits 3; "wait" blocks until SIGTERM.
 func agentMain(mode string) int {
 	switch mode {
+	case "args":
+		fmt.Printf("args=%s\n", strings.Join(os.Args[1:], " "))
+		for i, a := range os.Args {
+			if a == "--mcp-config" && i+1 < len(os.Args) {
+				b, _ := os.ReadFile(os.Args[i+1])
+				fmt.Printf("config=%s\n", strings.Join(strings.Fields(string(b)), ""))
+			}
+		}
+		return 0
 	case "wait":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM)
@@ -532,4 +541,33 @@ func storm(t *testing.T) {
 // planSurface is what a plan-mode session shows for these providers.
 func planSurface(set ...string) []string {
 	return registry.Build(registry.Spec{Mode: registry.ModePlan, Providers: providers.Of(set...)}).Names()
+}
+
+// TestAgentProfileIsRenderedAtLaunch: with the claude-code profile agentctl
+// writes the MCP config Claude Code reads and starts it pointed at it (a
+// stand-in "claude" on PATH records what it was given).
+func TestAgentProfileIsRenderedAtLaunch(t *testing.T) {
+	bin := t.TempDir()
+	require.NoError(t, os.Symlink(os.Args[0], filepath.Join(bin, "claude")))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	h := newHarness(t)
+	_, events := orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{} })
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
+	sp.Agent = &agentctlv1.AgentCommand{Profile: "claude-code", Model: "claude-sonnet-4", Argv: []string{"-p", "hello"},
+		Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "args"}}
+	st := h.create(t, sp)
+	select {
+	case <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not run")
+	}
+	dir := filepath.Join(h.stateDir, "sessions", "s1")
+	log, err := os.ReadFile(filepath.Join(dir, "agent.log"))
+	require.NoError(t, err)
+	cfg := filepath.Join(dir, "claude-mcp.json")
+	assert.Contains(t, string(log), "args=--mcp-config "+cfg+" --strict-mcp-config --model claude-sonnet-4 -p hello")
+	assert.Contains(t, string(log), `config={"mcpServers":{"toolscope":{"headers":{"Authorization":"Bearer`+h.token(t, "s1")+`"},"type":"http","url":"`+st.GetMcpUrl()+`"}}}`)
+	info, err := os.Stat(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 }

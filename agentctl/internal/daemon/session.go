@@ -28,6 +28,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 )
 
@@ -166,8 +167,28 @@ func writeJSON(path string, v any) error {
 // startAgent starts the agent command with the MCP endpoint injected. The
 // agent gets agentctl's environment minus its secret, then the spec's env,
 // then the MCP variables. It runs in its own process group.
-func (s *session) startAgent(spec *agentctlv1.AgentCommand, onExit func(code int32)) error {
+func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32)) error {
 	argv := spec.GetArgv()
+	extraEnv := map[string]string{}
+	if spec.GetProfile() != "" {
+		plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: argv, Model: spec.GetModel(), CredentialEnv: spec.GetCredentialEnv()},
+			profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
+		if err != nil {
+			return err
+		}
+		for _, f := range plan.Files {
+			if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+				return err
+			}
+			if err := os.WriteFile(f.Path, []byte(f.Content), 0o600); err != nil {
+				return err
+			}
+		}
+		argv, extraEnv = plan.Argv, plan.Env
+	}
+	if len(argv) == 0 {
+		return fmt.Errorf("no agent command")
+	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return fmt.Errorf("agent command %q: %w", argv[0], err)
@@ -181,6 +202,9 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, onExit func(code int
 		}
 	}
 	for k, v := range spec.GetEnv() {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range extraEnv {
 		env = append(env, k+"="+v)
 	}
 	env = append(env,

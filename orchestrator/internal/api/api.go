@@ -182,6 +182,17 @@ func (h *sessions) LaunchSession(ctx context.Context, req *pb.LaunchSessionReque
 	if err != nil {
 		return nil, err
 	}
+	if req.GetDryRun() {
+		plan, err := h.svc.DryRun(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.LaunchPlan{Argv: plan.Argv, Env: plan.Env, PassEnv: plan.PassEnv}
+		for _, f := range plan.Files {
+			out.Files = append(out.Files, &pb.PlanFile{Path: f.Path, Content: f.Content})
+		}
+		return &pb.LaunchSessionResponse{Plan: out}, nil
+	}
 	s, err := h.svc.LaunchSession(ctx, in, nil)
 	if err != nil {
 		return nil, err
@@ -212,6 +223,7 @@ func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {
 	return service.SessionInput{
 		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode, Image: req.GetImage(),
 		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
+		AgentProfile: req.GetAgent().GetProfile(), AgentModel: req.GetAgent().GetModel(), AgentCredentialEnv: req.GetAgent().GetCredentialEnv(),
 	}, nil
 }
 

@@ -100,7 +100,8 @@ var states = map[model.SessionState]pb.SessionState{
 func toSession(s model.Session) *pb.Session {
 	return &pb.Session{
 		Id: s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
-		Agent:             &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir},
+		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
+			CredentialEnv: s.AgentCredentialEnv},
 		PushedProviderSet: toProviderSet(s.Pushed), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
 		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt),
 	}

@@ -332,6 +332,8 @@ func (a *app) sessionCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "session", Short: "Run agents on tasks"}
 	var (
 		executor, mode, workdir, image string
+		profile, modelName, credEnv    string
+		dryRun                         bool
 	)
 	launch := &cobra.Command{
 		Use:   "launch TASK --executor local|docker|remote [--mode task|plan] [-- AGENT COMMAND...]",
@@ -351,8 +353,17 @@ func (a *app) sessionCmd() *cobra.Command {
 			if !ok {
 				return usagef("invalid --mode %q: use task or plan", mode)
 			}
-			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image,
-				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir}}
+			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image, DryRun: dryRun,
+				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv}}
+			if dryRun {
+				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+					resp, err := a.sessions(conn).LaunchSession(ctx, req)
+					if err != nil {
+						return err
+					}
+					return a.emit(resp.GetPlan(), func(w io.Writer) { printPlan(w, resp.GetPlan()) })
+				})
+			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				stream, err := a.sessions(conn).StartSession(ctx, &pb.StartSessionRequest{Launch: req})
 				if err != nil {
@@ -379,6 +390,10 @@ func (a *app) sessionCmd() *cobra.Command {
 	launch.Flags().StringVar(&mode, "mode", "", "task (default) or plan")
 	launch.Flags().StringVar(&workdir, "workdir", "", "agent working directory")
 	launch.Flags().StringVar(&image, "image", "", "container image (docker executor)")
+	launch.Flags().StringVar(&profile, "agent", "", "agent profile: claude-code, codex or command (writes the MCP config that agent reads)")
+	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
+	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")
+	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started, and start nothing")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
 		return &cobra.Command{
@@ -436,6 +451,20 @@ func (a *app) sessionCmd() *cobra.Command {
 	}
 	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig)
 	return cmd
+}
+
+func printPlan(w io.Writer, p *pb.LaunchPlan) {
+	fmt.Fprintf(w, "would start\t%s\n", strings.Join(p.GetArgv(), " "))
+	for k, v := range p.GetEnv() {
+		fmt.Fprintf(w, "  env\t%s=%s\n", k, v)
+	}
+	fmt.Fprintf(w, "  env\tTOOLSCOPE_MCP_URL, TOOLSCOPE_MCP_TOKEN, TOOLSCOPE_MCP_CONFIG (set by agentctl)\n")
+	if len(p.GetPassEnv()) > 0 {
+		fmt.Fprintf(w, "  passes through\t%s (names only; values come from the executor's environment)\n", strings.Join(p.GetPassEnv(), ", "))
+	}
+	for _, f := range p.GetFiles() {
+		fmt.Fprintf(w, "writes %s:\n%s", f.GetPath(), f.GetContent())
+	}
 }
 
 func printMCPConfig(w io.Writer, id string, m *pb.GetSessionMCPResponse) {

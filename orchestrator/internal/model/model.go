@@ -109,20 +109,23 @@ type Handle struct {
 
 // Session is one run of an agent on a task through an executor.
 type Session struct {
-	ID            string
-	TaskID        string
-	Executor      string
-	Mode          Mode
-	State         SessionState
-	AgentArgv     []string
-	AgentWorkDir  string
-	Image         string // container image, for the docker executor
-	Handle        Handle
-	Pushed        ProviderSet // the set the session's agentctl last applied
-	NeedsRepair   bool
-	StatusMessage string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID           string
+	TaskID       string
+	Executor     string
+	Mode         Mode
+	State        SessionState
+	AgentArgv    []string
+	AgentWorkDir string
+	// AgentProfile, AgentModel and AgentCredentialEnv select an agent
+	// profile (package profiles); the credential is a variable name.
+	AgentProfile, AgentModel, AgentCredentialEnv string
+	Image                                        string // container image, for the docker executor
+	Handle                                       Handle
+	Pushed                                       ProviderSet // the set the session's agentctl last applied
+	NeedsRepair                                  bool
+	StatusMessage                                string
+	CreatedAt                                    time.Time
+	UpdatedAt                                    time.Time
 }
 
 // EventKind says what a task event records.

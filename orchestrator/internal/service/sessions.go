@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -22,7 +23,30 @@ type SessionInput struct {
 	Mode         model.Mode // "" means model.ModeTask
 	AgentArgv    []string
 	AgentWorkDir string
-	Image        string // docker only
+	// AgentProfile ("claude-code", "codex", "command"), AgentModel and
+	// AgentCredentialEnv (a variable name) select an agent profile.
+	AgentProfile, AgentModel, AgentCredentialEnv string
+	Image                                        string // docker only
+}
+
+// DryRun returns what launching in would start, through the same profile
+// rendering agentctl runs, with placeholders for the session's endpoint;
+// nothing is recorded or started.
+func (s *Service) DryRun(ctx context.Context, in SessionInput) (profiles.Plan, error) {
+	if _, err := s.validateLaunch(ctx, in); err != nil {
+		return profiles.Plan{}, err
+	}
+	profile := in.AgentProfile
+	if profile == "" {
+		if len(in.AgentArgv) == 0 {
+			return profiles.Plan{Env: map[string]string{}, PassEnv: []string{}, Files: []profiles.File{}}, nil
+		}
+		profile = profiles.Command
+	}
+	dir := "<session dir>"
+	return profiles.Render(profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv},
+		profiles.Endpoint{URL: "http://127.0.0.1:<port>/mcp", Token: "<session token>", Bridge: dir + "/bridge.json",
+			Agentctl: "<agentctl>", Dir: dir})
 }
 
 // ErrNoExecutor reports a launch or resume through an executor backend
@@ -49,29 +73,9 @@ func (s *Service) executor(name string) (executors.Executor, error) {
 // per step. A failed launch leaves the session recorded as failed, with
 // the cause.
 func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress executors.Progress) (model.Session, error) {
-	if err := required("task_id", in.TaskID); err != nil {
+	in, err := s.validateLaunch(ctx, in)
+	if err != nil {
 		return model.Session{}, err
-	}
-	if err := checkExecutor(in.Executor); err != nil {
-		return model.Session{}, err
-	}
-	switch in.Mode {
-	case "":
-		in.Mode = model.ModeTask
-	case model.ModeTask, model.ModePlan:
-	default:
-		return model.Session{}, errdefs.InvalidField("mode", "%q is not a session mode; use task or plan", in.Mode)
-	}
-	for i, a := range in.AgentArgv {
-		if strings.ContainsRune(a, 0) {
-			return model.Session{}, errdefs.InvalidField(fmt.Sprintf("agent.argv[%d]", i), "contains a NUL byte")
-		}
-	}
-	switch {
-	case in.Executor == "docker" && strings.TrimSpace(in.Image) == "":
-		return model.Session{}, errdefs.InvalidField("image", "is required for the docker executor")
-	case in.Executor != "docker" && in.Image != "":
-		return model.Session{}, errdefs.InvalidField("image", "only the docker executor runs images")
 	}
 	task, err := s.store.GetTask(ctx, in.TaskID)
 	if err != nil {
@@ -84,6 +88,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	sess, err := s.store.CreateSession(ctx, model.Session{
 		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending,
 		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
+		AgentProfile: in.AgentProfile, AgentModel: in.AgentModel, AgentCredentialEnv: in.AgentCredentialEnv,
 	})
 	if err != nil {
 		return model.Session{}, err
@@ -91,6 +96,44 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
 	return s.start(ctx, exec, sess, progress, "launched")
+}
+
+// validateLaunch checks a launch request and applies its defaults.
+func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionInput, error) {
+	if err := required("task_id", in.TaskID); err != nil {
+		return in, err
+	}
+	if err := checkExecutor(in.Executor); err != nil {
+		return in, err
+	}
+	switch in.Mode {
+	case "":
+		in.Mode = model.ModeTask
+	case model.ModeTask, model.ModePlan:
+	default:
+		return in, errdefs.InvalidField("mode", "%q is not a session mode; use task or plan", in.Mode)
+	}
+	for i, a := range in.AgentArgv {
+		if strings.ContainsRune(a, 0) {
+			return in, errdefs.InvalidField(fmt.Sprintf("agent.argv[%d]", i), "contains a NUL byte")
+		}
+	}
+	switch {
+	case in.Executor == "docker" && strings.TrimSpace(in.Image) == "":
+		return in, errdefs.InvalidField("image", "is required for the docker executor")
+	case in.Executor != "docker" && in.Image != "":
+		return in, errdefs.InvalidField("image", "only the docker executor runs images")
+	}
+	if in.AgentProfile != "" {
+		spec := profiles.Spec{Profile: in.AgentProfile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv}
+		if err := spec.Validate(); err != nil {
+			return in, errdefs.InvalidField("agent.profile", "%v", err)
+		}
+	}
+	if _, err := s.store.TaskProviders(ctx, in.TaskID); err != nil {
+		return in, err
+	}
+	return in, nil
 }
 
 // start launches sess through exec with the task's current provider set
@@ -104,8 +147,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: executors.Mode(sess.Mode),
 		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
 	}
-	if len(sess.AgentArgv) > 0 {
-		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir}
+	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
+		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
+			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv}
 	}
 	handle, status, launchErr := exec.Launch(ctx, spec, progress)
 	if launchErr != nil {

@@ -252,7 +252,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	require.NoError(t, err)
 	sess, err := s.CreateSession(ctx, model.Session{
 		TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
-		AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3",
+		AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
 		Pushed: task.Providers,
 	})
 	require.NoError(t, err)
@@ -276,7 +276,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	assert.Equal(t, events, gotEvents)
 	v, err := s2.SchemaVersion(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(4), v)
+	assert.Equal(t, int64(5), v)
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {

@@ -253,7 +253,15 @@ type AgentCommand struct {
 	// agentctl injects.
 	Env map[string]string `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Working directory of the agent.
-	WorkingDir    string `protobuf:"bytes,3,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	WorkingDir string `protobuf:"bytes,3,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// Agent profile: "claude-code", "codex" or "command" (empty: argv as
+	// given). A profile writes the MCP configuration that agent reads and
+	// builds its command line; argv then holds extra arguments.
+	Profile string `protobuf:"bytes,4,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Model for the profile, if any.
+	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	// Name of the environment variable holding the model API key.
+	CredentialEnv string `protobuf:"bytes,6,opt,name=credential_env,json=credentialEnv,proto3" json:"credential_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -305,6 +313,27 @@ func (x *AgentCommand) GetEnv() map[string]string {
 func (x *AgentCommand) GetWorkingDir() string {
 	if x != nil {
 		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *AgentCommand) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *AgentCommand) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *AgentCommand) GetCredentialEnv() string {
+	if x != nil {
+		return x.CredentialEnv
 	}
 	return ""
 }
@@ -1501,12 +1530,15 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xbb\x01\n" +
+	"generation\"\x92\x02\n" +
 	"\fAgentCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12>\n" +
 	"\x03env\x18\x02 \x03(\v2,.toolscope.agentctl.v1.AgentCommand.EnvEntryR\x03env\x12\x1f\n" +
 	"\vworking_dir\x18\x03 \x01(\tR\n" +
-	"workingDir\x1a6\n" +
+	"workingDir\x12\x18\n" +
+	"\aprofile\x18\x04 \x01(\tR\aprofile\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12%\n" +
+	"\x0ecredential_env\x18\x06 \x01(\tR\rcredentialEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x02\n" +

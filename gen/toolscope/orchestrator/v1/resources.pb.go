@@ -777,7 +777,15 @@ type AgentSpec struct {
 	// client can be attached to the session.
 	Argv []string `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
 	// Working directory inside the executor's environment.
-	WorkingDir    string `protobuf:"bytes,2,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	WorkingDir string `protobuf:"bytes,2,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// Agent profile: "claude-code", "codex" or "command". With a profile,
+	// argv holds extra arguments for that agent.
+	Profile string `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Model, for the profile.
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// Name of the environment variable holding the model API key (a
+	// reference; the value is never stored or shown).
+	CredentialEnv string `protobuf:"bytes,5,opt,name=credential_env,json=credentialEnv,proto3" json:"credential_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +834,152 @@ func (x *AgentSpec) GetWorkingDir() string {
 	return ""
 }
 
+func (x *AgentSpec) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *AgentSpec) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *AgentSpec) GetCredentialEnv() string {
+	if x != nil {
+		return x.CredentialEnv
+	}
+	return ""
+}
+
+// LaunchPlan is what a launch would start: the agent command, the
+// environment it gets, and the MCP configuration files written for it.
+type LaunchPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Argv  []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env   map[string]string      `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Variables passed through from the executor's environment: references
+	// to credentials, never their values.
+	PassEnv       []string    `protobuf:"bytes,3,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	Files         []*PlanFile `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaunchPlan) Reset() {
+	*x = LaunchPlan{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaunchPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaunchPlan) ProtoMessage() {}
+
+func (x *LaunchPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaunchPlan.ProtoReflect.Descriptor instead.
+func (*LaunchPlan) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LaunchPlan) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *LaunchPlan) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *LaunchPlan) GetPassEnv() []string {
+	if x != nil {
+		return x.PassEnv
+	}
+	return nil
+}
+
+func (x *LaunchPlan) GetFiles() []*PlanFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// PlanFile is a configuration file a launch writes.
+type PlanFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanFile) Reset() {
+	*x = PlanFile{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanFile) ProtoMessage() {}
+
+func (x *PlanFile) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanFile.ProtoReflect.Descriptor instead.
+func (*PlanFile) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PlanFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PlanFile) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
 // Session is one run of an agent on a task through an executor.
 type Session struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -851,7 +1005,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[8]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1017,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[8]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1030,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Session) GetId() string {
@@ -978,7 +1132,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[9]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1144,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[9]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1157,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskEvent) GetSequence() uint64 {
@@ -1119,11 +1273,26 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"repository\x18\x01 \x01(\v2%.toolscope.orchestrator.v1.RepositoryR\n" +
 	"repository\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x18\n" +
-	"\aprimary\x18\x03 \x01(\bR\aprimary\"@\n" +
+	"\aprimary\x18\x03 \x01(\bR\aprimary\"\x97\x01\n" +
 	"\tAgentSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x1f\n" +
 	"\vworking_dir\x18\x02 \x01(\tR\n" +
-	"workingDir\"\xa1\x04\n" +
+	"workingDir\x12\x18\n" +
+	"\aprofile\x18\x03 \x01(\tR\aprofile\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12%\n" +
+	"\x0ecredential_env\x18\x05 \x01(\tR\rcredentialEnv\"\xf0\x01\n" +
+	"\n" +
+	"LaunchPlan\x12\x12\n" +
+	"\x04argv\x18\x01 \x03(\tR\x04argv\x12@\n" +
+	"\x03env\x18\x02 \x03(\v2..toolscope.orchestrator.v1.LaunchPlan.EnvEntryR\x03env\x12\x19\n" +
+	"\bpass_env\x18\x03 \x03(\tR\apassEnv\x129\n" +
+	"\x05files\x18\x04 \x03(\v2#.toolscope.orchestrator.v1.PlanFileR\x05files\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\bPlanFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xa1\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -1183,7 +1352,7 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(SessionMode)(0),              // 0: toolscope.orchestrator.v1.SessionMode
 	(SessionState)(0),             // 1: toolscope.orchestrator.v1.SessionState
@@ -1196,35 +1365,40 @@ var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(*Task)(nil),                  // 8: toolscope.orchestrator.v1.Task
 	(*TaskRepository)(nil),        // 9: toolscope.orchestrator.v1.TaskRepository
 	(*AgentSpec)(nil),             // 10: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),               // 11: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),             // 12: toolscope.orchestrator.v1.TaskEvent
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*LaunchPlan)(nil),            // 11: toolscope.orchestrator.v1.LaunchPlan
+	(*PlanFile)(nil),              // 12: toolscope.orchestrator.v1.PlanFile
+	(*Session)(nil),               // 13: toolscope.orchestrator.v1.Session
+	(*TaskEvent)(nil),             // 14: toolscope.orchestrator.v1.TaskEvent
+	nil,                           // 15: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	4,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	13, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	16, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 2: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	13, // 3: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	13, // 4: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	16, // 3: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	16, // 4: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
 	9,  // 5: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
 	7,  // 6: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	13, // 7: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	13, // 8: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	16, // 7: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	16, // 8: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 9: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	0,  // 10: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	1,  // 11: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
-	10, // 12: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	7,  // 13: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	13, // 14: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	13, // 15: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 16: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	13, // 17: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
-	7,  // 18: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	15, // 10: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	12, // 11: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
+	0,  // 12: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	1,  // 13: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
+	10, // 14: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	7,  // 15: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	16, // 16: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	16, // 17: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 18: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
+	16, // 19: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 20: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -1242,7 +1416,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

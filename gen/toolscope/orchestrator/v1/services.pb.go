@@ -1373,7 +1373,10 @@ type LaunchSessionRequest struct {
 	Mode  SessionMode `protobuf:"varint,3,opt,name=mode,proto3,enum=toolscope.orchestrator.v1.SessionMode" json:"mode,omitempty"`
 	Agent *AgentSpec  `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Container image, for the docker executor.
-	Image         string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	// Only say what would be started (the plan), through the same code as a
+	// real launch, with placeholders for the session's endpoint.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1443,9 +1446,19 @@ func (x *LaunchSessionRequest) GetImage() string {
 	return ""
 }
 
+func (x *LaunchSessionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type LaunchSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The launched session (absent for a dry run).
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// What is started next to agentctl (set for a dry run).
+	Plan          *LaunchPlan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1483,6 +1496,13 @@ func (*LaunchSessionResponse) Descriptor() ([]byte, []int) {
 func (x *LaunchSessionResponse) GetSession() *Session {
 	if x != nil {
 		return x.Session
+	}
+	return nil
+}
+
+func (x *LaunchSessionResponse) GetPlan() *LaunchPlan {
+	if x != nil {
+		return x.Plan
 	}
 	return nil
 }
@@ -2153,15 +2173,17 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x15GetSessionMCPResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12!\n" +
 	"\fbearer_token\x18\x02 \x01(\tR\vbearerToken\x12#\n" +
-	"\rstdio_command\x18\x03 \x03(\tR\fstdioCommand\"\xd9\x01\n" +
+	"\rstdio_command\x18\x03 \x03(\tR\fstdioCommand\"\xf2\x01\n" +
 	"\x14LaunchSessionRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x12:\n" +
 	"\x04mode\x18\x03 \x01(\x0e2&.toolscope.orchestrator.v1.SessionModeR\x04mode\x12:\n" +
 	"\x05agent\x18\x04 \x01(\v2$.toolscope.orchestrator.v1.AgentSpecR\x05agent\x12\x14\n" +
-	"\x05image\x18\x05 \x01(\tR\x05image\"U\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x90\x01\n" +
 	"\x15LaunchSessionResponse\x12<\n" +
-	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"^\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\x129\n" +
+	"\x04plan\x18\x02 \x01(\v2%.toolscope.orchestrator.v1.LaunchPlanR\x04plan\"^\n" +
 	"\x13StartSessionRequest\x12G\n" +
 	"\x06launch\x18\x01 \x01(\v2/.toolscope.orchestrator.v1.LaunchSessionRequestR\x06launch\"~\n" +
 	"\x14StartSessionResponse\x12\x1c\n" +
@@ -2286,7 +2308,8 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(SessionMode)(0),                 // 47: toolscope.orchestrator.v1.SessionMode
 	(*AgentSpec)(nil),                // 48: toolscope.orchestrator.v1.AgentSpec
 	(*Session)(nil),                  // 49: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),                // 50: toolscope.orchestrator.v1.TaskEvent
+	(*LaunchPlan)(nil),               // 50: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                // 51: toolscope.orchestrator.v1.TaskEvent
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
 	41, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
@@ -2306,58 +2329,59 @@ var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
 	47, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
 	48, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
 	49, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	27, // 17: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	49, // 18: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 19: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 20: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 21: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 22: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	50, // 23: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	0,  // 24: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 25: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 26: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 27: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 28: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 29: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 30: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 31: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 32: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 33: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 34: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 35: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	27, // 36: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	29, // 37: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	31, // 38: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	33, // 39: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	35, // 40: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	37, // 41: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	25, // 42: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	39, // 43: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	1,  // 44: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 45: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 46: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 47: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 48: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 49: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 50: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 51: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 52: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 53: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 54: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 55: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	28, // 56: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	30, // 57: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	32, // 58: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	34, // 59: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	36, // 60: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	38, // 61: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	26, // 62: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	40, // 63: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	44, // [44:64] is the sub-list for method output_type
-	24, // [24:44] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	50, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	27, // 18: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	49, // 19: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	49, // 20: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	49, // 21: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	49, // 22: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	49, // 23: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	51, // 24: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	0,  // 25: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	2,  // 26: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	4,  // 27: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	6,  // 28: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	8,  // 29: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	10, // 30: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	12, // 31: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	14, // 32: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	16, // 33: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	18, // 34: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	20, // 35: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	22, // 36: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	27, // 37: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	29, // 38: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	31, // 39: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	33, // 40: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	35, // 41: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	37, // 42: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	25, // 43: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	39, // 44: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	1,  // 45: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	3,  // 46: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	5,  // 47: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	7,  // 48: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	9,  // 49: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	11, // 50: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	13, // 51: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	15, // 52: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	17, // 53: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	19, // 54: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	21, // 55: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	23, // 56: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	28, // 57: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	30, // 58: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	32, // 59: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	34, // 60: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	36, // 61: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	38, // 62: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	26, // 63: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	40, // 64: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	45, // [45:65] is the sub-list for method output_type
+	25, // [25:45] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }

@@ -1,0 +1,140 @@
+// Package profiles turns an agent profile into what agentctl starts: the
+// command line, the environment, and the MCP configuration files the agent
+// reads, pointing at the session's endpoint. agentctl renders a profile at
+// launch with the real endpoint; the orchestrator renders it with
+// placeholders for `session launch --dry-run`: one function, so a dry run
+// shows exactly what a launch starts.
+//
+// Model credentials are references: the names of environment variables the
+// agent reads, passed through from agentctl's environment, never values.
+package profiles
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Profiles.
+const (
+	ClaudeCode = "claude-code"
+	Codex      = "codex"
+	Command    = "command" // the given command, with the TOOLSCOPE_MCP_* variables only
+)
+
+// Names lists the profiles.
+var Names = []string{ClaudeCode, Codex, Command}
+
+// Spec is what the user chose.
+type Spec struct {
+	Profile string
+	// Args are extra arguments for the agent (for Command: the whole
+	// command line).
+	Args []string
+	// Model, if set, is passed to the agent's model flag or setting.
+	Model string
+	// CredentialEnv is the environment variable holding the model API key;
+	// empty means the profile's default (ANTHROPIC_API_KEY, OPENAI_API_KEY).
+	CredentialEnv string
+}
+
+// Endpoint is where the agent finds its session.
+type Endpoint struct {
+	URL, Token string
+	// Bridge is the path of the session's bridge.json; Agentctl the path of
+	// the agentctl binary (for `agentctl mcp`, the stdio server).
+	Bridge, Agentctl string
+	// Dir is the session's directory, where profile files are written.
+	Dir string
+}
+
+// File is a configuration file the agent reads.
+type File struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// Plan is what agentctl starts for a session.
+type Plan struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+	// PassEnv names the variables passed through from agentctl's
+	// environment: references to credentials, never their values.
+	PassEnv []string `json:"pass_env"`
+	Files   []File   `json:"files"`
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks a spec before anything is rendered or started.
+func (s Spec) Validate() error {
+	switch s.Profile {
+	case ClaudeCode, Codex:
+	case Command:
+		if len(s.Args) == 0 {
+			return fmt.Errorf("profile %q needs the agent command", Command)
+		}
+	default:
+		return fmt.Errorf("unknown agent profile %q; use one of %s", s.Profile, strings.Join(Names, ", "))
+	}
+	if s.CredentialEnv != "" && !envName.MatchString(s.CredentialEnv) {
+		return fmt.Errorf("credential_env must be an environment variable name (the value is not shown)")
+	}
+	return nil
+}
+
+// Render returns the plan for spec at endpoint.
+func Render(s Spec, ep Endpoint) (Plan, error) {
+	if err := s.Validate(); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Env: map[string]string{}, PassEnv: []string{}, Files: []File{}}
+	switch s.Profile {
+	case ClaudeCode:
+		cfg := filepath.Join(ep.Dir, "claude-mcp.json")
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"mcpServers": map[string]any{"toolscope": map[string]any{
+			"type": "http", "url": ep.URL, "headers": map[string]string{"Authorization": "Bearer " + ep.Token},
+		}}})
+		p.Files = append(p.Files, File{Path: cfg, Content: b.String()})
+		p.Argv = []string{"claude", "--mcp-config", cfg, "--strict-mcp-config"}
+		if s.Model != "" {
+			p.Argv = append(p.Argv, "--model", s.Model)
+		}
+		p.Argv = append(p.Argv, s.Args...)
+		p.PassEnv = append(p.PassEnv, orDefault(s.CredentialEnv, "ANTHROPIC_API_KEY"))
+	case Codex:
+		home := filepath.Join(ep.Dir, "codex")
+		var toml strings.Builder
+		if s.Model != "" {
+			fmt.Fprintf(&toml, "model = %s\n\n", strconv.Quote(s.Model))
+		}
+		// Codex spawns stdio MCP servers: agentctl mcp mirrors the session,
+		// so no token goes into the file.
+		fmt.Fprintf(&toml, "[mcp_servers.toolscope]\ncommand = %s\nargs = [%s, %s, %s]\n",
+			strconv.Quote(ep.Agentctl), strconv.Quote("mcp"), strconv.Quote("--config"), strconv.Quote(ep.Bridge))
+		p.Files = append(p.Files, File{Path: filepath.Join(home, "config.toml"), Content: toml.String()})
+		p.Env["CODEX_HOME"] = home
+		p.Argv = append([]string{"codex"}, s.Args...)
+		p.PassEnv = append(p.PassEnv, orDefault(s.CredentialEnv, "OPENAI_API_KEY"))
+	case Command:
+		p.Argv = append([]string(nil), s.Args...)
+		if s.CredentialEnv != "" {
+			p.PassEnv = append(p.PassEnv, s.CredentialEnv)
+		}
+	}
+	return p, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,47 @@
+package profiles_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/profiles"
+)
+
+var ep = profiles.Endpoint{URL: "http://127.0.0.1:4242/mcp", Token: "tok", Bridge: "/s/bridge.json", Agentctl: "/bin/agentctl", Dir: "/s"}
+
+func TestClaudeCode(t *testing.T) {
+	t.Parallel()
+	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, Args: []string{"-p", "fix it"}, Model: "claude-sonnet"}, ep)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"claude", "--mcp-config", "/s/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet", "-p", "fix it"}, p.Argv)
+	assert.Equal(t, []string{"ANTHROPIC_API_KEY"}, p.PassEnv)
+	require.Len(t, p.Files, 1)
+	assert.JSONEq(t, `{"mcpServers":{"toolscope":{"type":"http","url":"http://127.0.0.1:4242/mcp","headers":{"Authorization":"Bearer tok"}}}}`, p.Files[0].Content)
+}
+
+func TestCodex(t *testing.T) {
+	t.Parallel()
+	p, err := profiles.Render(profiles.Spec{Profile: profiles.Codex, Args: []string{"exec", "fix it"}, CredentialEnv: "MY_OPENAI_KEY"}, ep)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"codex", "exec", "fix it"}, p.Argv)
+	assert.Equal(t, map[string]string{"CODEX_HOME": "/s/codex"}, p.Env)
+	assert.Equal(t, []string{"MY_OPENAI_KEY"}, p.PassEnv)
+	require.Len(t, p.Files, 1)
+	assert.Equal(t, "/s/codex/config.toml", p.Files[0].Path)
+	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"/bin/agentctl\"\nargs = [\"mcp\", \"--config\", \"/s/bridge.json\"]\n", p.Files[0].Content)
+	assert.NotContains(t, p.Files[0].Content, "tok", "no token in Codex's config: it uses the stdio bridge")
+}
+
+func TestBadSpecs(t *testing.T) {
+	t.Parallel()
+	for _, s := range []profiles.Spec{{Profile: "aider"}, {Profile: profiles.Command}, {Profile: profiles.ClaudeCode, CredentialEnv: "sk-ant-123 456"}} {
+		_, err := profiles.Render(s, ep)
+		assert.Error(t, err, "%+v", s)
+	}
+	assert.NotContains(t, func() string {
+		_, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "sk-ant-123 456"}, ep)
+		return err.Error()
+	}(), "sk-ant")
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type plan struct {
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env"`
+	PassEnv []string          `json:"pass_env"`
+	Files   []struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	} `json:"files"`
+}
+
+// TestDryRunPinsTheAgentConfigurations: --dry-run prints, through the same
+// rendering agentctl runs at launch, exactly what would be started for
+// Claude Code and for Codex; nothing is started or recorded.
+func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	task := newTask(t, srv)
+
+	var claude plan
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--agent", "claude-code",
+		"--model", "claude-sonnet-4", "--dry-run", "--", "-p", "fix the login bug")), &claude))
+	assert.Equal(t, []string{"claude", "--mcp-config", "<session dir>/claude-mcp.json", "--strict-mcp-config",
+		"--model", "claude-sonnet-4", "-p", "fix the login bug"}, claude.Argv)
+	assert.Equal(t, []string{"ANTHROPIC_API_KEY"}, claude.PassEnv)
+	require.Len(t, claude.Files, 1)
+	assert.Equal(t, "<session dir>/claude-mcp.json", claude.Files[0].Path)
+	assert.Equal(t, `{
+  "mcpServers": {
+    "toolscope": {
+      "headers": {
+        "Authorization": "Bearer <session token>"
+      },
+      "type": "http",
+      "url": "http://127.0.0.1:<port>/mcp"
+    }
+  }
+}
+`, claude.Files[0].Content)
+
+	var codex plan
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--agent", "codex",
+		"--credential-env", "MY_OPENAI_KEY", "--dry-run", "--", "exec", "fix the login bug")), &codex))
+	assert.Equal(t, []string{"codex", "exec", "fix the login bug"}, codex.Argv)
+	assert.Equal(t, map[string]string{"CODEX_HOME": "<session dir>/codex"}, codex.Env)
+	assert.Equal(t, []string{"MY_OPENAI_KEY"}, codex.PassEnv)
+	require.Len(t, codex.Files, 1)
+	assert.Equal(t, "<session dir>/codex/config.toml", codex.Files[0].Path)
+	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"<agentctl>\"\nargs = [\"mcp\", \"--config\", \"<session dir>/bridge.json\"]\n", codex.Files[0].Content)
+
+	human := srv.ok(t, "session", "launch", task, "--agent", "codex", "--dry-run")
+	assert.Regexp(t, `would start\s+codex`, human)
+	assert.Contains(t, human, "names only")
+	assert.NotContains(t, srv.ok(t, "session", "list", task), "sess_", "a dry run records nothing")
+
+	r := srv.run(t, "session", "launch", task, "--agent", "aider", "--dry-run")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "unknown agent profile")
+}
