@@ -101,7 +101,7 @@ type harness struct {
 	stateDir string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{logs: &testutil.SyncBuffer{}, stateDir: t.TempDir()}
 	d, err := daemon.New(daemon.Options{
@@ -122,7 +122,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) dial(t *testing.T, secret string) *grpc.ClientConn {
+func (h *harness) dial(t testing.TB, secret string) *grpc.ClientConn {
 	t.Helper()
 	opts := append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if secret != "" {
@@ -134,14 +134,14 @@ func (h *harness) dial(t *testing.T, secret string) *grpc.ClientConn {
 	return conn
 }
 
-func (h *harness) create(t *testing.T, spec *agentctlv1.LaunchSpec) *agentctlv1.SessionStatus {
+func (h *harness) create(t testing.TB, spec *agentctlv1.LaunchSpec) *agentctlv1.SessionStatus {
 	t.Helper()
 	resp, err := h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: spec})
 	require.NoError(t, err)
 	return resp.GetStatus()
 }
 
-func (h *harness) push(t *testing.T, id string, gen uint64, set ...string) *agentctlv1.SetProvidersResponse {
+func (h *harness) push(t testing.TB, id string, gen uint64, set ...string) *agentctlv1.SetProvidersResponse {
 	t.Helper()
 	resp, err := h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{
 		SessionId: id, ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen},
@@ -159,7 +159,7 @@ func spec(id string, mode agentctlv1.SessionMode, gen uint64, set ...string) *ag
 
 // token reads the session's bearer token from the bridge config agentctl
 // wrote, as `agentctl mcp` would.
-func (h *harness) token(t *testing.T, id string) string {
+func (h *harness) token(t testing.TB, id string) string {
 	t.Helper()
 	var cfg mcpbridge.Config
 	b, err := os.ReadFile(filepath.Join(h.stateDir, "sessions", id, "bridge.json"))
