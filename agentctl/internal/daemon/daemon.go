@@ -82,6 +82,7 @@ type Daemon struct {
 	log         *slog.Logger
 	callTimeout time.Duration
 	hub         hub
+	schemas     schemaCache
 
 	mu       sync.Mutex
 	sessions map[string]*session

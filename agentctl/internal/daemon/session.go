@@ -276,13 +276,6 @@ func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv
 // malformed call never leaves agentctl.
 func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 	return func(tool registry.Tool) mcp.ToolHandler {
-		var schema jsonschema.Schema
-		resolved, err := func() (*jsonschema.Resolved, error) {
-			if err := json.Unmarshal(tool.InputSchema, &schema); err != nil {
-				return nil, err
-			}
-			return schema.Resolve(nil)
-		}()
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			args := req.Params.Arguments
 			if len(args) == 0 || string(args) == "null" {
@@ -295,6 +288,7 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			if _, isObject := value.(map[string]any); !isObject {
 				return toolError("invalid_arguments", "arguments must be a JSON object"), nil
 			}
+			resolved, err := d.schemas.resolve(tool.InputSchema)
 			if err != nil {
 				return toolError("internal", "the tool's schema is invalid; report this to the toolscope operator"), nil
 			}
@@ -340,4 +334,30 @@ func newToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// schemaCache resolves each distinct tool input schema once, on the
+// first call that needs it. Tool definitions are static, and resolving
+// them on every SetProviders was the largest cost of a push (see
+// docs/benchmarks.md). A resolved schema is read-only, so concurrent
+// calls share it.
+type schemaCache struct{ m sync.Map } // schema text → resolvedSchema
+
+type resolvedSchema struct {
+	schema *jsonschema.Resolved
+	err    error
+}
+
+func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	key := string(raw)
+	if r, ok := c.m.Load(key); ok {
+		return r.(resolvedSchema).schema, r.(resolvedSchema).err
+	}
+	var schema jsonschema.Schema
+	r := resolvedSchema{err: json.Unmarshal(raw, &schema)}
+	if r.err == nil {
+		r.schema, r.err = schema.Resolve(nil)
+	}
+	actual, _ := c.m.LoadOrStore(key, r)
+	return actual.(resolvedSchema).schema, actual.(resolvedSchema).err
 }
