@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type Client struct {
 	Session *mcp.ClientSession
 	changed chan struct{}
 	logs    chan string
+
+	mu       sync.Mutex
+	arrivals []time.Time
 }
 
 // Connect connects a go-sdk client over transport at protocol version
@@ -40,7 +44,12 @@ func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
 	t.Helper()
 	c := &Client{changed: make(chan struct{}, 1024), logs: make(chan string, 1024)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-test", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.mu.Lock()
+			c.arrivals = append(c.arrivals, time.Now())
+			c.mu.Unlock()
+			c.changed <- struct{}{}
+		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			text, _ := req.Params.Data.(string)
 			c.logs <- text
@@ -55,6 +64,14 @@ func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
 	t.Cleanup(func() { _ = cs.Close() })
 	c.Session = cs
 	return c
+}
+
+// Arrivals returns the arrival time of every list_changed notification
+// received so far, in order.
+func (c *Client) Arrivals() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.arrivals...)
 }
 
 // HTTP returns a streamable HTTP client transport for url, sending token
@@ -196,3 +213,25 @@ func (c *Client) WaitLog(t testing.TB) string {
 
 // Logs exposes the log notifications received, for tests that count.
 func (c *Client) Logs() <-chan string { return c.logs }
+
+// FloorServer is a bare go-sdk server with one tool whose toggle adds or
+// removes a second: a real list change each time. Benchmarks use it as
+// the floor for list_changed delivery.
+func FloorServer() (*mcp.Server, func()) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "floor"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	tool := &mcp.Tool{Name: "toggle", InputSchema: map[string]any{"type": "object"}}
+	srv.AddTool(&mcp.Tool{Name: "keep", InputSchema: map[string]any{"type": "object"}}, handler)
+	present := false
+	return srv, func() {
+		if present {
+			srv.RemoveTools("toggle")
+		} else {
+			srv.AddTool(tool, handler)
+		}
+		present = !present
+	}
+}

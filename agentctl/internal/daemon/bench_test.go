@@ -2,12 +2,17 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/benchstats"
@@ -25,13 +30,7 @@ func BenchmarkSetProvidersToListChanged(b *testing.B) {
 	st := h.create(b, spec("bench", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
 	ours := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "bench")), "")
 
-	floor := mcp.NewServer(&mcp.Implementation{Name: "floor"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
-	tool := &mcp.Tool{Name: "toggle", InputSchema: map[string]any{"type": "object"}}
-	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{}, nil
-	}
-	floor.AddTool(&mcp.Tool{Name: "keep", InputSchema: map[string]any{"type": "object"}}, handler)
+	floor, toggle := mcptest.FloorServer()
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor }, nil))
 	b.Cleanup(srv.Close)
 	bare := mcptest.Connect(b, mcptest.HTTP(srv.URL, ""), "")
@@ -42,15 +41,6 @@ func BenchmarkSetProvidersToListChanged(b *testing.B) {
 		gen++
 		h.push(b, "bench", gen, sets[gen%2]...)
 	}
-	present := false
-	toggle := func() {
-		if present {
-			floor.RemoveTools("toggle")
-		} else {
-			floor.AddTool(tool, handler)
-		}
-		present = !present
-	}
 	ours.Subscribe(b, push)
 	bare.Subscribe(b, toggle)
 	var figure, base benchstats.Samples
@@ -60,4 +50,140 @@ func BenchmarkSetProvidersToListChanged(b *testing.B) {
 		time.Sleep(30 * time.Millisecond) // let the throttle window pass: lone changes
 	}
 	benchstats.Report(b, figure, base)
+}
+
+// BenchmarkStorm: 100 SetProviders per second for 5 s, each one a real
+// change, against the floor of go-sdk's own server changing its tool list
+// at the same rate over the same transport. Reports notifications per
+// client per second and the longest silence between two of them (from
+// the storm's start), for both.
+func BenchmarkStorm(b *testing.B) {
+	h := newHarness(b)
+	st := h.create(b, spec("storm", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	ours := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "storm")), "")
+	floor, toggle := mcptest.FloorServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor }, nil))
+	b.Cleanup(srv.Close)
+	bare := mcptest.Connect(b, mcptest.HTTP(srv.URL, ""), "")
+
+	gen := uint64(1)
+	sets := [][]string{{"gitlab"}, {"github"}}
+	push := func() { gen++; h.push(b, "storm", gen, sets[gen%2]...) }
+	ours.Subscribe(b, push)
+	bare.Subscribe(b, toggle)
+	const rate, span = 100, 5 * time.Second
+	for b.Loop() {
+		perSec, gap := runStorm(ours, push, rate, span)
+		floorPerSec, floorGap := runStorm(bare, toggle, rate, span)
+		b.ReportMetric(perSec, "notifications/s")
+		b.ReportMetric(float64(gap.Milliseconds()), "max-gap-ms")
+		b.ReportMetric(floorPerSec, "floor-notifications/s")
+		b.ReportMetric(float64(floorGap.Milliseconds()), "floor-max-gap-ms")
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
+// runStorm makes rate changes per second for span and returns the
+// notifications c received per second in that window and the longest gap
+// between two of them, counting from the storm's start.
+func runStorm(c *mcptest.Client, change func(), rate int, span time.Duration) (float64, time.Duration) {
+	c.Drain()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	start := time.Now()
+	for time.Since(start) < span {
+		<-tick.C
+		change()
+	}
+	end := time.Now()
+	last, gap, n := start, time.Duration(0), 0
+	for _, at := range c.Arrivals() {
+		if at.Before(start) || at.After(end) {
+			continue
+		}
+		gap = max(gap, at.Sub(last))
+		last, n = at, n+1
+	}
+	return float64(n) / end.Sub(start).Seconds(), gap
+}
+
+// BenchmarkTwoHundredSessions: one in-process agentctl daemon (real gRPC
+// over loopback, real MCP over HTTP) with 200 live sessions, each with a
+// connected client. Reports the Go heap the sessions hold (after GC,
+// before the clients connect), and the time from pushing a change to all
+// 200 in parallel to the last acknowledgement and to the last client
+// notified. The floor is the same 200-way gRPC fan-out of a read-only
+// call (GetSessionState).
+func BenchmarkTwoHundredSessions(b *testing.B) {
+	const n = 200
+	h := newHarness(b)
+	heapBefore := heapInUse()
+	ids := make([]string, n)
+	statuses := make([]*agentctlv1.SessionStatus, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%03d", i)
+		statuses[i] = h.create(b, spec(ids[i], agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	}
+	heapSessions := heapInUse() - heapBefore
+
+	github, gens := make([]bool, n), make([]uint64, n)
+	pushOne := func(i int) error {
+		gens[i]++
+		github[i] = !github[i]
+		set := []string{"gitlab"}
+		if github[i] {
+			set = []string{"github"}
+		}
+		_, err := h.client.SetProviders(context.Background(), &agentctlv1.SetProvidersRequest{
+			SessionId: ids[i], ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gens[i] + 1}})
+		return err
+	}
+	clients := make([]*mcptest.Client, n)
+	for i := range clients {
+		github[i] = true
+		clients[i] = mcptest.Connect(b, mcptest.HTTP(statuses[i].GetMcpUrl(), h.token(b, ids[i])), "")
+		clients[i].Subscribe(b, func() { require.NoError(b, pushOne(i)) })
+	}
+
+	var acked, notified, floor benchstats.Samples
+	for b.Loop() {
+		start := time.Now()
+		fanOut(b, n, pushOne)
+		acked = append(acked, time.Since(start))
+		for _, c := range clients {
+			c.WaitChanged(b)
+		}
+		notified = append(notified, time.Since(start))
+		floor.Time(func() {
+			fanOut(b, n, func(i int) error {
+				_, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: ids[i]})
+				return err
+			})
+		})
+		time.Sleep(30 * time.Millisecond) // beyond the publisher's throttle: each push a lone change
+	}
+	benchstats.Report(b, notified, floor)
+	b.ReportMetric(float64(acked.Percentile(50))/float64(time.Microsecond), "acked-p50-us")
+	b.ReportMetric(float64(acked.Percentile(50))/float64(floor.Percentile(50)), "acked-ratio")
+	b.ReportMetric(float64(heapSessions)/n/1024, "heap-KB/session")
+}
+
+// fanOut runs call(0..n-1) in parallel and fails on the first error.
+func fanOut(b *testing.B, n int, call func(i int) error) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = call(i) })
+	}
+	wg.Wait()
+	require.NoError(b, errors.Join(errs...))
+}
+
+// heapInUse returns the live Go heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

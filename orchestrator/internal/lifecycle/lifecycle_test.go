@@ -38,7 +38,7 @@ type world struct {
 
 // newWorld: a task with a merge request (GitLab) or pull request (GitHub)
 // number 1, the workspace connected as username.
-func newWorld(t *testing.T, provider providers.Provider, username string) *world {
+func newWorld(t testing.TB, provider providers.Provider, username string) *world {
 	t.Helper()
 	ctx := context.Background()
 	w := &world{dir: t.TempDir()}
@@ -93,7 +93,7 @@ func (w *world) requests() []string {
 }
 
 // cycle runs one poll and returns the provider requests it made.
-func (w *world) cycle(t *testing.T) []string {
+func (w *world) cycle(t testing.TB) []string {
 	t.Helper()
 	before := len(w.requests())
 	require.NoError(t, w.poller.Cycle(context.Background()))

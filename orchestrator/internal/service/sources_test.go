@@ -40,7 +40,7 @@ type live struct {
 	repos map[string]model.Repository // by name: github, gitlab, local1, local2, ...
 }
 
-func newLive(t *testing.T, pushTimeout time.Duration) *live {
+func newLive(t testing.TB, pushTimeout time.Duration) *live {
 	t.Helper()
 	ctx := context.Background()
 	broker := &events.Broker{}
@@ -67,14 +67,14 @@ func newLive(t *testing.T, pushTimeout time.Duration) *live {
 	return l
 }
 
-func (l *live) task(t *testing.T, primary string) model.Task {
+func (l *live) task(t testing.TB, primary string) model.Task {
 	t.Helper()
 	task, err := l.svc.CreateTask(context.Background(), service.TaskInput{WorkspaceID: l.ws.ID, Title: "t", RepositoryID: l.repos[primary].ID})
 	require.NoError(t, err)
 	return task
 }
 
-func (l *live) launch(t *testing.T, taskID string) model.Session {
+func (l *live) launch(t testing.TB, taskID string) model.Session {
 	t.Helper()
 	sess, err := l.svc.LaunchSession(context.Background(), service.SessionInput{TaskID: taskID, Executor: "local"}, nil)
 	require.NoError(t, err)
@@ -91,14 +91,14 @@ func (l *live) ids(names ...string) []string {
 }
 
 // client connects an MCP client to a session and subscribes it.
-func (l *live) client(t *testing.T, sess model.Session) *mcptest.Client {
+func (l *live) client(t testing.TB, sess model.Session) *mcptest.Client {
 	t.Helper()
 	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
 	require.NoError(t, err)
 	return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 }
 
-func (l *live) status(t *testing.T, sess model.Session) executors.Status {
+func (l *live) status(t testing.TB, sess model.Session) executors.Status {
 	t.Helper()
 	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func (l *live) status(t *testing.T, sess model.Session) executors.Status {
 }
 
 // eventsAfter counts a task's events of each kind after seq, per session.
-func (l *live) eventsAfter(t *testing.T, taskID string, seq uint64) map[model.EventKind]map[string]int {
+func (l *live) eventsAfter(t testing.TB, taskID string, seq uint64) map[model.EventKind]map[string]int {
 	t.Helper()
 	evs, err := l.st.Events(context.Background(), taskID, seq, 1000)
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func (l *live) eventsAfter(t *testing.T, taskID string, seq uint64) map[model.Ev
 	return out
 }
 
-func lastSeq(t *testing.T, st *store.Store, taskID string) uint64 {
+func lastSeq(t testing.TB, st *store.Store, taskID string) uint64 {
 	t.Helper()
 	evs, err := st.Events(context.Background(), taskID, 0, 100000)
 	require.NoError(t, err)

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
+)
+
+// BenchmarkFootprint: the size of the static agentctl binary as `make
+// build` makes it, and the resident memory of `agentctl serve` idle with
+// 1 and with 10 sessions, each against the floor of a trivial static Go
+// program (built the same way, blocked on a read) — what any Go process
+// costs on this machine.
+func BenchmarkFootprint(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "agentctl")
+	goBuild(b, "", bin, "github.com/toolscope/toolscope/agentctl/cmd/agentctl")
+	floorSrc := filepath.Join(dir, "floor")
+	require.NoError(b, os.MkdirAll(floorSrc, 0o755))
+	require.NoError(b, os.WriteFile(filepath.Join(floorSrc, "go.mod"), []byte("module floor\n\ngo 1.24\n"), 0o644))
+	require.NoError(b, os.WriteFile(filepath.Join(floorSrc, "main.go"),
+		[]byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"ready\\n\"); os.Stdin.Read(make([]byte, 1)) }\n"), 0o644))
+	floorBin := filepath.Join(dir, "floor-bin")
+	goBuild(b, floorSrc, floorBin, ".")
+
+	for b.Loop() {
+		size, floorSize := fileSize(b, bin), fileSize(b, floorBin)
+		b.ReportMetric(float64(size)/1e6, "binary-MB")
+		b.ReportMetric(float64(floorSize)/1e6, "floor-binary-MB")
+		b.ReportMetric(float64(size)/float64(floorSize), "binary-ratio")
+
+		floorCmd := exec.Command(floorBin)
+		stdin, err := floorCmd.StdinPipe()
+		require.NoError(b, err)
+		floorRSS := rssOf(b, floorCmd, func(string) {})
+		_ = stdin.Close()
+		_ = floorCmd.Wait()
+
+		const secret = "bench-secret"
+		cmd := exec.Command(bin, "serve", "--state-dir", b.TempDir(), "--log-level", "error")
+		cmd.Env = append(withoutSecret(os.Environ()), daemon.EnvSecret+"="+secret)
+		var rss1, rss10 float64
+		rssOf(b, cmd, func(readyLine string) {
+			var ready Ready
+			require.NoError(b, json.Unmarshal([]byte(readyLine), &ready))
+			conn, err := grpc.NewClient(ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
+			require.NoError(b, err)
+			defer conn.Close()
+			client := agentctlv1.NewAgentctlServiceClient(conn)
+			for i := range 10 {
+				_, err := client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
+					SessionId: fmt.Sprintf("s%d", i), TaskId: "task_1",
+					ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github", "gitlab"}, Generation: 1}}})
+				require.NoError(b, err)
+				if i == 0 {
+					rss1 = vmRSS(b, cmd.Process.Pid)
+				}
+			}
+			rss10 = vmRSS(b, cmd.Process.Pid)
+		})
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b.ReportMetric(floorRSS/1e6, "floor-rss-MB")
+		b.ReportMetric(rss1/1e6, "rss-1-session-MB")
+		b.ReportMetric(rss10/1e6, "rss-10-sessions-MB")
+		b.ReportMetric(rss1/floorRSS, "rss-1-ratio")
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
+// goBuild builds pkg the way `make build` builds agentctl: static.
+func goBuild(b *testing.B, dir, out, pkg string) {
+	b.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if dir != "" {
+		cmd.Env = append(cmd.Env, "GOWORK=off", "GOFLAGS=-mod=mod")
+	}
+	outb, err := cmd.CombinedOutput()
+	require.NoError(b, err, "go build %s: %s", pkg, outb)
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	fi, err := os.Stat(path)
+	require.NoError(b, err)
+	return fi.Size()
+}
+
+// rssOf starts cmd, waits for its first stdout line, runs then with it and
+// returns the process's resident set size afterwards, in bytes.
+func rssOf(b *testing.B, cmd *exec.Cmd, then func(readyLine string)) float64 {
+	b.Helper()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(b, cmd.Start())
+	line := make(chan string, 1)
+	go func() { l, _ := bufio.NewReader(stdout).ReadString('\n'); line <- l }()
+	select {
+	case l := <-line:
+		then(l)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		b.Fatalf("%s: no readiness line: %s", cmd.Path, stderr.String())
+	}
+	return vmRSS(b, cmd.Process.Pid)
+}
+
+// vmRSS reads VmRSS from /proc (Linux), in bytes.
+func vmRSS(b *testing.B, pid int) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(b, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			require.NoError(b, err)
+			return kb * 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}

@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/benchstats"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+)
+
+// BenchmarkTaskProvidersAtScale: the provider-set query for one task in a
+// database of 1,000 tasks × 10 repositories each, interleaved with the
+// floor — a primary-key read of one task column on the same file through
+// the same driver, the cheapest question SQLite can answer about a task.
+func BenchmarkTaskProvidersAtScale(b *testing.B) {
+	const tasks, perTask, repos = 1000, 10, 200
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := store.Open(ctx, dir, store.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	ws, err := s.CreateWorkspace(ctx, "scale")
+	require.NoError(b, err)
+	kinds := []string{"github", "gitlab", "local", "bitbucket"}
+	ids := make([]string, repos)
+	for i := range ids {
+		r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: ws.ID, Provider: kinds[i%len(kinds)],
+			Host: "example.com", Path: fmt.Sprintf("acme/r%d", i)})
+		require.NoError(b, err)
+		ids[i] = r.ID
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	taskIDs := make([]string, tasks)
+	for i := range taskIDs {
+		perm := rng.Perm(repos)[:perTask]
+		attach := make([]string, perTask)
+		for j, k := range perm {
+			attach[j] = ids[k]
+		}
+		t, err := s.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: fmt.Sprintf("t%d", i)}, attach[0])
+		require.NoError(b, err)
+		_, err = s.AddSources(ctx, t.ID, attach[1:])
+		require.NoError(b, err)
+		taskIDs[i] = t.ID
+	}
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName)+"?mode=ro")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = raw.Close() })
+
+	var figure, floor benchstats.Samples
+	i := 0
+	for b.Loop() {
+		id := taskIDs[i%tasks]
+		i++
+		figure.Time(func() {
+			set, err := s.TaskProviders(ctx, id)
+			if err != nil || set.Generation == 0 {
+				b.Fatalf("TaskProviders(%s) = %v, %v", id, set, err)
+			}
+		})
+		floor.Time(func() {
+			var gen int64
+			if err := raw.QueryRowContext(ctx, `SELECT provider_generation FROM tasks WHERE id = ?`, id).Scan(&gen); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	benchstats.Report(b, figure, floor)
+}
