@@ -40,6 +40,33 @@ serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
 test: ## run every test with -race
 	$(GO) test -race -count=1 $(PKGS)
 
+# Benchmarks as PACKAGE:PATTERN:BENCHTIME; each figure is timed against its
+# floor in the same process (see docs/benchmarks.md).
+BENCHES := \
+	./agentctl/internal/mcpserver:ToolsList:300x \
+	./agentctl/internal/mcpserver:ContextCost:1x \
+	./agentctl/internal/daemon:SetProvidersToListChanged:100x \
+	./agentctl/internal/daemon:Storm:1x \
+	./agentctl/internal/daemon:TwoHundredSessions:20x \
+	./orchestrator/internal/service:BatchNotifiesEveryLiveSession:1x \
+	./executors/local:LaunchToFirstList:20x \
+	./executors/docker:LaunchToFirstList:10x \
+	./executors/remote:LaunchToFirstList:20x \
+	./agentctl/cmd/agentctl:Footprint:1x \
+	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
+	./orchestrator/internal/lifecycle:PollingCalls:50x
+
+.PHONY: bench
+bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and bench/results.json
+	@mkdir -p bench
+	@: > bench/raw.txt
+	@for b in $(BENCHES); do \
+		IFS=: read -r pkg pattern benchtime <<< "$$b"; \
+		echo "== $$pkg $$pattern ($$benchtime)" >&2; \
+		$(GO) test -run '^$$' -bench "^Benchmark$$pattern\$$" -benchtime "$$benchtime" "$$pkg" | tee -a bench/raw.txt >&2; \
+	done
+	$(GO) run ./internal/cmd/benchreport -md docs/benchmarks.md -json bench/results.json < bench/raw.txt
+
 .PHONY: fuzz
 fuzz: ## fuzz the provider allowlist for a while (FUZZTIME=30s)
 	$(GO) test ./internal/providers -run '^$$' -fuzz FuzzOf -fuzztime $(or $(FUZZTIME),30s)

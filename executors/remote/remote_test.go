@@ -38,7 +38,7 @@ type host struct {
 	ca        *pki.CA
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-func startHost(t *testing.T) *host {
+func startHost(t testing.TB) *host {
 	t.Helper()
 	cli := executortest.RequireDocker(t)
 	image := executortest.BuildTestImage(t, cli)
@@ -84,7 +84,7 @@ func startHost(t *testing.T) *host {
 	return &host{cli: cli, id: created.ID, addr: "127.0.0.1:" + grpcPort, clientTLS: clientPair, ca: ca}
 }
 
-func (h *host) executor(t *testing.T, calls executors.CallHandler) *remote.Executor {
+func (h *host) executor(t testing.TB, calls executors.CallHandler) *remote.Executor {
 	t.Helper()
 	cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
 	require.NoError(t, err)

@@ -21,24 +21,22 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 // BenchmarkFootprint: the size of the static agentctl binary as `make
 // build` makes it, and the resident memory of `agentctl serve` idle with
 // 1 and with 10 sessions, each against the floor of a trivial static Go
-// program (built the same way, blocked on a read) — what any Go process
-// costs on this machine.
+// program (testutil.TrivialProgram, blocked on a read) — what any Go
+// process costs on this machine.
 func BenchmarkFootprint(b *testing.B) {
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "agentctl")
-	goBuild(b, "", bin, "github.com/toolscope/toolscope/agentctl/cmd/agentctl")
-	floorSrc := filepath.Join(dir, "floor")
-	require.NoError(b, os.MkdirAll(floorSrc, 0o755))
-	require.NoError(b, os.WriteFile(filepath.Join(floorSrc, "go.mod"), []byte("module floor\n\ngo 1.24\n"), 0o644))
-	require.NoError(b, os.WriteFile(filepath.Join(floorSrc, "main.go"),
-		[]byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"ready\\n\"); os.Stdin.Read(make([]byte, 1)) }\n"), 0o644))
-	floorBin := filepath.Join(dir, "floor-bin")
-	goBuild(b, floorSrc, floorBin, ".")
+	build := exec.Command("go", "build", "-o", bin, "github.com/toolscope/toolscope/agentctl/cmd/agentctl")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build`
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, "go build agentctl: %s", out)
+	floorBin := testutil.BuildProgram(b, b.TempDir(), testutil.TrivialProgram)
 
 	for b.Loop() {
 		size, floorSize := fileSize(b, bin), fileSize(b, floorBin)
@@ -46,7 +44,7 @@ func BenchmarkFootprint(b *testing.B) {
 		b.ReportMetric(float64(floorSize)/1e6, "floor-binary-MB")
 		b.ReportMetric(float64(size)/float64(floorSize), "binary-ratio")
 
-		floorCmd := exec.Command(floorBin)
+		floorCmd := exec.Command(floorBin, "wait")
 		stdin, err := floorCmd.StdinPipe()
 		require.NoError(b, err)
 		floorRSS := rssOf(b, floorCmd, func(string) {})
@@ -84,19 +82,6 @@ func BenchmarkFootprint(b *testing.B) {
 		b.ReportMetric(rss1/floorRSS, "rss-1-ratio")
 		b.ReportMetric(0, "ns/op")
 	}
-}
-
-// goBuild builds pkg the way `make build` builds agentctl: static.
-func goBuild(b *testing.B, dir, out, pkg string) {
-	b.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if dir != "" {
-		cmd.Env = append(cmd.Env, "GOWORK=off", "GOFLAGS=-mod=mod")
-	}
-	outb, err := cmd.CombinedOutput()
-	require.NoError(b, err, "go build %s: %s", pkg, outb)
 }
 
 func fileSize(b *testing.B, path string) int64 {

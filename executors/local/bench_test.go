@@ -1,0 +1,22 @@
+package local_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/executors/local"
+	"github.com/toolscope/toolscope/internal/testutil"
+)
+
+// BenchmarkLaunchToFirstList: a local launch (agentctl spawned, readiness,
+// session created) to the first tools/list answered, against spawning a
+// trivial static program and reading its first line.
+func BenchmarkLaunchToFirstList(b *testing.B) {
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(b), StateDir: b.TempDir(), OrchestratorID: b.Name()})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close() })
+	program := testutil.BuildProgram(b, b.TempDir(), testutil.TrivialProgram)
+	executortest.BenchLaunch(b, e, nil, executortest.SpawnFloor(program))
+}
