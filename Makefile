@@ -67,9 +67,17 @@ bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and
 	done
 	$(GO) run ./internal/cmd/benchreport -md docs/benchmarks.md -json bench/results.json < bench/raw.txt
 
+.PHONY: bench-compare
+bench-compare: $(TOOLS_BIN)/benchstat ## benchstat: bench/raw.txt as committed at BASE (default HEAD) against the working tree's
+	@git show $(or $(BASE),HEAD):bench/raw.txt > bench/raw.base.txt
+	$(TOOLS_BIN)/benchstat base=bench/raw.base.txt new=bench/raw.txt
+
 .PHONY: fuzz
 fuzz: ## fuzz the provider allowlist for a while (FUZZTIME=30s)
 	$(GO) test ./internal/providers -run '^$$' -fuzz FuzzOf -fuzztime $(or $(FUZZTIME),30s)
+
+$(TOOLS_BIN)/benchstat: tools/go.mod tools/go.sum
+	cd tools && GOWORK=off $(GO) build -o $(TOOLS_BIN)/ golang.org/x/perf/cmd/benchstat
 
 $(BUF): tools/go.mod tools/go.sum
 	cd tools && GOWORK=off $(GO) build -o $(TOOLS_BIN)/ github.com/bufbuild/buf/cmd/buf
