@@ -249,3 +249,55 @@ func TestStormNeverShowsATornList(t *testing.T) {
 	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+2 }, 10*time.Second, 10*time.Millisecond,
 		"goroutines leaked: %d, baseline %d", runtime.NumGoroutine(), baseline)
 }
+
+// TestKeepAliveSparesModernSubscriptions: with a keepalive running, a
+// 2025-11-25 client (a stateful session) is pinged, and a 2026-07-28
+// client's subscriptions/listen stream outlives several intervals. go-sdk's
+// own KeepAlive pinged the stateless session too and closed it on the
+// failed ping, so list_changed stopped one interval after connecting.
+func TestKeepAliveSparesModernSubscriptions(t *testing.T) {
+	t.Parallel()
+	const interval = 50 * time.Millisecond
+	p := mcpserver.New(build("github"), mcpserver.Options{Name: "test", Version: "1", Handler: echo, KeepAlive: interval})
+	t.Cleanup(p.Close)
+	srv := httptest.NewServer(p.HTTPHandler())
+	t.Cleanup(srv.Close)
+
+	modern := mcptest.Connect(t, mcptest.HTTP(srv.URL, ""), "2026-07-28")
+	toggle := []*registry.Registry{build("gitlab"), build("github")}
+	modern.Subscribe(t, func() { p.Publish(toggle[0]); toggle[0], toggle[1] = toggle[1], toggle[0] })
+
+	pings := make(chan struct{}, 100)
+	old := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil)
+	old.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "ping" {
+				pings <- struct{}{}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := old.Connect(context.Background(), mcptest.HTTP(srv.URL, ""), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Bounded: with the SDK's keepalive, this Close never returned.
+		closed := make(chan struct{})
+		go func() { _ = cs.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Error("closing the 2025-11-25 client hung")
+		}
+	})
+	for i := range 4 {
+		select {
+		case <-pings:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the stateful session got %d keepalive pings, want 4", i)
+		}
+	}
+
+	require.True(t, p.Publish(build("github", "gitlab")))
+	modern.WaitChanged(t)
+	assert.Equal(t, toolapi.Surface("github", "gitlab"), modern.Names(t))
+}
