@@ -7,6 +7,7 @@ package mcptest
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"sync"
 	"testing"
@@ -234,4 +235,16 @@ func FloorServer() (*mcp.Server, func()) {
 		}
 		present = !present
 	}
+}
+
+// Floor serves a FloorServer over streamable HTTP on loopback and returns
+// a client subscribed to it and the toggle that changes its list.
+func Floor(t testing.TB) (*Client, func()) {
+	t.Helper()
+	srv, toggle := FloorServer()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	c := Connect(t, HTTP(hs.URL, ""), "")
+	c.Subscribe(t, toggle)
+	return c, toggle
 }

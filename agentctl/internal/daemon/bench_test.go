@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
@@ -26,23 +23,8 @@ import (
 // debounce. Changes are spaced beyond the publisher's 25 ms throttle, so
 // each is a lone change, not a burst.
 func BenchmarkSetProvidersToListChanged(b *testing.B) {
-	h := newHarness(b)
-	st := h.create(b, spec("bench", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
-	ours := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "bench")), "")
-
-	floor, toggle := mcptest.FloorServer()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor }, nil))
-	b.Cleanup(srv.Close)
-	bare := mcptest.Connect(b, mcptest.HTTP(srv.URL, ""), "")
-
-	gen := uint64(1)
-	sets := [][]string{{"gitlab"}, {"github"}}
-	push := func() {
-		gen++
-		h.push(b, "bench", gen, sets[gen%2]...)
-	}
-	ours.Subscribe(b, push)
-	bare.Subscribe(b, toggle)
+	ours, push := toggledSession(b)
+	bare, toggle := mcptest.Floor(b)
 	var figure, base benchstats.Samples
 	for b.Loop() {
 		figure.Time(func() { push(); ours.WaitChanged(b) })
@@ -58,19 +40,8 @@ func BenchmarkSetProvidersToListChanged(b *testing.B) {
 // client per second and the longest silence between two of them (from
 // the storm's start), for both.
 func BenchmarkStorm(b *testing.B) {
-	h := newHarness(b)
-	st := h.create(b, spec("storm", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
-	ours := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "storm")), "")
-	floor, toggle := mcptest.FloorServer()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor }, nil))
-	b.Cleanup(srv.Close)
-	bare := mcptest.Connect(b, mcptest.HTTP(srv.URL, ""), "")
-
-	gen := uint64(1)
-	sets := [][]string{{"gitlab"}, {"github"}}
-	push := func() { gen++; h.push(b, "storm", gen, sets[gen%2]...) }
-	ours.Subscribe(b, push)
-	bare.Subscribe(b, toggle)
+	ours, push := toggledSession(b)
+	bare, toggle := mcptest.Floor(b)
 	const rate, span = 100, 5 * time.Second
 	for b.Loop() {
 		perSec, gap := runStorm(ours, push, rate, span)
@@ -81,6 +52,20 @@ func BenchmarkStorm(b *testing.B) {
 		b.ReportMetric(float64(floorGap.Milliseconds()), "floor-max-gap-ms")
 		b.ReportMetric(0, "ns/op")
 	}
+}
+
+// toggledSession is a live session on an in-process daemon with a
+// subscribed client, and the push that flips its providers between
+// github and gitlab: a real change each time.
+func toggledSession(b *testing.B) (*mcptest.Client, func()) {
+	h := newHarness(b)
+	st := h.create(b, spec("bench", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	c := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "bench")), "")
+	gen := uint64(1)
+	sets := [][]string{{"gitlab"}, {"github"}}
+	push := func() { gen++; h.push(b, "bench", gen, sets[gen%2]...) }
+	c.Subscribe(b, push)
+	return c, push
 }
 
 // runStorm makes rate changes per second for span and returns the

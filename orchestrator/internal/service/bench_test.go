@@ -3,12 +3,9 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/benchstats"
@@ -46,11 +43,7 @@ func batchRound(b *testing.B, n int) {
 	}
 	floors, toggles := make([]*mcptest.Client, n), make([]func(), n)
 	for i := range floors {
-		srv, toggle := mcptest.FloorServer()
-		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-		b.Cleanup(hs.Close)
-		floors[i], toggles[i] = mcptest.Connect(b, mcptest.HTTP(hs.URL, ""), ""), toggle
-		floors[i].Subscribe(b, toggle)
+		floors[i], toggles[i] = mcptest.Floor(b)
 	}
 
 	var figure, floor, returned benchstats.Samples
