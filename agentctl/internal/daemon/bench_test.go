@@ -148,8 +148,8 @@ func BenchmarkTwoHundredSessions(b *testing.B) {
 		time.Sleep(30 * time.Millisecond) // beyond the publisher's throttle: each push a lone change
 	}
 	benchstats.Report(b, notified, floor)
-	b.ReportMetric(float64(acked.Percentile(50))/float64(time.Microsecond), "acked-p50-us")
-	b.ReportMetric(float64(acked.Percentile(50))/float64(floor.Percentile(50)), "acked-ratio")
+	b.ReportMetric(benchstats.Micros(acked.Percentile(50)), "acked-p50-us")
+	b.ReportMetric(benchstats.Ratio(acked, floor), "acked-ratio")
 	b.ReportMetric(float64(heapSessions)/n/1024, "heap-KB/session")
 }
 

@@ -72,5 +72,5 @@ func batchRound(b *testing.B, n int) {
 	}
 	benchstats.Report(b, figure, floor)
 	b.ReportMetric(float64(recomputes)/2, "recomputes/batch")
-	b.ReportMetric(float64(returned.Percentile(50))/float64(time.Microsecond), "call-return-p50-us")
+	b.ReportMetric(benchstats.Micros(returned.Percentile(50)), "call-return-p50-us")
 }
