@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -47,7 +44,8 @@ func BenchmarkFootprint(b *testing.B) {
 		floorCmd := exec.Command(floorBin, "wait")
 		stdin, err := floorCmd.StdinPipe()
 		require.NoError(b, err)
-		floorRSS := rssOf(b, floorCmd, func(string) {})
+		_, _ = firstLine(b, floorCmd)
+		floorRSS := vmRSS(b, floorCmd.Process.Pid)
 		_ = stdin.Close()
 		_ = floorCmd.Wait()
 
@@ -55,9 +53,10 @@ func BenchmarkFootprint(b *testing.B) {
 		cmd := exec.Command(bin, "serve", "--state-dir", b.TempDir(), "--log-level", "error")
 		cmd.Env = append(withoutSecret(os.Environ()), daemon.EnvSecret+"="+secret)
 		var rss1, rss10 float64
-		rssOf(b, cmd, func(readyLine string) {
+		func() {
 			var ready Ready
-			require.NoError(b, json.Unmarshal([]byte(readyLine), &ready))
+			line, logs := firstLine(b, cmd)
+			require.NoError(b, json.Unmarshal([]byte(line), &ready), "readiness line %q; logs: %s", line, logs.String())
 			conn, err := grpc.NewClient(ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
 			require.NoError(b, err)
@@ -73,7 +72,7 @@ func BenchmarkFootprint(b *testing.B) {
 				}
 			}
 			rss10 = vmRSS(b, cmd.Process.Pid)
-		})
+		}()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		b.ReportMetric(floorRSS/1e6, "floor-rss-MB")
@@ -88,27 +87,6 @@ func fileSize(b *testing.B, path string) int64 {
 	fi, err := os.Stat(path)
 	require.NoError(b, err)
 	return fi.Size()
-}
-
-// rssOf starts cmd, waits for its first stdout line, runs then with it and
-// returns the process's resident set size afterwards, in bytes.
-func rssOf(b *testing.B, cmd *exec.Cmd, then func(readyLine string)) float64 {
-	b.Helper()
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(b, cmd.Start())
-	line := make(chan string, 1)
-	go func() { l, _ := bufio.NewReader(stdout).ReadString('\n'); line <- l }()
-	select {
-	case l := <-line:
-		then(l)
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		b.Fatalf("%s: no readiness line: %s", cmd.Path, stderr.String())
-	}
-	return vmRSS(b, cmd.Process.Pid)
 }
 
 // vmRSS reads VmRSS from /proc (Linux), in bytes.

@@ -96,12 +96,25 @@ func spawnDaemon(t *testing.T, args, env []string) *daemonProcess {
 	state := t.TempDir()
 	cmd := agentctl(context.Background(), append([]string{"serve", "--state-dir", state}, args...)...)
 	cmd.Env = append(withoutSecret(cmd.Env), env...)
+	p := &daemonProcess{cmd: cmd, state: state}
+	l, logs := firstLine(t, cmd)
+	require.NoError(t, json.Unmarshal([]byte(l), &p.ready), "readiness line %q; logs: %s", l, logs.String())
+	assert.Equal(t, Contract, p.ready.Protocol)
+	assert.Equal(t, cmd.Process.Pid, p.ready.PID)
+	assert.True(t, strings.HasPrefix(p.ready.Addr, "127.0.0.1:"), "binds loopback by default: %s", p.ready.Addr)
+	return p
+}
+
+// firstLine starts cmd, kills it when the test ends if it still runs, and
+// returns the first line it prints on stdout (its readiness line) and its
+// stderr so far and to come.
+func firstLine(t testing.TB, cmd *exec.Cmd) (string, *testutil.SyncBuffer) {
+	t.Helper()
 	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &daemonProcess{cmd: cmd, state: state}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
@@ -112,14 +125,11 @@ func spawnDaemon(t *testing.T, args, env []string) *daemonProcess {
 	go func() { l, _ := bufio.NewReader(stdout).ReadString('\n'); line <- l }()
 	select {
 	case l := <-line:
-		require.NoError(t, json.Unmarshal([]byte(l), &p.ready), "readiness line %q; logs: %s", l, logs.String())
+		return l, logs
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no readiness line; logs: %s", logs.String())
+		t.Fatalf("%s printed no line; stderr: %s", cmd.Path, logs.String())
+		return "", logs
 	}
-	assert.Equal(t, Contract, p.ready.Protocol)
-	assert.Equal(t, cmd.Process.Pid, p.ready.PID)
-	assert.True(t, strings.HasPrefix(p.ready.Addr, "127.0.0.1:"), "binds loopback by default: %s", p.ready.Addr)
-	return p
 }
 
 func withoutSecret(env []string) []string {
