@@ -36,9 +36,15 @@ run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenar
 serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
 	$(OUT)/toolscope serve --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
+# Reliability tests record one figure per case (testutil.Figure); `make
+# test` collects them here and prints them after the run.
+FIGURES := $(CURDIR)/bench/figures.txt
+
 .PHONY: test
-test: ## run every test with -race
-	$(GO) test -race -count=1 $(PKGS)
+test: ## run every test with -race, then print the reliability figures
+	@mkdir -p bench && rm -f $(FIGURES)
+	TOOLSCOPE_FIGURES=$(FIGURES) $(GO) test -race -count=1 $(PKGS)
+	@if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi
 
 # Benchmarks as PACKAGE:PATTERN:BENCHTIME; each figure is timed against its
 # floor in the same process (see docs/benchmarks.md).
