@@ -192,13 +192,21 @@ type ToolResult struct {
 // CallHandler answers the tool calls of a backend's sessions.
 type CallHandler func(ctx context.Context, call ToolCall) ToolResult
 
-// SessionEvent is something agentctl reports about a session.
+// SessionEvent is something agentctl, or the backend, reports about a
+// session.
 type SessionEvent struct {
 	SessionID string
-	// Kind is "agent_exited" or "tools_changed".
+	// Kind is "agent_exited", "tools_changed", "client_connected" (from
+	// agentctl) or EventLost (from the backend).
 	Kind    string
 	Message string
 }
+
+// EventLost is the kind of event a backend sends, on its own, when it sees
+// a launched session's agentctl end without being stopped (the process or
+// container died). Message says why. Backends that cannot see that (remote
+// hosts) report the loss from Inspect and pushes instead.
+const EventLost = "lost"
 
 // EventHandler receives session events.
 type EventHandler func(SessionEvent)

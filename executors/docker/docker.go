@@ -97,13 +97,14 @@ type Executor struct {
 }
 
 type session struct {
-	st      state
-	link    *agentlink.Link
-	mcpURL  string // as reachable from the host
-	exit    chan struct{}
-	cause   string
-	stopped bool // guarded by Executor.mu
-	cancel  context.CancelFunc
+	st       state
+	link     *agentlink.Link
+	mcpURL   string // as reachable from the host
+	exit     chan struct{}
+	cause    string
+	stopped  bool // guarded by Executor.mu
+	stopping bool // guarded by Executor.mu: Stop was called, so an exit is no loss
+	cancel   context.CancelFunc
 }
 
 func (s *session) gone() bool {
@@ -328,6 +329,12 @@ func (e *Executor) watch(ctx context.Context, s *session) {
 	}
 	close(s.exit)
 	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", s.cause)
+	e.mu.Lock()
+	ours := e.sessions[s.st.ContainerID] == s && !s.stopping && !s.stopped
+	e.mu.Unlock()
+	if ours && e.opts.Events != nil {
+		e.opts.Events(executors.SessionEvent{SessionID: s.st.SessionID, Kind: executors.EventLost, Message: s.cause})
+	}
 }
 
 func published(inspect container.InspectResponse, port string) (string, error) {
@@ -422,6 +429,9 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	} else if err != nil {
 		return err
 	}
+	e.mu.Lock()
+	s.stopping = true
+	e.mu.Unlock()
 	if !s.gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
 		_ = s.link.StopSession(stopCtx, s.st.SessionID)

@@ -28,8 +28,8 @@ func TestConformance(t *testing.T) {
 	stateDir := t.TempDir()
 	var current *docker.Executor
 	executortest.Run(t, executortest.Backend{
-		New: func(t *testing.T, calls executors.CallHandler) executors.Executor {
-			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, OrchestratorID: "docker-conformance"})
+		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
+			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: "docker-conformance"})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			current = e
@@ -38,7 +38,8 @@ func TestConformance(t *testing.T) {
 		Kill: func(t *testing.T, h executors.Handle) {
 			require.NoError(t, current.Kill(context.Background(), h))
 		},
-		Prepare: func(s *executors.Spec) { s.Image = image },
+		Prepare:     func(s *executors.Spec) { s.Image = image },
+		ReportsLoss: true,
 	})
 
 	// Every container the suite created was removed.

@@ -21,18 +21,24 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // Backend is what the suite needs from a backend under test.
 type Backend struct {
-	// New returns an executor answering tool calls with calls. Calling it
-	// again must behave like a restarted orchestrator: a new process over
-	// the same persisted state, able to Reattach earlier handles.
-	New func(t *testing.T, calls executors.CallHandler) executors.Executor
+	// New returns an executor answering tool calls with calls and sending
+	// session events to events (which may be nil). Calling it again must
+	// behave like a restarted orchestrator: a new process over the same
+	// persisted state, able to Reattach earlier handles.
+	New func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor
 	// Kill ends a session's agentctl abruptly, as a crash or a lost host
 	// would.
 	Kill func(t *testing.T, h executors.Handle)
+	// ReportsLoss says the backend sends executors.EventLost on its own
+	// when a session's agentctl dies; the suite then requires that event
+	// within LossDeadline of the kill.
+	ReportsLoss bool
 	// Prepare adapts a spec to the backend (an image, for example); may
 	// be nil.
 	Prepare func(spec *executors.Spec)
@@ -56,6 +62,12 @@ var surfaces = map[string][]string{
 	"gitlab":        toolapi.Surface("gitlab"),
 	"github,gitlab": toolapi.Surface("github", "gitlab"),
 }
+
+// LossDeadline bounds how long after a kill a backend may take to report a
+// session lost.
+const LossDeadline = 2 * time.Second
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
 // Run runs the suite. Cases run one after another: backends are heavy.
 func Run(t *testing.T, b Backend) {
@@ -94,7 +106,7 @@ func Run(t *testing.T, b Backend) {
 	}
 
 	t.Run("launch carries providers and mode into agentctl's registry", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		e := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github,gitlab", 7)
 		s.Mode = executors.ModePlan
 		h, st := launch(t, e, s)
@@ -111,7 +123,7 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("SetProviders reaches a connected client as list_changed", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))
 		c := connect(t, st)
 		gen := uint64(1)
@@ -136,7 +148,7 @@ func Run(t *testing.T, b Backend) {
 
 	t.Run("tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
 		rec := &recorder{}
-		e := b.New(t, rec.handle)
+		e := b.New(t, rec.handle, nil)
 		s := spec("gitlab", 1)
 		_, st := launch(t, e, s)
 		c := connect(t, st)
@@ -151,7 +163,7 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		e := b.New(t, (&recorder{}).handle, nil)
 		n, ok := e.(executors.Notifier)
 		if !ok {
 			t.Skipf("%s is not an executors.Notifier", e.Name())
@@ -168,7 +180,7 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("stop", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		e := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, e, spec("github", 1))
 		require.NoError(t, e.Stop(ctx(t), h))
 		st, err := e.Inspect(ctx(t), h)
@@ -178,14 +190,34 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("agentctl killed: the session is lost; relaunch repairs it", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		lost := make(chan executors.SessionEvent, 8)
+		e := b.New(t, (&recorder{}).handle, func(ev executors.SessionEvent) {
+			if ev.Kind == executors.EventLost {
+				lost <- ev
+			}
+		})
 		s := spec("github", 1)
 		h, _ := launch(t, e, s)
+		killing := time.Now()
 		b.Kill(t, h)
+		killed := time.Now()
+		if b.ReportsLoss {
+			select {
+			case ev := <-lost:
+				assert.Equal(t, s.SessionID, ev.SessionID)
+				assert.NotEmpty(t, ev.Message, "a loss says why")
+				testutil.Figure(t, e.Name()+" executor: agentctl killed", "lost event %s after the kill began (bound %s)", ms(time.Since(killing)), LossDeadline)
+			case <-time.After(LossDeadline - time.Since(killing)):
+				t.Fatalf("no %q event within %s of the kill", executors.EventLost, LossDeadline)
+			}
+		}
 		require.Eventually(t, func() bool {
 			st, err := e.Inspect(ctx(t), h)
 			return err == nil && st.Phase == executors.PhaseLost
-		}, time.Minute, 20*time.Millisecond, "a killed agentctl must be reported lost")
+		}, LossDeadline, 10*time.Millisecond, "a killed agentctl must be reported lost within %s", LossDeadline)
+		if !b.ReportsLoss {
+			testutil.Figure(t, e.Name()+" executor: agentctl killed", "Inspect reports lost %s after the kill (bound %s)", ms(time.Since(killed)), LossDeadline)
+		}
 		_, err := e.SetProviders(ctx(t), h, providers.Of("gitlab"), 2)
 		assert.Error(t, err, "no push reaches a lost session")
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a lost session succeeds")
@@ -198,14 +230,14 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("a restarted orchestrator re-attaches", func(t *testing.T) {
-		first := b.New(t, (&recorder{}).handle)
+		first := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github", 1)
 		h, st := launch(t, first, s)
 		c := connect(t, st)
 		require.NoError(t, first.Close())
 
 		rec := &recorder{}
-		second := b.New(t, rec.handle)
+		second := b.New(t, rec.handle, nil)
 		require.NoError(t, second.Reattach(ctx(t), h))
 		t.Cleanup(func() { _ = second.Stop(context.Background(), h) })
 		st, err := second.Inspect(ctx(t), h)
@@ -229,11 +261,11 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("re-attaching to a dead session reports it lost", func(t *testing.T) {
-		first := b.New(t, (&recorder{}).handle)
+		first := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, first, spec("gitlab", 1))
 		require.NoError(t, first.Close())
 		b.Kill(t, h)
-		second := b.New(t, (&recorder{}).handle)
+		second := b.New(t, (&recorder{}).handle, nil)
 		require.Eventually(t, func() bool {
 			err := second.Reattach(ctx(t), h)
 			return errors.Is(err, executors.ErrLost)
@@ -241,7 +273,7 @@ func Run(t *testing.T, b Backend) {
 	})
 
 	t.Run("bad specs are refused before anything starts", func(t *testing.T) {
-		e := b.New(t, (&recorder{}).handle)
+		e := b.New(t, (&recorder{}).handle, nil)
 		bad := spec("github", 1)
 		bad.Mode = "turbo"
 		_, _, err := e.Launch(ctx(t), bad, nil)

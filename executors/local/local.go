@@ -84,7 +84,8 @@ type session struct {
 	done  chan struct{} // closed when the orchestrator lets go of the session
 	once  sync.Once
 
-	stopped bool // guarded by Executor.mu
+	stopped  bool // guarded by Executor.mu
+	stopping bool // guarded by Executor.mu: Stop was called, so an exit is no loss
 }
 
 func (s *session) release() { s.once.Do(func() { close(s.done) }) }
@@ -187,6 +188,7 @@ func (e *Executor) start(ctx context.Context, id, dir, secretFile string) (*sess
 		s.cause = fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err))
 		close(s.exit)
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
+		e.lost(s)
 	}()
 
 	ready := make(chan string, 1)
@@ -323,6 +325,9 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	} else if err != nil {
 		return err
 	}
+	e.mu.Lock()
+	s.stopping = true
+	e.mu.Unlock()
 	if !s.gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
 		_ = s.link.StopSession(stopCtx, s.id)
@@ -334,6 +339,17 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// lost reports a session whose agentctl ended on its own: one this
+// executor launched or re-attached, still holds, and was not stopping.
+func (e *Executor) lost(s *session) {
+	e.mu.Lock()
+	ours := e.sessions[s.id] == s && !s.stopping && !s.stopped
+	e.mu.Unlock()
+	if ours && e.opts.Events != nil {
+		e.opts.Events(executors.SessionEvent{SessionID: s.id, Kind: executors.EventLost, Message: s.cause})
+	}
 }
 
 // kill ends agentctl's process group: SIGTERM, then SIGKILL after grace.
@@ -407,6 +423,7 @@ func (e *Executor) watch(s *session) {
 		if !alive(s.st.PID) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
 			close(s.exit)
+			e.lost(s)
 			return
 		}
 	}

@@ -23,8 +23,8 @@ func TestConformance(t *testing.T) {
 	agentctl := executortest.Agentctl(t)
 	stateDir := t.TempDir() // shared by every executor: a restart keeps it
 	executortest.Run(t, executortest.Backend{
-		New: func(t *testing.T, calls executors.CallHandler) executors.Executor {
-			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, Calls: calls, OrchestratorID: t.Name()})
+		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
+			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, Calls: calls, Events: events, OrchestratorID: t.Name()})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			return e
@@ -36,5 +36,6 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, json.Unmarshal(h.State, &st))
 			require.NoError(t, syscall.Kill(-st.PID, syscall.SIGKILL))
 		},
+		ReportsLoss: true,
 	})
 }

@@ -97,7 +97,9 @@ func (h *host) executor(t testing.TB, calls executors.CallHandler) *remote.Execu
 func TestConformance(t *testing.T) {
 	h := startHost(t)
 	executortest.Run(t, executortest.Backend{
-		New: func(t *testing.T, calls executors.CallHandler) executors.Executor { return h.executor(t, calls) },
+		New: func(t *testing.T, calls executors.CallHandler, _ executors.EventHandler) executors.Executor {
+			return h.executor(t, calls)
+		},
 		// The daemon crashes and its host brings it back, empty.
 		Kill: func(t *testing.T, _ executors.Handle) {
 			ctx := context.Background()

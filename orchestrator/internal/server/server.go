@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -101,7 +102,7 @@ func DefaultDataDir() (string, error) {
 }
 
 // newDocker enables the docker executor when a Docker engine answers.
-func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, id string, log *slog.Logger) (*docker.Executor, error) {
+func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*docker.Executor, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, err
@@ -114,11 +115,11 @@ func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, id stri
 	}
 	return docker.New(docker.Options{
 		Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "containers"), Client: cli,
-		Calls: d.CallHandler, OrchestratorID: id, Log: log,
+		Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log,
 	})
 }
 
-func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, id string, log *slog.Logger) (*remote.Executor, error) {
+func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*remote.Executor, error) {
 	if rc.CertFile == "" || rc.KeyFile == "" || rc.CA == "" {
 		return nil, errdefs.InvalidField("remote", "needs --remote-cert, --remote-key and --remote-ca (create them with 'toolscope certs')")
 	}
@@ -134,7 +135,7 @@ func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, id string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	return remote.New(remote.Options{Addr: rc.Addr, TLS: tlsCfg, Calls: d.CallHandler, OrchestratorID: id, Log: log})
+	return remote.New(remote.Options{Addr: rc.Addr, TLS: tlsCfg, Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log})
 }
 
 // Ready describes a server that accepts connections.
@@ -169,6 +170,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	defer st.Close()
 
 	dispatcher := toolcalls.New(st, log)
+	// Backends report sessions lost on their own; the service (created
+	// below, before anything is launched or re-attached) records them.
+	var eventsTo atomic.Pointer[service.Service]
+	sessionEvents := func(ev executors.SessionEvent) {
+		if s := eventsTo.Load(); s != nil {
+			s.SessionEvent(ev)
+		}
+	}
 	execs := map[string]executors.Executor{}
 	if cfg.Agentctl == "" {
 		if found, err := FindAgentctl(); err != nil {
@@ -181,14 +190,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,
-			OrchestratorID: orchestratorID, Log: log,
+			Events: sessionEvents, OrchestratorID: orchestratorID, Log: log,
 		})
 		if err != nil {
 			return fmt.Errorf("local executor: %w", err)
 		}
 		defer localExec.Close()
 		execs[local.Name] = localExec
-		if dockerExec, err := newDocker(ctx, cfg, dispatcher, orchestratorID, log); err != nil {
+		if dockerExec, err := newDocker(ctx, cfg, dispatcher, sessionEvents, orchestratorID, log); err != nil {
 			log.Warn("the docker executor is off", "reason", err.Error())
 		} else {
 			defer dockerExec.Close()
@@ -196,7 +205,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		}
 	}
 	if cfg.Remote.Addr != "" {
-		remoteExec, err := newRemote(cfg.Remote, dispatcher, orchestratorID, log)
+		remoteExec, err := newRemote(cfg.Remote, dispatcher, sessionEvents, orchestratorID, log)
 		if err != nil {
 			return fmt.Errorf("remote executor: %w", err)
 		}
@@ -207,6 +216,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Info("executor on", "executor", name)
 	}
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs})
+	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
 		res, err := svc.AddSources(ctx, taskID, repoIDs)
 		return res.Task.Providers, err

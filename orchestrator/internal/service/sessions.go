@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -319,6 +320,24 @@ func (s *Service) markLost(ctx context.Context, sess model.Session, reason strin
 		return sess
 	}
 	return updated
+}
+
+// SessionEvent takes what a backend reports about a session on its own.
+// A lost session (its agentctl died) is recorded failed and in need of
+// repair at once, with a session_ended event, so watchers learn it without
+// anyone asking; ResumeSession relaunches it with the task's current set.
+func (s *Service) SessionEvent(ev executors.SessionEvent) {
+	if ev.Kind != executors.EventLost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sess, err := s.store.GetSession(ctx, ev.SessionID)
+	if err != nil || sess.State != model.SessionRunning {
+		return // unknown, or launching (the launch records its own outcome), or ended
+	}
+	s.log.WarnContext(ctx, "session lost", "session_id", sess.ID, "task_id", sess.TaskID, "reason", ev.Message)
+	s.markLost(ctx, sess, ev.Message)
 }
 
 // Reattach takes over the running sessions an earlier orchestrator process
