@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -79,7 +80,7 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 		return nil, errdefs.RequiredField("data_dir")
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("open data dir %s: %w", dataDir, err)
+		return nil, hostError(dataDir, err)
 	}
 	path := filepath.Join(dataDir, FileName)
 	src, err := fs.Sub(migrations, "migrations")
@@ -91,7 +92,7 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err := checkExisting(ctx, path, latest); err != nil {
-		return nil, err
+		return nil, hostError(path, err)
 	}
 
 	w, err := sql.Open("sqlite", dsn(path, false))
@@ -107,6 +108,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	s := &Store{w: w, r: r, path: path, opts: opts}
 	if err := s.migrate(ctx, src); err != nil {
 		_ = s.Close()
+		if h := hostError(path, err); h != err {
+			return nil, h
+		}
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
 	return s, nil
@@ -236,15 +240,16 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 	defer s.mu.Unlock()
 	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return hostError(s.path, err)
 	}
 	t := &tx{Tx: sqlTx, now: time.Now().UTC()}
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
-		return err
+		return hostError(s.path, err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return err
+		_ = sqlTx.Rollback()
+		return hostError(s.path, err)
 	}
 	if s.opts.OnCommit != nil && len(t.events) > 0 {
 		s.opts.OnCommit(t.events)
@@ -288,6 +293,48 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return time.Parse(timeLayout, s)
+}
+
+// hostError turns the failures an operator fixes on the host — a full
+// disk, a read-only file or file system, an I/O error, a file that cannot
+// be opened — into errdefs.ErrUnavailable errors that name the file and
+// say what to do. SQLite rolls the transaction back in each case, so
+// nothing is half-written. Any other error is returned unchanged.
+func hostError(path string, err error) error {
+	var se *sqlite.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%s is on a read-only file system; make it writable: %w", path, errdefs.ErrUnavailable)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s is read-only for this user; make it writable: %w", path, errdefs.ErrUnavailable)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("the disk is full at %s; free space there and retry: %w", path, errdefs.ErrUnavailable)
+	case !errors.As(err, &se):
+		return err
+	}
+	code := se.Code() & 0xff
+	if code == sqlite3.SQLITE_READONLY || code == sqlite3.SQLITE_CANTOPEN || code == sqlite3.SQLITE_IOERR {
+		// SQLite says only that it could not open or write; ask the host why.
+		for _, p := range []string{path, filepath.Dir(path)} {
+			switch err := syscall.Access(p, 2 /* W_OK */); {
+			case errors.Is(err, syscall.EROFS):
+				return fmt.Errorf("%s is on a read-only file system (%v); make it writable: %w", path, se, errdefs.ErrUnavailable)
+			case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+				return fmt.Errorf("%s is read-only for this user (%v); make %s writable: %w", path, se, p, errdefs.ErrUnavailable)
+			}
+		}
+	}
+	switch code {
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("the disk is full at %s (%v); free space there and retry: %w", path, se, errdefs.ErrUnavailable)
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%s is read-only (%v); make the file and its directory writable: %w", path, se, errdefs.ErrUnavailable)
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+		return fmt.Errorf("%s cannot be read or written (%v); check the file, its directory and the disk: %w", path, se, errdefs.ErrUnavailable)
+	}
+	return err
 }
 
 // isConstraint reports whether err is the SQLite extended result code.
