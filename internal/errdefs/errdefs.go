@@ -19,6 +19,9 @@ var (
 	ErrUnavailable        = errors.New("unavailable")
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrPermissionDenied   = errors.New("permission denied")
+	// ErrResourceExhausted is a configured limit reached (sessions per
+	// agentctl, say); the message names the limit and how to raise it.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // FieldError is an invalid argument that names the request field at fault.

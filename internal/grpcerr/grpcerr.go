@@ -31,6 +31,7 @@ var classes = []struct {
 	{errdefs.ErrUnavailable, codes.Unavailable},
 	{errdefs.ErrUnauthenticated, codes.Unauthenticated},
 	{errdefs.ErrPermissionDenied, codes.PermissionDenied},
+	{errdefs.ErrResourceExhausted, codes.ResourceExhausted},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 }

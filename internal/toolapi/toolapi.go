@@ -16,6 +16,23 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
+// MaxArgumentBytes bounds one tool call's arguments, as JSON. agentctl
+// refuses larger arguments before they leave the host and the orchestrator
+// checks again; both answer CodeArgumentsTooLarge. It leaves room for the
+// longest text a provider takes: GitHub's 65,536-character bodies and
+// comments in any script, GitLab's 1,000,000-character descriptions in
+// ASCII.
+const MaxArgumentBytes = 1 << 20
+
+// CodeArgumentsTooLarge is the stable code of a call refused for
+// arguments over MaxArgumentBytes.
+const CodeArgumentsTooLarge = "arguments_too_large"
+
+// ArgumentsTooLarge is the refusal's message for arguments of n bytes.
+func ArgumentsTooLarge(n int) string {
+	return fmt.Sprintf("the arguments are %d bytes; the limit is %d: shorten the text or split the work into several calls", n, MaxArgumentBytes)
+}
+
 // TaskInfo is the result of task_info.
 type TaskInfo struct {
 	TaskID       string       `json:"task_id"`

@@ -96,7 +96,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
-		mcpPort                                         int
+		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
 	)
 	cmd := &cobra.Command{
@@ -136,7 +136,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
-				CallTimeout: callTimeout, Logger: log,
+				CallTimeout: callTimeout, MaxSessions: maxSessions, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -181,6 +181,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
 	f.IntVar(&mcpPort, "mcp-port", 0, "fixed MCP port (one session only, for containers that publish it); 0 picks one per session")
+	f.IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "most sessions hosted at once; more are refused with RESOURCE_EXHAUSTED")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")

@@ -71,8 +71,17 @@ type Options struct {
 	CallTimeout time.Duration
 	// StopGrace is how long an agent gets between SIGTERM and SIGKILL.
 	StopGrace time.Duration
-	Logger    *slog.Logger
+	// MaxSessions bounds the sessions hosted at once (stopped ones do not
+	// count); DefaultMaxSessions if zero.
+	MaxSessions int
+	Logger      *slog.Logger
 }
+
+// DefaultMaxSessions is how many sessions one agentctl hosts at once
+// unless told otherwise: each runs an agent, an MCP endpoint and its
+// clients, so a host is better protected by a bound it can raise than by
+// none.
+const DefaultMaxSessions = 64
 
 // Daemon hosts sessions. It is safe for concurrent use.
 type Daemon struct {
@@ -104,6 +113,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 5 * time.Second
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -176,6 +188,17 @@ func (d *Daemon) Close() {
 	wg.Wait()
 }
 
+// liveLocked counts the sessions not stopped; d.mu is held.
+func (d *Daemon) liveLocked() int {
+	n := 0
+	for _, s := range d.sessions {
+		if !s.isStopped() {
+			n++
+		}
+	}
+	return n
+}
+
 func (d *Daemon) lookup(id string) (*session, error) {
 	if id == "" {
 		return nil, errdefs.RequiredField("session_id")
@@ -225,6 +248,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	if _, exists := d.sessions[s.id]; exists {
 		d.mu.Unlock()
 		return nil, errdefs.AlreadyExists("session %q is already hosted here", s.id)
+	}
+	if n := d.liveLocked(); n >= d.opts.MaxSessions {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("this agentctl already hosts %d sessions, its limit (agentctl serve --max-sessions); stop one or use another host: %w",
+			n, errdefs.ErrResourceExhausted)
 	}
 	d.sessions[s.id] = s // reserved; removed again if the start fails
 	d.mu.Unlock()

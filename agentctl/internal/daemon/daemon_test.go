@@ -101,13 +101,20 @@ type harness struct {
 	stateDir string
 }
 
-func newHarness(t testing.TB) *harness {
+func newHarness(t testing.TB) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith lets a test adjust the daemon's options.
+func newHarnessWith(t testing.TB, adjust func(*daemon.Options)) *harness {
 	t.Helper()
 	h := &harness{logs: &testutil.SyncBuffer{}, stateDir: t.TempDir()}
-	d, err := daemon.New(daemon.Options{
+	opts := daemon.Options{
 		Secret: secret, StateDir: h.stateDir, CallTimeout: 10 * time.Second, StopGrace: 5 * time.Second,
 		AgentctlPath: "/usr/local/bin/agentctl", Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
-	})
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	d, err := daemon.New(opts)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

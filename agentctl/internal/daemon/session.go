@@ -30,6 +30,7 @@ import (
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // Environment variables agentctl sets for the agent process.
@@ -241,6 +242,12 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	return nil
 }
 
+func (s *session) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase == agentctlv1.SessionPhase_SESSION_PHASE_STOPPED
+}
+
 // stop ends the agent (SIGTERM to its group, SIGKILL after grace) and the
 // MCP endpoint. It is idempotent.
 func (s *session) stop(grace time.Duration) {
@@ -278,6 +285,9 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 	return func(tool registry.Tool) mcp.ToolHandler {
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			args := req.Params.Arguments
+			if len(args) > toolapi.MaxArgumentBytes {
+				return toolError(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args))), nil
+			}
 			if len(args) == 0 || string(args) == "null" {
 				args = json.RawMessage(`{}`)
 			}

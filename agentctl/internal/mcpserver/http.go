@@ -5,11 +5,19 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // modernProtocol is the first MCP version served statelessly over HTTP
 // (server/discover plus a subscriptions/listen stream).
 const modernProtocol = "2026-07-28"
+
+// MaxRequestBytes bounds the body of one MCP request over HTTP: a tool
+// call's largest arguments (toolapi.MaxArgumentBytes) plus room for the
+// JSON-RPC envelope. A larger body is refused before it is parsed, so no
+// client can make the daemon buffer an unbounded request.
+const MaxRequestBytes = toolapi.MaxArgumentBytes + 64<<10
 
 // HTTPHandler serves the publisher's server over streamable HTTP to
 // clients of every supported protocol version. Requests are routed by their
@@ -30,6 +38,7 @@ func (p *Publisher) HTTPHandler() http.Handler {
 	})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		if r.Header.Get("Mcp-Protocol-Version") >= modernProtocol {
 			stateless.ServeHTTP(w, r)
 			return

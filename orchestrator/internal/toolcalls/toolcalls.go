@@ -192,6 +192,9 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 		return fail(CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
 	}
 	args := c.Arguments
+	if len(args) > toolapi.MaxArgumentBytes {
+		return fail(toolapi.CodeArgumentsTooLarge, "%s", toolapi.ArgumentsTooLarge(len(args)))
+	}
 	if trimmed := strings.TrimSpace(string(args)); trimmed == "" || trimmed == "null" {
 		args = json.RawMessage(`{}`)
 	}
