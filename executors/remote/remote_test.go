@@ -6,20 +6,24 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/remote"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -112,16 +116,23 @@ func TestConformance(t *testing.T) {
 
 // TestNetworkCutIsLostThenRecovered freezes the remote host (its
 // connections hang, as in a partition): the session is reported lost; when
-// the host answers again the session is running again.
+// the host answers again the session is running again, pushes apply and
+// the agent's tool calls reach the orchestrator again.
 func TestNetworkCutIsLostThenRecovered(t *testing.T) {
 	h := startHost(t)
-	e := h.executor(t, nil)
+	var answered atomic.Int32
+	e := h.executor(t, func(_ context.Context, c executors.ToolCall) executors.ToolResult {
+		answered.Add(1)
+		return executors.ToolResult{Text: "answered " + c.Tool}
+	})
 	ctx := context.Background()
-	handle, _, err := e.Launch(ctx, executors.Spec{SessionID: "cut", TaskID: "task_cut", Mode: executors.ModeTask,
+	handle, st, err := e.Launch(ctx, executors.Spec{SessionID: "cut", TaskID: "task_cut", Mode: executors.ModeTask,
 		Providers: providers.Of("github"), Generation: 1}, nil)
 	require.NoError(t, err)
+	agent := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "2025-11-25")
 
 	require.NoError(t, h.cli.ContainerPause(ctx, h.id))
+	cut := time.Now()
 	paused := true
 	t.Cleanup(func() {
 		if paused {
@@ -132,16 +143,27 @@ func TestNetworkCutIsLostThenRecovered(t *testing.T) {
 		st, err := e.Inspect(ctx, handle)
 		return err == nil && st.Phase == executors.PhaseLost
 	}, 30*time.Second, 50*time.Millisecond, "an unreachable host makes the session lost")
+	lost := time.Since(cut)
 
 	require.NoError(t, h.cli.ContainerUnpause(ctx, h.id))
+	restored := time.Now()
 	paused = false
 	require.Eventually(t, func() bool {
 		st, err := e.Inspect(ctx, handle)
 		return err == nil && st.Phase == executors.PhaseRunning
 	}, 60*time.Second, 50*time.Millisecond, "the session recovers when the host answers again")
+	running := time.Since(restored)
 	res, err := e.SetProviders(ctx, handle, providers.Of("gitlab"), 2)
 	require.NoError(t, err)
 	assert.True(t, res.ToolsChanged)
+	require.Eventually(t, func() bool {
+		r, err := agent.Session.CallTool(ctx, &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+		return err == nil && !r.IsError
+	}, 30*time.Second, 20*time.Millisecond, "the agent's calls reach the orchestrator again")
+	calls := time.Since(restored)
+	assert.Positive(t, answered.Load())
+	testutil.Figure(t, "remote host network cut", "reported lost %d ms after the cut (probe timeout 1 s); running again %d ms after restoring, push applied, agent's calls answered again after %d ms",
+		lost.Milliseconds(), running.Milliseconds(), calls.Milliseconds())
 }
 
 func TestWrongCertificateIsRefused(t *testing.T) {
