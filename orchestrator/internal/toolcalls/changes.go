@@ -20,7 +20,10 @@ type providerTool struct {
 	provider providers.Provider
 	// needsChange: the tool acts on the task's existing change request.
 	needsChange bool
-	handle      func(ctx context.Context, c *changeCall, args json.RawMessage) Result
+	// repoOnly: repository_id is the tool's only argument; anything else
+	// is refused, as agentctl's schema does.
+	repoOnly bool
+	handle   func(ctx context.Context, c *changeCall, args json.RawMessage) Result
 }
 
 // changeCall is an authorized provider call: the repository it targets,
@@ -44,11 +47,11 @@ func init() {
 		names    [7]string
 	}{{providers.GitHub, toolapi.GitHubTools}, {providers.GitLab, toolapi.GitLabTools}} {
 		providerTools[p.names[0]] = providerTool{provider: p.provider, handle: createChange}
-		providerTools[p.names[1]] = providerTool{provider: p.provider, needsChange: true, handle: changeStatus}
-		providerTools[p.names[2]] = providerTool{provider: p.provider, needsChange: true, handle: listComments}
+		providerTools[p.names[1]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: changeStatus}
+		providerTools[p.names[2]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: listComments}
 		providerTools[p.names[3]] = providerTool{provider: p.provider, needsChange: true, handle: reply}
 		providerTools[p.names[4]] = providerTool{provider: p.provider, needsChange: true, handle: requestReviewers}
-		providerTools[p.names[5]] = providerTool{provider: p.provider, needsChange: true, handle: automation}
+		providerTools[p.names[5]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: automation}
 		providerTools[p.names[6]] = providerTool{provider: p.provider, needsChange: true, handle: setAutomation}
 	}
 }
@@ -59,7 +62,11 @@ func init() {
 // only then lets the handler reach the provider's API.
 func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t providerTool, args json.RawMessage) Result {
 	var sel toolapi.RepoArgs
-	if err := json.Unmarshal(args, &sel); err != nil {
+	if t.repoOnly {
+		if err := decode(args, &sel); err != nil {
+			return fail(CodeInvalidArguments, "%v", err)
+		}
+	} else if err := json.Unmarshal(args, &sel); err != nil {
 		return fail(CodeInvalidArguments, "repository_id must be a string")
 	}
 	repo, res, ok := d.targetRepository(s.task, t.provider, sel.RepositoryID)
@@ -264,6 +271,11 @@ func requestReviewers(ctx context.Context, c *changeCall, args json.RawMessage) 
 	}
 	if len(in.Reviewers) == 0 {
 		return fail(CodeInvalidArguments, "reviewers: name at least one username")
+	}
+	for i, r := range in.Reviewers {
+		if strings.TrimSpace(r) == "" {
+			return fail(CodeInvalidArguments, "reviewers[%d]: is blank; name a username", i)
+		}
 	}
 	got, err := c.client.RequestReviewers(ctx, forge.Repo{Path: c.repo.Path}, c.change.Number, in.Reviewers)
 	if err != nil {

@@ -106,6 +106,10 @@ var tools = map[string]handler{
 	"task_inbox":       inbox,
 }
 
+// noArguments are the task tools that take no arguments; anything given is
+// refused, as agentctl's schemas do.
+var noArguments = map[string]bool{"task_info": true, "session_info": true, "task_inbox": true}
+
 func inbox(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
 	prompts, err := d.store.TakePrompts(ctx, s.task.ID)
 	if err != nil {
@@ -207,6 +211,11 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 	}
 	s := scope{session: sess, task: task}
 	if h, ok := tools[c.Tool]; ok {
+		if noArguments[c.Tool] {
+			if err := decode(args, &struct{}{}); err != nil {
+				return fail(CodeInvalidArguments, "%s takes no arguments: %v", c.Tool, err)
+			}
+		}
 		return h(ctx, d, s, args)
 	}
 	if pt, ok := providerTools[c.Tool]; ok {

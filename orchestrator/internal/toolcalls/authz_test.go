@@ -1,0 +1,218 @@
+package toolcalls
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// matrixTools enumerates every tool the dispatcher answers, from its own
+// tables (not from a list kept by the test), and checks them against the
+// surface an agent can be shown, so a new tool cannot escape the matrix.
+func matrixTools(t *testing.T) []string {
+	t.Helper()
+	taskTools := slices.Sorted(maps.Keys(tools))
+	provTools := slices.Sorted(maps.Keys(providerTools))
+	require.Len(t, taskTools, 4, "task tools answered by the dispatcher: %v", taskTools)
+	require.Len(t, provTools, 14, "provider tools answered by the dispatcher: %v", provTools)
+	all := slices.Sorted(slices.Values(append(taskTools, provTools...)))
+	require.Equal(t, toolapi.Surface("github", "gitlab"), all,
+		"the dispatcher answers exactly the tools an agent with both providers is shown")
+	return all
+}
+
+// TestAuthorizationMatrix: every tool × {right task, other task, no
+// session, revoked session, provider not on task} is allowed — and
+// answered — only for the right task; every refusal carries its stable
+// code and makes no request to GitHub or GitLab.
+//
+// "Provider not on task" applies to the 14 provider tools only: the 4
+// task tools (task_info, session_info, task_inbox, task_add_sources) need
+// no provider, so there is no refusal to expect of them in that column.
+// The "wrong token" column lives at agentctl's MCP endpoint, where the
+// token is checked; see agentctl/internal/daemon's TestWrongTokenMatrix.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	all := matrixTools(t)
+
+	// task_add_sources goes through the store, as the orchestrator's own
+	// AddSources does after its checks.
+	f.d.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
+		task, err := f.st.AddSources(ctx, taskID, repoIDs)
+		return task.Providers, err
+	})
+	extra, err := f.st.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "github.com", Path: "acme/docs"})
+	require.NoError(t, err)
+
+	running := func(task model.Task) model.Session {
+		s, err := f.st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask,
+			State: model.SessionRunning, AgentArgv: []string{"/usr/bin/claude"}})
+		require.NoError(t, err)
+		return s
+	}
+	ended := func(state model.SessionState) model.Session {
+		s := running(f.task)
+		s, err := f.st.UpdateSession(ctx, s.ID, func(s *model.Session) ([]model.Event, error) {
+			s.State = state
+			return nil, nil
+		})
+		require.NoError(t, err)
+		return s
+	}
+	// Another task of the same workspace, on the same repositories, with
+	// its own running session.
+	otherTask, err := f.st.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "other"}, f.github.ID)
+	require.NoError(t, err)
+	otherTask, err = f.st.AddSources(ctx, otherTask.ID, []string{f.gitlab.ID})
+	require.NoError(t, err)
+	otherSession := running(otherTask)
+	stopped, failed := ended(model.SessionStopped), ended(model.SessionFailed)
+	// Tasks without one of the providers, each with a running session.
+	ghOnly, err := f.st.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "github only"}, f.github.ID)
+	require.NoError(t, err)
+	glOnly, err := f.st.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "gitlab only"}, f.gitlab.ID)
+	require.NoError(t, err)
+	ghOnlySession, glOnlySession := running(ghOnly), running(glOnly)
+
+	// Valid arguments for each tool on the right task: with them the call
+	// succeeds against the fake forges. Provider tools name their
+	// repository, as task_add_sources attaches a second GitHub one.
+	thread := map[string]string{}
+	right := map[string]func() map[string]any{
+		"task_info":        func() map[string]any { return nil },
+		"session_info":     func() map[string]any { return nil },
+		"task_inbox":       func() map[string]any { return map[string]any{} },
+		"task_add_sources": func() map[string]any { return map[string]any{"repository_ids": []string{extra.ID}} },
+	}
+	for _, p := range []struct {
+		tools    [7]string
+		repo     model.Repository
+		reviewer string
+	}{{toolapi.GitHubTools, f.github, "carol"}, {toolapi.GitLabTools, f.gitlab, "erin"}} {
+		repo := p.repo.ID
+		with := func(kv ...any) func() map[string]any {
+			return func() map[string]any {
+				m := map[string]any{"repository_id": repo}
+				for i := 0; i < len(kv); i += 2 {
+					v := kv[i+1]
+					if fn, ok := v.(func() string); ok {
+						v = fn()
+					}
+					m[kv[i].(string)] = v
+				}
+				return m
+			}
+		}
+		right[p.tools[0]] = with("branch", "fix-login", "title", "Fix login")
+		right[p.tools[1]] = with()
+		right[p.tools[2]] = with()
+		right[p.tools[3]] = with("thread_id", func() string { return thread[repo] }, "body", "fixed")
+		right[p.tools[4]] = with("reviewers", []string{p.reviewer})
+		right[p.tools[5]] = with()
+		right[p.tools[6]] = with("auto_merge", true)
+	}
+	require.ElementsMatch(t, all, slices.Collect(maps.Keys(right)), "every tool has valid arguments for the right task")
+
+	// The refusal columns. For each: the session and task the call
+	// carries, and the code it must get.
+	type column struct {
+		name            string
+		session, task   string
+		code            string
+		providerOnly    bool // applies to provider tools only
+		withoutRepoArgs bool
+	}
+	columns := []column{
+		{name: "other task (task_id of another task)", session: f.session.ID, task: otherTask.ID, code: CodePermissionDenied},
+		{name: "other task (session of another task)", session: otherSession.ID, task: f.task.ID, code: CodePermissionDenied},
+		{name: "no session", session: "sess_doesnotexist", task: f.task.ID, code: CodeUnknownSession},
+		{name: "no session (empty id)", session: "", task: f.task.ID, code: CodeUnknownSession},
+		{name: "revoked session (stopped)", session: stopped.ID, task: f.task.ID, code: CodeSessionEnded},
+		{name: "revoked session (failed)", session: failed.ID, task: f.task.ID, code: CodeSessionEnded},
+		{name: "provider not on task", code: CodeProviderNotAttached, providerOnly: true, withoutRepoArgs: true},
+	}
+
+	requests := func() int { return len(f.gh.Requests()) + len(f.gl.Requests()) }
+	refused, allowed := 0, 0
+	for _, tool := range all {
+		_, isProvider := providerTools[tool]
+		for _, col := range columns {
+			if col.providerOnly && !isProvider {
+				continue // a task tool needs no provider: nothing to refuse
+			}
+			session, task := col.session, col.task
+			args := right[tool]()
+			if col.name == "provider not on task" {
+				// The session of a task that lacks the tool's provider.
+				session, task = ghOnlySession.ID, ghOnly.ID
+				if providerTools[tool].provider == "github" {
+					session, task = glOnlySession.ID, glOnly.ID
+				}
+			}
+			if col.withoutRepoArgs {
+				delete(args, "repository_id")
+			}
+			b, err := json.Marshal(args)
+			require.NoError(t, err)
+			before := requests()
+			res := f.callAs(session, task, tool, b)
+			assert.True(t, res.IsError, "%s × %s was allowed: %s", tool, col.name, res.Text)
+			assert.Equal(t, col.code, res.Code, "%s × %s: %s", tool, col.name, res.Text)
+			assert.Equal(t, before, requests(), "%s × %s reached a provider", tool, col.name)
+			refused++
+		}
+	}
+	assert.Empty(t, f.gh.Requests(), "no refused call reached GitHub")
+	assert.Empty(t, f.gl.Requests(), "no refused call reached GitLab")
+
+	// The right task: allowed and answered, in an order where each tool
+	// has what it needs (a change request before its status).
+	order := append(append(slices.Clone(toolapi.TaskTools), toolapi.GitHubTools[:]...), toolapi.GitLabTools[:]...)
+	require.ElementsMatch(t, all, order)
+	// The tools that must call the provider's API to answer.
+	callsAPI := map[string]bool{}
+	for _, ts := range [][7]string{toolapi.GitHubTools, toolapi.GitLabTools} {
+		for _, tool := range ts[:5] {
+			callsAPI[tool] = true
+		}
+	}
+	for _, tool := range order {
+		switch tool {
+		case toolapi.GitHubPRReply:
+			thread[f.github.ID] = strconv.FormatInt(f.gh.AddComment("acme/api", 1, "alice", "nit", "login.go", 3), 10)
+		case toolapi.GitLabMRReply:
+			thread[f.gitlab.ID] = f.gl.AddDiscussion("acme/web", 1, "frank", "nit", "login.go", 3)
+		}
+		b, err := json.Marshal(right[tool]())
+		require.NoError(t, err)
+		before := requests()
+		res := f.callAs(f.session.ID, f.task.ID, tool, b)
+		if assert.False(t, res.IsError, "%s × right task was refused: %s %s", tool, res.Code, res.Text) {
+			allowed++
+		}
+		assert.NotEmpty(t, res.Text, "%s answered", tool)
+		assert.NotNil(t, res.Structured, "%s answered with a structured result", tool)
+		if callsAPI[tool] {
+			assert.Greater(t, requests(), before, "%s was answered by the provider", tool)
+		}
+	}
+	task, err := f.st.GetTask(ctx, f.task.ID)
+	require.NoError(t, err)
+	assert.Len(t, task.Repositories, 3, "task_add_sources attached the repository")
+
+	testutil.Figure(t, "authz matrix", "%d tools × %d cases: %d allowed, %d refused, 0 refused calls reached a provider "+
+		"(provider-not-on-task applies to the %d provider tools only)",
+		len(all), 1+len(columns), allowed, refused, len(providerTools))
+}
