@@ -78,9 +78,30 @@ bench-compare: $(TOOLS_BIN)/benchstat ## benchstat: bench/raw.txt as committed a
 	@git show $(or $(BASE),HEAD):bench/raw.txt > bench/raw.base.txt
 	$(TOOLS_BIN)/benchstat base=bench/raw.base.txt new=bench/raw.txt
 
+# Fuzz targets as PACKAGE:TARGET. Their seed corpora are committed under
+# each package's testdata/fuzz/ and run as plain tests in `make test`.
+FUZZ_TARGETS := \
+	./internal/providers:FuzzOf \
+	./internal/providers:FuzzUnion \
+	./orchestrator/internal/api:FuzzRequests \
+	./orchestrator/internal/toolcalls:FuzzToolArguments \
+	./agentctl/internal/daemon:FuzzToolArgumentsValidation
+
 .PHONY: fuzz
-fuzz: ## fuzz the provider allowlist for a while (FUZZTIME=30s)
-	$(GO) test ./internal/providers -run '^$$' -fuzz FuzzOf -fuzztime $(or $(FUZZTIME),30s)
+fuzz: ## fuzz every target for FUZZTIME each (default 30s); records executions as figures
+	@mkdir -p bench
+	@for t in $(FUZZ_TARGETS); do \
+		IFS=: read -r pkg target <<< "$$t"; \
+		echo "== fuzz $$target ($$pkg, $(or $(FUZZTIME),30s))" >&2; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),30s) "$$pkg" 2>&1) || { echo "$$out"; exit 1; }; \
+		last=$$(grep -o 'elapsed: [^,]*, execs: [0-9]*' <<< "$$out" | tail -1); \
+		echo "$$last" >&2; \
+		echo "fuzz $$target: $${last#*execs: } executions in $(or $(FUZZTIME),30s), no failure" >> $(FIGURES); \
+	done
+
+.PHONY: fuzz-short
+fuzz-short: ## the short fuzz run CI does (FUZZTIME=5s per target)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(or $(FUZZTIME),5s)
 
 $(TOOLS_BIN)/benchstat: tools/go.mod tools/go.sum
 	cd tools && GOWORK=off $(GO) build -o $(TOOLS_BIN)/ golang.org/x/perf/cmd/benchstat
