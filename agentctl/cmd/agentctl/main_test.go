@@ -187,6 +187,8 @@ func TestServeWithMutualTLS(t *testing.T) {
 	defer plain.Close()
 	_, err = agentctlv1.NewAgentctlServiceClient(plain).GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "remote"})
 	assert.Error(t, err, "plaintext is refused")
+	testutil.Figure(t, "authz agentctl serve mTLS", "real agentctl process: 1/1 call with the orchestrator's certificate allowed, "+
+		"2/2 refused (a certificate from another CA, plaintext)")
 }
 
 // TestStdioBridgeShowsTheSameToolsAndNotifications runs `agentctl mcp` as

@@ -212,7 +212,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, task.Repositories, 3, "task_add_sources attached the repository")
 
-	testutil.Figure(t, "authz matrix", "%d tools × %d cases: %d allowed, %d refused, 0 refused calls reached a provider "+
-		"(provider-not-on-task applies to the %d provider tools only)",
-		len(all), 1+len(columns), allowed, refused, len(providerTools))
+	testutil.Figure(t, "authz matrix", "%d tools × %d cases (right task; other task's task_id or session; unknown or empty session; "+
+		"stopped or failed session; provider not on task, for the %d provider tools only): %d allowed and answered, %d refused "+
+		"with their codes, 0 refused calls reached a provider",
+		len(all), 1+len(columns), len(providerTools), allowed, refused)
 }
