@@ -39,10 +39,13 @@ func (p perRPC) RequireTransportSecurity() bool { return p.requireTLS }
 func Check(ctx context.Context, secret string) (given bool, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var got string
+	var scheme bool
 	if v := md.Get("authorization"); len(v) > 0 {
-		got, given = strings.TrimPrefix(v[0], "Bearer "), true
+		got, scheme = strings.CutPrefix(v[0], "Bearer ")
+		given = true
 	}
-	if secret != "" && subtle.ConstantTimeCompare([]byte(got), []byte(secret)) == 1 {
+	// The scheme is required: a bare value is refused, as RFC 6750 reads.
+	if secret != "" && scheme && subtle.ConstantTimeCompare([]byte(got), []byte(secret)) == 1 {
 		return given, nil
 	}
 	return given, fmt.Errorf("missing or wrong orchestrator secret: %w", errdefs.ErrUnauthenticated)

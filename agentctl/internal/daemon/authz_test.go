@@ -304,16 +304,28 @@ func TestEveryRPCNeedsTheSecret(t *testing.T) {
 	h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
 	mcpToken := h.token(t, "s1")
 	rpcs := agentctlRPCs(t)
-	bad := []struct{ name, secret string }{
-		{"no secret", ""},
-		{"wrong secret", "wrong-secret-value"},
-		{"the secret with a suffix", secret + "x"},
-		{"a prefix of the secret", secret[:len(secret)-1]},
-		{"a session's MCP token", mcpToken},
+	bad := []struct {
+		name, secret string
+		bare         bool // sent without the "Bearer " scheme
+	}{
+		{"no secret", "", false},
+		{"wrong secret", "wrong-secret-value", false},
+		{"the secret with a suffix", secret + "x", false},
+		{"a prefix of the secret", secret[:len(secret)-1], false},
+		{"a session's MCP token", mcpToken, false},
+		{"the secret without the Bearer scheme", secret, true},
 	}
 	refused := 0
 	for _, b := range bad {
 		conn := h.dial(t, b.secret)
+		if b.bare {
+			opts := append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithPerRPCCredentials(bareAuth(b.secret)))
+			var err error
+			conn, err = grpc.NewClient(h.addr, opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+		}
 		for _, r := range rpcs {
 			err := invoke(conn, r)
 			assert.Equal(t, codes.Unauthenticated, status.Code(err), "%s with %s: %v", r.name, b.name, err)
@@ -340,13 +352,23 @@ func TestEveryRPCNeedsTheSecret(t *testing.T) {
 
 	logs := h.logs.String()
 	assert.Equal(t, refused, strings.Count(logs, "refused a call without the orchestrator secret"), "every refusal is logged once")
-	for _, b := range bad[1:] {
+	for _, b := range bad[1 : len(bad)-1] {
 		assert.NotContains(t, logs, b.secret, "%s was logged", b.name)
 	}
 	assert.NotContains(t, logs, secret, "the secret was logged")
 	testutil.Figure(t, "authz agentctl gRPC secret", "%d RPCs × %d bad secrets: %d refused Unauthenticated, %d/%d allowed with the secret, 0 secrets in %d bytes of log",
 		len(rpcs), len(bad), refused, allowed, len(rpcs), len(logs))
 }
+
+// bareAuth sends its value as the whole authorization header, with no
+// scheme.
+type bareAuth string
+
+func (b bareAuth) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(b)}, nil
+}
+
+func (bareAuth) RequireTransportSecurity() bool { return false }
 
 // TestMutualTLSRefusesOtherCertificates: a daemon serving mutual TLS (no
 // secret, as on a remote host) refuses every RPC from a client with no
