@@ -46,6 +46,11 @@ test: ## run every test with -race, then print the reliability figures
 	TOOLSCOPE_FIGURES=$(FIGURES) $(GO) test -race -count=1 $(PKGS)
 	@if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi
 
+.PHONY: test-long
+test-long: ## the agentctl load storm without the race detector, where its 100 ms notification bound holds (CI runs it alone)
+	@mkdir -p bench
+	TOOLSCOPE_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestLoad' ./agentctl/internal/daemon | grep -E '^(--- |ok|FAIL|panic)|figure |Error'
+
 # Benchmarks as PACKAGE:PATTERN:BENCHTIME; each figure is timed against its
 # floor in the same process (see docs/benchmarks.md).
 BENCHES := \

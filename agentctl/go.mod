@@ -9,6 +9,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/toolscope/toolscope/gen v0.0.0
 	github.com/toolscope/toolscope/internal v0.0.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
