@@ -180,7 +180,7 @@ tidy-check: ## fail if any go.mod/go.sum is not tidy
 check: lint check-generate breaking check-imports tidy-check ## every static check CI runs
 
 .PHONY: ci
-ci: check test ## what .ci/run runs
+ci: check test test-long fuzz-short ## what .ci/run runs
 
 .PHONY: clean
 clean: ## remove built binaries and tools
