@@ -80,9 +80,15 @@ func (c *Client) Arrivals() []time.Time {
 func HTTP(url, token string) *mcp.StreamableClientTransport {
 	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
 	if token != "" {
-		tr.HTTPClient = &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		tr.HTTPClient = &http.Client{Transport: Bearer(token, http.DefaultTransport)}
 	}
 	return tr
+}
+
+// Bearer returns a round tripper that sends token as a bearer token on
+// every request through next.
+func Bearer(token string, next http.RoundTripper) http.RoundTripper {
+	return bearer{token: token, next: next}
 }
 
 type bearer struct {

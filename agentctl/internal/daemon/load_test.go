@@ -185,7 +185,7 @@ func loadStorm(t *testing.T) {
 		pool := http.DefaultTransport.(*http.Transport).Clone()
 		pools = append(pools, pool)
 		tr := &mcp.StreamableClientTransport{Endpoint: st.GetMcpUrl(), MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: bearerRoundTripper{token: token, next: pool}}}
+			HTTPClient: &http.Client{Transport: mcptest.Bearer(token, pool)}}
 		c := mcptest.Connect(t, tr, version)
 		require.Equal(t, mcptest.Expected(version), c.Negotiated())
 		clients = append(clients, &loadClient{Client: c, version: version, lister: i < loadListers})
@@ -530,18 +530,6 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 		return 0
 	}
 	return sorted[(len(sorted)*p+99)/100-1]
-}
-
-// bearerRoundTripper sends the session's token on every request.
-type bearerRoundTripper struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // cpuSample is what Linux reports of CPU use at one moment: the machine's

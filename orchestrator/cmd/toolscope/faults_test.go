@@ -42,9 +42,7 @@ func TestKilledAgentctlIsLostWithinTwoSecondsAndResumeRepushes(t *testing.T) {
 	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	sid := launched["id"].(string)
+	sid := srv.launchLocal(t, task)
 	url, token := bridgeConfig(t, dataDir, sid)
 	require.Equal(t, toolapi.Surface("github"), mcptest.Connect(t, mcptest.HTTP(url, token), "").Names(t))
 
@@ -105,9 +103,7 @@ func TestOrchestratorKilledDuringABatch(t *testing.T) {
 	ws := srv.id(t, "workspace", "workspace", "create", "acme")
 	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	sid := launched["id"].(string)
+	sid := srv.launchLocal(t, task)
 	url, token := bridgeConfig(t, dataDir, sid)
 	client := mcptest.Connect(t, mcptest.HTTP(url, token), "")
 

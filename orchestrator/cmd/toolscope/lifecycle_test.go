@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,9 +31,7 @@ func TestReviewRequestReachesTheLiveAgentOnce(t *testing.T) {
 	srv.ok(t, "workspace", "connect", ws, "--provider", "gitlab", "--base-url", gl.URL, "--token-env", "E2E_GL_TOKEN")
 	repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", repo)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	url, token := bridgeConfig(t, dataDir, launched["id"].(string))
+	url, token := bridgeConfig(t, dataDir, srv.launchLocal(t, task))
 	// Log notifications travel on stateful sessions (2025-11-25).
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "2025-11-25")
 	c.Listen(t)

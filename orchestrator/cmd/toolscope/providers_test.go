@@ -65,9 +65,7 @@ func TestAgentDrivesPullAndMergeRequests(t *testing.T) {
 	glRepo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/platform/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", ghRepo)
 	srv.ok(t, "source", "add", task, "--repo", glRepo)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	sid := launched["id"].(string)
+	sid := srv.launchLocal(t, task)
 
 	url, token := bridgeConfig(t, dataDir, sid)
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")

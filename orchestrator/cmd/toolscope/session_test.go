@@ -28,6 +28,15 @@ func (o *orchestrator) session(t *testing.T, id string) map[string]any {
 	return s
 }
 
+// launchLocal launches a session of task on the local executor and
+// returns its id.
+func (o *orchestrator) launchLocal(t *testing.T, task string) string {
+	t.Helper()
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(o.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
+	return launched["id"].(string)
+}
+
 // bridgeConfig reads the MCP endpoint agentctl wrote for a local session.
 func bridgeConfig(t *testing.T, dataDir, sessionID string) (url, token string) {
 	t.Helper()

@@ -27,9 +27,7 @@ func TestAgentAttachesAGitLabRepository(t *testing.T) {
 	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	sid := launched["id"].(string)
+	sid := srv.launchLocal(t, task)
 
 	url, token := bridgeConfig(t, dataDir, sid)
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
@@ -69,9 +67,7 @@ func TestRestartBetweenCommitAndPushRepairs(t *testing.T) {
 	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
-	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local")), &launched))
-	sid := launched["id"].(string)
+	sid := srv.launchLocal(t, task)
 	url, token := bridgeConfig(t, dataDir, sid)
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
 
