@@ -4,7 +4,9 @@
 // Every backend starts or reaches an agentctl, hands it the launch spec —
 // with the mode and the provider set and its generation as typed fields —
 // and keeps an Attach stream open so the agent's tool calls reach the
-// orchestrator. One conformance suite (package executortest) proves every
+// orchestrator. External tools (of external MCP servers, from the
+// orchestrator's catalog) travel the same way, with generations of their
+// own. One conformance suite (package executortest) proves every
 // backend behaves the same.
 //
 // A backend returns a Handle the orchestrator persists; a restarted
@@ -52,8 +54,34 @@ type Spec struct {
 	// Providers and Generation are the task's provider set at launch.
 	Providers  providers.Set
 	Generation uint64
+	// External and ExternalGeneration are the external tools the session
+	// exposes from the start (none if empty), ordered by a generation of
+	// their own, independent of the provider set's.
+	External           []ExternalTool
+	ExternalGeneration uint64
 	// Image is the container image, for the docker backend.
 	Image string
+}
+
+// ExternalTool is one tool of an external MCP server, from the
+// orchestrator's governed catalog, as a session exposes it. agentctl lists
+// it and validates a call's arguments against InputSchema; the call then
+// comes back to the orchestrator (a ToolCall whose Tool is Name), which
+// checks it again and forwards it to the server.
+type ExternalTool struct {
+	// Name is the stable exposed name: 1 to 64 ASCII letters, digits, '_'
+	// or '-', unique in a set. A name a built-in tool has is not exposed.
+	Name        string
+	Title       string
+	Description string
+	// InputSchema is the JSON Schema of the arguments: an object schema
+	// ("type": "object"). OutputSchema, if set, is the JSON Schema of the
+	// structured result, an object schema too.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	// ReadOnly marks a tool that changes nothing; plan-mode sessions show
+	// only read-only tools.
+	ReadOnly bool
 }
 
 // Validate checks the fields every backend needs.
@@ -101,21 +129,30 @@ type Status struct {
 	MCPURL, MCPToken string
 	// StdioCommand runs a stdio MCP server for the session (agentctl mcp)
 	// on the orchestrator's host, when the backend can offer one.
-	StdioCommand  []string
-	Providers     providers.Set
-	Generation    uint64
-	ToolNames     []string
-	AgentExitCode int
+	StdioCommand []string
+	Providers    providers.Set
+	Generation   uint64
+	// ExternalGeneration is the generation of the external tool set the
+	// session applied (0: none was ever given).
+	ExternalGeneration uint64
+	ToolNames          []string
+	AgentExitCode      int
 }
 
-// PushResult is the outcome of SetProviders.
+// PushResult is the outcome of SetProviders and of SetExternalTools.
 type PushResult struct {
 	// Accepted is false when the pushed generation was older than the
 	// applied one; Applied and Generation then describe the applied set.
-	Accepted     bool
+	Accepted bool
+	// ToolsChanged is true when the session's tool list changed, so its
+	// MCP clients were sent notifications/tools/list_changed.
 	ToolsChanged bool
-	Applied      providers.Set
-	Generation   uint64
+	// Applied is the provider set now applied. SetExternalTools leaves it
+	// empty: it neither reads nor changes the provider set.
+	Applied providers.Set
+	// Generation is the generation now applied: of the provider set for
+	// SetProviders, of the external tool set for SetExternalTools.
+	Generation uint64
 }
 
 // Progress reports a step of a slow operation ("creating container",
@@ -138,6 +175,13 @@ type Executor interface {
 	Launch(ctx context.Context, spec Spec, progress Progress) (Handle, Status, error)
 	// SetProviders pushes a provider set to a running session.
 	SetProviders(ctx context.Context, h Handle, set providers.Set, generation uint64) (PushResult, error)
+	// SetExternalTools replaces the external tools a running session
+	// exposes. Like SetProviders, a generation older than the applied one
+	// is ignored (Accepted false) and the mode is kept; the provider set
+	// is kept too. A set with an invalid descriptor is refused whole with
+	// an errdefs.FieldError naming it ("external_tools.tools[2].name"),
+	// and the session keeps what it had.
+	SetExternalTools(ctx context.Context, h Handle, tools []ExternalTool, generation uint64) (PushResult, error)
 	// Inspect reports a session's status; a session whose agentctl is
 	// gone is PhaseLost, not an error.
 	Inspect(ctx context.Context, h Handle) (Status, error)

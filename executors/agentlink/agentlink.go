@@ -222,6 +222,33 @@ func (l *Link) SetProviders(ctx context.Context, sessionID string, set providers
 	}, nil
 }
 
+// SetExternalTools pushes an external tool set to a session. The result's
+// Applied is empty; Generation is the external tool set's.
+func (l *Link) SetExternalTools(ctx context.Context, sessionID string, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	resp, err := l.Client.SetExternalTools(ctx, &agentctlv1.SetExternalToolsRequest{
+		SessionId: sessionID, ExternalTools: ExternalToolSet(tools, gen),
+	})
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	return executors.PushResult{
+		Accepted: resp.GetAccepted(), ToolsChanged: resp.GetToolsChanged(), Generation: resp.GetAppliedGeneration(),
+	}, nil
+}
+
+// ExternalToolSet converts external tools and their generation to the
+// wire.
+func ExternalToolSet(tools []executors.ExternalTool, gen uint64) *agentctlv1.ExternalToolSet {
+	out := &agentctlv1.ExternalToolSet{Generation: gen, Tools: make([]*agentctlv1.ExternalTool, len(tools))}
+	for i, t := range tools {
+		out.Tools[i] = &agentctlv1.ExternalTool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ReadOnly: t.ReadOnly,
+		}
+	}
+	return out
+}
+
 // State reports a session's status.
 func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, error) {
 	resp, err := l.Client.GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: sessionID})
@@ -249,6 +276,9 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 		SessionId: s.SessionID, TaskId: s.TaskID, WorkspaceId: s.WorkspaceID, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
 		ProviderSet: &agentctlv1.ProviderSet{Providers: s.Providers.Strings(), Generation: s.Generation},
 	}
+	if len(s.External) > 0 || s.ExternalGeneration > 0 {
+		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
+	}
 	if s.Mode == executors.ModePlan {
 		out.Mode = agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
@@ -264,7 +294,7 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 	out := executors.Status{
 		MCPURL: st.GetMcpUrl(), MCPToken: st.GetMcpBearerToken(),
 		Providers: providers.Of(st.GetProviderSet().GetProviders()...), Generation: st.GetProviderSet().GetGeneration(),
-		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()),
+		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), ExternalGeneration: st.GetExternalToolsGeneration(),
 	}
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:

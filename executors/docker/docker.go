@@ -366,20 +366,39 @@ func (e *Executor) lookup(h executors.Handle) (*session, state, error) {
 
 // SetProviders implements executors.Executor.
 func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	s, _, err := e.lookup(h)
+	s, err := e.pushable(h)
 	if err != nil {
 		return executors.PushResult{}, err
+	}
+	return s.link.SetProviders(ctx, s.st.SessionID, set, gen)
+}
+
+// SetExternalTools implements executors.Executor.
+func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	s, err := e.pushable(h)
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	return s.link.SetExternalTools(ctx, s.st.SessionID, tools, gen)
+}
+
+// pushable returns the session a push goes to: known, not stopped, not
+// lost.
+func (e *Executor) pushable(h executors.Handle) (*session, error) {
+	s, _, err := e.lookup(h)
+	if err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	stopped := s.stopped
 	e.mu.Unlock()
 	switch {
 	case stopped:
-		return executors.PushResult{}, errdefs.FailedPrecondition("session %q is stopped", s.st.SessionID)
+		return nil, errdefs.FailedPrecondition("session %q is stopped", s.st.SessionID)
 	case s.gone():
-		return executors.PushResult{}, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+		return nil, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
 	}
-	return s.link.SetProviders(ctx, s.st.SessionID, set, gen)
+	return s, nil
 }
 
 // Notify implements executors.Notifier.

@@ -7,8 +7,10 @@ package executortest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
@@ -61,6 +64,24 @@ var surfaces = map[string][]string{
 	"github":        toolapi.Surface("github"),
 	"gitlab":        toolapi.Surface("gitlab"),
 	"github,gitlab": toolapi.Surface("github", "gitlab"),
+}
+
+// External tools as the orchestrator's catalog pushes them.
+var (
+	docsSearch = executors.ExternalTool{Name: "docs__search", Title: "Search docs", Description: "Search the handbook.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`), ReadOnly: true}
+	ticketsStatus = executors.ExternalTool{Name: "tickets__status", Description: "A ticket's status.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`), ReadOnly: true}
+	ticketsCreate = executors.ExternalTool{Name: "tickets__create", Description: "Open a ticket.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}
+)
+
+// withTools is a built-in surface plus external tool names, sorted.
+func withTools(surface []string, names ...string) []string {
+	out := append(slices.Clone(surface), names...)
+	slices.Sort(out)
+	return out
 }
 
 // LossDeadline bounds how long after a kill a backend may take to report a
@@ -144,6 +165,71 @@ func Run(t *testing.T, b Backend) {
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
 		c.ExpectNone(t, "a stale push must not notify")
+	})
+
+	t.Run("SetExternalTools reaches a connected client as list_changed", func(t *testing.T) {
+		rec := &recorder{}
+		e := b.New(t, rec.handle, nil)
+		s := spec("github", 1)
+		s.External, s.ExternalGeneration = []executors.ExternalTool{docsSearch}, 1
+		h, st := launch(t, e, s)
+		assert.Equal(t, uint64(1), st.ExternalGeneration)
+		want := withTools(surfaces["github"], docsSearch.Name)
+		assert.Equal(t, want, st.ToolNames)
+		c := connect(t, st)
+		assert.Equal(t, want, c.Names(t))
+
+		gen := uint64(1)
+		toggle := [][]executors.ExternalTool{{docsSearch}, {docsSearch, ticketsStatus}}
+		c.Subscribe(t, func() {
+			gen++
+			_, err := e.SetExternalTools(ctx(t), h, toggle[gen%2], gen)
+			require.NoError(t, err)
+		})
+		gen++
+		res, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{ticketsCreate}, gen)
+		require.NoError(t, err)
+		assert.True(t, res.Accepted)
+		assert.True(t, res.ToolsChanged)
+		assert.Equal(t, gen, res.Generation)
+		assert.Equal(t, providers.Set{}, res.Applied, "the provider set is not this push's")
+		c.WaitChanged(t)
+		c.ExpectNone(t, "one push, one notification")
+		want = withTools(surfaces["github"], ticketsCreate.Name)
+		assert.Equal(t, want, c.Names(t))
+
+		stale, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{docsSearch}, gen-1)
+		require.NoError(t, err)
+		assert.False(t, stale.Accepted, "a stale generation is ignored")
+		assert.Equal(t, gen, stale.Generation)
+		c.ExpectNone(t, "a stale push must not notify")
+		assert.Equal(t, want, c.Names(t))
+
+		res2, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: ticketsCreate.Name, Arguments: map[string]any{"title": "flaky"}})
+		require.NoError(t, err)
+		require.False(t, res2.IsError, "%v", res2.Content)
+		assert.Equal(t, "answered "+ticketsCreate.Name+" for "+s.SessionID, res2.Content[0].(*mcp.TextContent).Text)
+		rec.mu.Lock()
+		require.Len(t, rec.calls, 1)
+		assert.Equal(t, executors.ToolCall{SessionID: s.SessionID, TaskID: s.TaskID, Tool: ticketsCreate.Name,
+			Arguments: []byte(`{"title":"flaky"}`)}, rec.calls[0], "the exposed name, with the session's identity")
+		rec.mu.Unlock()
+
+		st, err = e.Inspect(ctx(t), h)
+		require.NoError(t, err)
+		assert.Equal(t, gen, st.ExternalGeneration)
+		assert.Equal(t, uint64(1), st.Generation, "the provider set's generation is its own")
+
+		// Plan mode keeps only the read-only external tools. (One session
+		// at a time: a remote host may serve MCP on one fixed port.)
+		require.NoError(t, e.Stop(ctx(t), h))
+		plan := spec("gitlab", 1)
+		plan.Mode = executors.ModePlan
+		plan.External, plan.ExternalGeneration = []executors.ExternalTool{docsSearch, ticketsCreate}, 3
+		_, pst := launch(t, e, plan)
+		names := connect(t, pst).Names(t)
+		assert.Contains(t, names, docsSearch.Name)
+		assert.NotContains(t, names, ticketsCreate.Name, "plan mode: read-only tools only")
 	})
 
 	t.Run("tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
@@ -282,5 +368,10 @@ func Run(t *testing.T, b Backend) {
 		bad.Agent = &executors.AgentCommand{}
 		_, _, err = e.Launch(ctx(t), bad, nil)
 		assert.Error(t, err)
+		bad = spec("github", 1)
+		bad.External, bad.ExternalGeneration = []executors.ExternalTool{docsSearch, {Name: "no schema"}}, 1
+		_, _, err = e.Launch(ctx(t), bad, nil)
+		assert.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+		assert.Equal(t, "spec.external_tools.tools[1].name", errdefs.FieldOf(err), "%v", err)
 	})
 }

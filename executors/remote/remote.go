@@ -195,6 +195,23 @@ func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set pro
 	return res, err
 }
 
+// SetExternalTools implements executors.Executor.
+func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	id, err := e.session(h)
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	l, err := e.connect(ctx)
+	if err != nil {
+		return executors.PushResult{}, err
+	}
+	res, err := l.SetExternalTools(ctx, id, tools, gen)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return res, fmt.Errorf("the daemon no longer hosts session %q: %w", id, executors.ErrLost)
+	}
+	return res, err
+}
+
 // Notify implements executors.Notifier.
 func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
 	id, err := e.session(h)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -263,4 +264,83 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("agentctl did not stop on SIGTERM")
 	}
+}
+
+// TestStdioBridgeMirrorsExternalTools: external tools pushed to a session
+// reach `agentctl mcp` with no work of its own — same definitions, one
+// list_changed per push — and calls through it are validated by the
+// session against the descriptor's schema.
+func TestStdioBridgeMirrorsExternalTools(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := context.Background()
+	const schema = `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`
+	tool := func(name string) *agentctlv1.ExternalTool {
+		return &agentctlv1.ExternalTool{Name: name, Description: "external " + name, InputSchemaJson: []byte(schema), ReadOnly: true}
+	}
+	gen := uint64(1)
+	created, err := d.client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
+		SessionId: "s1", TaskId: "task_1", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: 1},
+		ExternalTools: &agentctlv1.ExternalToolSet{Tools: []*agentctlv1.ExternalTool{tool("docs__search")}, Generation: gen},
+	}})
+	require.NoError(t, err)
+	push := func(names ...string) {
+		gen++
+		set := &agentctlv1.ExternalToolSet{Generation: gen}
+		for _, n := range names {
+			set.Tools = append(set.Tools, tool(n))
+		}
+		_, err := d.client.SetExternalTools(ctx, &agentctlv1.SetExternalToolsRequest{SessionId: "s1", ExternalTools: set})
+		require.NoError(t, err)
+	}
+	cfgPath := filepath.Join(d.state, "sessions", "s1", "bridge.json")
+	var token struct{ Token string }
+	raw, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &token))
+	httpClient := mcptest.Connect(t, mcptest.HTTP(created.GetStatus().GetMcpUrl(), token.Token), "")
+	definitions := func(c *mcptest.Client) map[string]string {
+		res, err := c.Session.ListTools(ctx, nil)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, tl := range res.Tools {
+			b, err := json.Marshal(tl)
+			require.NoError(t, err)
+			out[tl.Name] = string(b)
+		}
+		return out
+	}
+
+	assert.Equal(t, withExternal(toolapi.Surface("github"), "docs__search"), httpClient.Names(t), "the launch's external tool")
+
+	for _, version := range mcptest.ProtocolVersions {
+		t.Run(mcptest.VersionName(version), func(t *testing.T) {
+			stdio := mcptest.Connect(t, &mcp.CommandTransport{Command: agentctl(context.Background(), "mcp", "--config", cfgPath)}, version)
+			assert.Equal(t, definitions(httpClient), definitions(stdio), "the same definitions on both transports")
+
+			toggle := [][]string{{"docs__search"}, {"docs__search", "tickets__status"}}
+			i := 0
+			stdio.Subscribe(t, func() { i++; push(toggle[i%2]...) })
+			push("wiki__read")
+			stdio.WaitChanged(t)
+			want := withExternal(toolapi.Surface("github"), "wiki__read")
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			stdio.ExpectNone(t, "one push, one notification through the bridge")
+			assert.Equal(t, definitions(httpClient), definitions(stdio))
+
+			res, err := stdio.Session.CallTool(ctx, &mcp.CallToolParams{Name: "wiki__read", Arguments: map[string]any{"query": 1}})
+			require.NoError(t, err)
+			assert.True(t, res.IsError)
+			assert.Contains(t, res.Content[0].(*mcp.TextContent).Text, "invalid_arguments: ", "validated by the session")
+			res, err = stdio.Session.CallTool(ctx, &mcp.CallToolParams{Name: "wiki__read", Arguments: map[string]any{"query": "x"}})
+			require.NoError(t, err)
+			assert.Contains(t, res.Content[0].(*mcp.TextContent).Text, "orchestrator_unreachable", "forwarded towards the orchestrator")
+		})
+	}
+}
+
+func withExternal(surface []string, names ...string) []string {
+	out := append(append([]string(nil), surface...), names...)
+	sort.Strings(out)
+	return out
 }

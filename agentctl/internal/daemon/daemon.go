@@ -6,7 +6,9 @@
 // per-session bearer token, writes an MCP client config the agent can be
 // pointed at, and starts the agent command with the endpoint injected.
 // SetProviders rebuilds the registry locally (the mode is kept; a stale
-// generation is ignored). Tool calls go to the orchestrator over the Attach
+// generation is ignored); SetExternalTools does the same for the external
+// tools of the orchestrator's catalog (see external.go), with generations
+// of their own. Tool calls go to the orchestrator over the Attach
 // stream the orchestrator opened, with the session's identity bound here,
 // never taken from the arguments.
 //
@@ -238,10 +240,15 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		}
 	}
 	set := providers.Of(spec.GetProviderSet().GetProviders()...)
+	external, err := d.externalTools("spec.external_tools", spec.GetExternalTools())
+	if err != nil {
+		return nil, err
+	}
 	s := &session{
 		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
 		dir: filepath.Join(d.opts.StateDir, "sessions", spec.GetSessionId()), token: newToken(),
 		providers: set, gen: spec.GetProviderSet().GetGeneration(), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
+		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 	}
 
 	d.mu.Lock()
@@ -265,17 +272,24 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		return nil, err
 	}
 	d.log.Info("session created", "session_id", s.id, "task_id", s.taskID, "mode", mode,
-		"providers", set.String(), "generation", s.gen, "mcp_url", s.url, "agent", len(spec.GetAgent().GetArgv()) > 0)
+		"providers", set.String(), "generation", s.gen, "external_tools", len(external), "external_generation", s.extGen,
+		"mcp_url", s.url, "agent", len(spec.GetAgent().GetArgv()) > 0)
+	d.logShadowed(s.id, external)
 	return &agentctlv1.CreateSessionResponse{Status: s.status()}, nil
 }
 
 func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
-	s.pub = mcpserver.New(registry.Build(registry.Spec{Mode: s.mode, Providers: s.providers}), mcpserver.Options{
+	// Built and set under the session's lock: a push that arrives while
+	// the session starts is either in the first registry or published
+	// after it, never lost.
+	s.mu.Lock()
+	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
 		KeepAlive: 30 * time.Second,
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
+	s.mu.Unlock()
 	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort); err != nil {
 		return err
 	}

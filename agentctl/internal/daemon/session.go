@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,9 +54,13 @@ type session struct {
 	pub  *mcpserver.Publisher
 	http *http.Server
 
+	// mu guards the registry's inputs (mode is fixed at launch): every
+	// rebuild happens under it, from the latest of each (rebuildLocked).
 	mu        sync.Mutex
 	providers providers.Set
 	gen       uint64
+	external  []registry.Tool // pushed external tool descriptors, validated
+	extGen    uint64
 	phase     agentctlv1.SessionPhase
 	exitCode  int32
 	agent     *exec.Cmd
@@ -67,19 +72,43 @@ func (s *session) status() *agentctlv1.SessionStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &agentctlv1.SessionStatus{
-		SessionId:      s.id,
-		Phase:          s.phase,
-		Mode:           modeToProto(s.mode),
-		ProviderSet:    &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
-		ToolNames:      s.pub.Desired().Names(),
-		McpUrl:         s.url,
-		AgentExitCode:  s.exitCode,
-		McpBearerToken: s.token,
+		SessionId:               s.id,
+		Phase:                   s.phase,
+		Mode:                    modeToProto(s.mode),
+		ProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		ToolNames:               s.toolNamesLocked(),
+		McpUrl:                  s.url,
+		AgentExitCode:           s.exitCode,
+		McpBearerToken:          s.token,
+		ExternalToolsGeneration: s.extGen,
 	}
 }
 
+func (s *session) toolNamesLocked() []string {
+	if s.pub == nil {
+		return nil
+	}
+	return s.pub.Desired().Names()
+}
+
+// specLocked is what the session's registry is built from.
+func (s *session) specLocked() registry.Spec {
+	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external}
+}
+
+// rebuildLocked publishes the registry of the session's current mode,
+// providers and external tools, and reports whether the surface changed.
+// s.mu is held, so pushes of providers and of external tools that race
+// each other always publish from the latest of both.
+func (s *session) rebuildLocked() bool {
+	if s.pub == nil {
+		return false // still starting: start builds from the latest inputs
+	}
+	return s.pub.Publish(registry.Build(s.specLocked()))
+}
+
 // setProviders applies a pushed set unless it is older than the applied
-// one. The mode is kept.
+// one. The mode and the external tools are kept.
 func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed bool, applied *agentctlv1.ProviderSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,8 +116,7 @@ func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed
 		return false, false, &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen}
 	}
 	s.providers, s.gen = set, gen
-	changed = s.pub.Publish(registry.Build(registry.Spec{Mode: s.mode, Providers: set}))
-	return true, changed, &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
+	return true, s.rebuildLocked(), &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
 }
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind
@@ -283,7 +311,16 @@ func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv
 // malformed call never leaves agentctl.
 func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 	return func(tool registry.Tool) mcp.ToolHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+			// External tools' schemas come from other servers, and the
+			// go-sdk does not recover a handler's panic: one call must never
+			// take every session of this agentctl down.
+			defer func() {
+				if r := recover(); r != nil {
+					d.log.Error("panic in a tool call", "session_id", s.id, "tool", tool.Name, "panic", fmt.Sprint(r))
+					res, err = toolError("internal", "agentctl failed on this call; report this to the toolscope operator"), nil
+				}
+			}()
 			args := req.Params.Arguments
 			if len(args) > toolapi.MaxArgumentBytes {
 				return toolError(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args))), nil
@@ -307,7 +344,7 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			}
 			callCtx, cancel := context.WithTimeout(ctx, d.callTimeout)
 			defer cancel()
-			res, cerr := d.hub.call(callCtx, &agentctlv1.ToolCall{
+			answer, cerr := d.hub.call(callCtx, &agentctlv1.ToolCall{
 				SessionId: s.id, TaskId: s.taskID, ToolName: tool.Name, ArgumentsJson: args,
 			})
 			switch {
@@ -319,7 +356,7 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			case cerr != nil:
 				return toolError("unavailable", cerr.Error()), nil
 			}
-			return fromToolResult(res), nil
+			return fromToolResult(answer), nil
 		}
 	}
 }
@@ -351,7 +388,19 @@ func newToken() string {
 // them on every SetProviders was the largest cost of a push (see
 // docs/benchmarks.md). A resolved schema is read-only, so concurrent
 // calls share it.
-type schemaCache struct{ m sync.Map } // schema text → resolvedSchema
+//
+// Built-in schemas are a fixed few, but external tools' schemas come
+// from pushes and change as the catalog does, so the cache holds at most
+// maxCachedSchemas: beyond that, a schema is resolved on every use
+// instead of remembered, and memory stays bounded however long the
+// daemon runs.
+type schemaCache struct {
+	m sync.Map     // schema text → resolvedSchema
+	n atomic.Int64 // entries stored in m
+}
+
+// maxCachedSchemas bounds the schemas a daemon remembers.
+const maxCachedSchemas = 4096
 
 type resolvedSchema struct {
 	schema *jsonschema.Resolved
@@ -368,6 +417,12 @@ func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error)
 	if r.err == nil {
 		r.schema, r.err = schema.Resolve(nil)
 	}
-	actual, _ := c.m.LoadOrStore(key, r)
+	if c.n.Load() >= maxCachedSchemas {
+		return r.schema, r.err
+	}
+	actual, loaded := c.m.LoadOrStore(key, r)
+	if !loaded {
+		c.n.Add(1)
+	}
 	return actual.(resolvedSchema).schema, actual.(resolvedSchema).err
 }

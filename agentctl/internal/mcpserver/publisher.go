@@ -21,6 +21,7 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -303,4 +304,33 @@ func FromMCP(t *mcp.Tool, inputSchema, outputSchema []byte) registry.Tool {
 		}
 	}
 	return out
+}
+
+// probe is a go-sdk server no client ever connects to: Check adds tools to
+// it to learn whether the SDK accepts them.
+var probe = struct {
+	sync.Mutex
+	server *mcp.Server
+}{server: mcp.NewServer(&mcp.Implementation{Name: "probe"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})}
+
+// Check reports whether the go-sdk accepts t as a tool definition. The SDK
+// panics in AddTool on a definition it refuses (an input schema that is
+// not a JSON object of type "object", JSON nested too deeply for it, a
+// malformed x-mcp-header annotation, ...), so a definition that came from
+// outside — an external MCP server's tool — must pass Check before it is
+// published: a refusal then is an error for the sender, not a crash of
+// every session.
+func Check(t registry.Tool) (err error) {
+	probe.Lock()
+	defer probe.Unlock()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+		probe.server.RemoveTools(t.Name)
+	}()
+	probe.server.AddTool(toMCP(t), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, nil
+	})
+	return nil
 }

@@ -121,6 +121,19 @@ func Build(spec Spec) *Registry {
 	return newRegistry(tools)
 }
 
+// Builtin reports whether name is a built-in tool's name, in any mode and
+// with any provider set: the names a pushed descriptor can never take.
+func Builtin(name string) bool {
+	for _, g := range groups {
+		for _, t := range g.tools {
+			if t.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // FromTools returns a registry holding exactly tools (the last of several
 // with one name wins). It is how a mirror, such as the stdio bridge,
 // publishes a list it received.

@@ -189,3 +189,14 @@ func TestParity(t *testing.T) {
 		}
 	}
 }
+
+func TestBuiltinNamesEveryBuiltInToolInAnyModeAndSet(t *testing.T) {
+	t.Parallel()
+	all := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
+	for _, name := range all.Names() {
+		assert.True(t, registry.Builtin(name), name)
+	}
+	for _, name := range []string{"docs__search", "", "TASK_INFO", "task_info "} {
+		assert.False(t, registry.Builtin(name), "%q", name)
+	}
+}

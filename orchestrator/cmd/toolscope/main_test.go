@@ -30,6 +30,7 @@ import (
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 )
 
@@ -39,7 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	catalogtest.RemoveBuilds()
+	os.Exit(code)
 }
 
 func command(ctx context.Context, args ...string) *exec.Cmd {

@@ -22,6 +22,7 @@ func Register(s grpc.ServiceRegistrar, svc *service.Service) {
 	pb.RegisterTaskServiceServer(s, &tasks{svc: svc})
 	pb.RegisterSessionServiceServer(s, &sessions{svc: svc})
 	pb.RegisterEventServiceServer(s, &eventsServer{svc: svc})
+	pb.RegisterCatalogServiceServer(s, &catalogServer{svc: svc})
 }
 
 // ServiceNames lists the fully qualified names of the public services.
@@ -31,6 +32,7 @@ var ServiceNames = []string{
 	pb.TaskService_ServiceDesc.ServiceName,
 	pb.SessionService_ServiceDesc.ServiceName,
 	pb.EventService_ServiceDesc.ServiceName,
+	pb.CatalogService_ServiceDesc.ServiceName,
 }
 
 type workspaces struct {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -149,6 +151,39 @@ var fuzzRPCs = []fuzzRPC{
 			return stream.sent, err
 		},
 	},
+	unary("toolscope.orchestrator.v1.CatalogService.CreateToolProvider", func(e *fuzzEnv) func(context.Context, *pb.CreateToolProviderRequest) (*pb.CreateToolProviderResponse, error) {
+		return e.catalog.CreateToolProvider
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.UpdateToolProvider", func(e *fuzzEnv) func(context.Context, *pb.UpdateToolProviderRequest) (*pb.UpdateToolProviderResponse, error) {
+		return e.catalog.UpdateToolProvider
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.GetToolProvider", func(e *fuzzEnv) func(context.Context, *pb.GetToolProviderRequest) (*pb.GetToolProviderResponse, error) {
+		return e.catalog.GetToolProvider
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.ListToolProviders", func(e *fuzzEnv) func(context.Context, *pb.ListToolProvidersRequest) (*pb.ListToolProvidersResponse, error) {
+		return e.catalog.ListToolProviders
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.TestToolProvider", func(e *fuzzEnv) func(context.Context, *pb.TestToolProviderRequest) (*pb.TestToolProviderResponse, error) {
+		return e.catalog.TestToolProvider
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.RefreshToolProvider", func(e *fuzzEnv) func(context.Context, *pb.RefreshToolProviderRequest) (*pb.RefreshToolProviderResponse, error) {
+		return e.catalog.RefreshToolProvider
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled", func(e *fuzzEnv) func(context.Context, *pb.SetToolProviderEnabledRequest) (*pb.SetToolProviderEnabledResponse, error) {
+		return e.catalog.SetToolProviderEnabled
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.ListCatalogTools", func(e *fuzzEnv) func(context.Context, *pb.ListCatalogToolsRequest) (*pb.ListCatalogToolsResponse, error) {
+		return e.catalog.ListCatalogTools
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.GetCatalogTool", func(e *fuzzEnv) func(context.Context, *pb.GetCatalogToolRequest) (*pb.GetCatalogToolResponse, error) {
+		return e.catalog.GetCatalogTool
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled", func(e *fuzzEnv) func(context.Context, *pb.SetCatalogToolEnabledRequest) (*pb.SetCatalogToolEnabledResponse, error) {
+		return e.catalog.SetCatalogToolEnabled
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.AssignCatalogTool", func(e *fuzzEnv) func(context.Context, *pb.AssignCatalogToolRequest) (*pb.AssignCatalogToolResponse, error) {
+		return e.catalog.AssignCatalogTool
+	}),
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")
@@ -214,6 +249,15 @@ func (x *fakeExec) SetProviders(_ context.Context, h executors.Handle, set provi
 	return executors.PushResult{Accepted: true, Applied: set, Generation: gen}, nil
 }
 
+func (x *fakeExec) SetExternalTools(_ context.Context, h executors.Handle, _ []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.live[string(h.State)]; !ok {
+		return executors.PushResult{}, executors.ErrLost
+	}
+	return executors.PushResult{Accepted: true, Generation: gen}, nil
+}
+
 func (x *fakeExec) Inspect(_ context.Context, h executors.Handle) (executors.Status, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -254,6 +298,7 @@ type fuzzEnv struct {
 	tasks        *tasks
 	sessions     *sessions
 	events       *eventsServer
+	catalog      *catalogServer
 
 	// ids maps a placeholder such as "@task" to the id of the record it
 	// stands for; FuzzRequests substitutes every string field that equals
@@ -281,10 +326,13 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	}
 	// No credential resolves, so validating a connection never leaves the
 	// process (file references are not validated at all: see FuzzRequests).
+	// There is no catalog pool: a fuzzed tool provider is recorded but
+	// never run or reached (its discovery fails, and is recorded as such).
 	e.svc = service.New(e.st, broker, service.Options{Executors: execs,
 		Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
+	e.catalog = &catalogServer{svc: e.svc}
 
 	ws, err := e.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(tb, err)
@@ -326,6 +374,20 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	_, err = e.svc.StopSession(ctx, stopped.ID)
 	require.NoError(tb, err)
 	e.ids["@session.stopped"] = stopped.ID
+
+	// A provider with a catalog: its tools are applied as a discovery
+	// would, straight to the store.
+	prov, _, err := e.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs",
+		HTTP: &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp", Headers: []model.HeaderReference{{Name: "Authorization", Prefix: "Bearer ",
+			Value: model.CredentialRef{Kind: model.CredentialEnv, Ref: "DOCS_TOKEN"}}}}})
+	require.NoError(tb, err)
+	e.ids["@provider"] = prov.ID
+	_, err = e.st.ApplyDiscovery(ctx, prov.ID, []model.DiscoveredTool{
+		{Name: "search", Description: "find", InputSchema: []byte(`{"type":"object"}`), SchemaHash: "h1"},
+		{Name: "fetch.v2", Description: "fetch", InputSchema: []byte(`{"type":"object"}`), SchemaHash: "h2", ReadOnly: true},
+	}, time.Now())
+	require.NoError(tb, err)
+	e.ids["@tool"] = "docs__search"
 	return e
 }
 
@@ -426,6 +488,10 @@ func checkResponse(t *testing.T, res proto.Message) {
 			if p := m.GetProvider(); p != string(providers.GitHub) && p != string(providers.GitLab) {
 				t.Fatalf("connection to provider %q, outside the allowlist", p)
 			}
+		case *pb.CatalogTool:
+			if !exposedName.MatchString(m.GetExposedName()) {
+				t.Fatalf("catalog tool %s has exposed name %q, not ^[A-Za-z0-9_-]{1,64}$", m.GetId(), m.GetExposedName())
+			}
 		case *pb.Task:
 			var raws []string
 			for _, r := range m.GetRepositories() {
@@ -437,6 +503,8 @@ func checkResponse(t *testing.T, res proto.Message) {
 		}
 	})
 }
+
+var exposedName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // checkError fails t unless err is a classified domain error: one the
 // gRPC boundary maps to a code other than Internal or Unknown.
@@ -554,6 +622,47 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"WatchTaskEvents", &pb.WatchTaskEventsRequest{TaskId: "@task", AfterSequence: 1 << 63}},
 		{"WatchTaskEvents", &pb.WatchTaskEventsRequest{TaskId: "task_nope"}},
 		{"WatchTaskEvents", &pb.WatchTaskEventsRequest{}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "kb", Transport: &pb.ToolProvider_Stdio{
+			Stdio: &pb.StdioTransport{Command: "/bin/sh", Args: []string{"-c", "exit 0"}, WorkingDir: "/",
+				Env: []*pb.EnvReference{{Name: "API_KEY", FromEnv: "KB_API_KEY"}}}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "tickets", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "https://tickets.example.com/mcp", Headers: []*pb.HeaderReference{
+				{Name: "authorization", Prefix: "Bearer ", Value: env("TICKETS_TOKEN")}, {Name: "X-Tenant", Value: file("/run/secrets/tenant")}}}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "docs", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "https://docs.example.com/mcp"}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "Bad_Name"}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "kb", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "https://me:pw@kb.example.com/mcp?token=x"}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "kb", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "https://kb.example.com/mcp", Headers: []*pb.HeaderReference{{Name: "Authorization",
+				Value: env("glpat-secretvalue0123456789")}}}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{Provider: &pb.ToolProvider{Name: "kb", Transport: &pb.ToolProvider_Stdio{
+			Stdio: &pb.StdioTransport{Command: "relative/kb", Args: []string{"--token", "ghp_0123456789abcdefghij"}}}}}},
+		{"CreateToolProvider", &pb.CreateToolProviderRequest{}},
+		{"UpdateToolProvider", &pb.UpdateToolProviderRequest{Provider: &pb.ToolProvider{Id: "@provider", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "http://127.0.0.1:10/mcp"}}}}},
+		{"UpdateToolProvider", &pb.UpdateToolProviderRequest{Provider: &pb.ToolProvider{Id: "@provider", Name: "renamed", Transport: &pb.ToolProvider_Http{
+			Http: &pb.HttpTransport{Url: "http://127.0.0.1:10/mcp"}}}}},
+		{"UpdateToolProvider", &pb.UpdateToolProviderRequest{}},
+		{"GetToolProvider", &pb.GetToolProviderRequest{Provider: "@provider"}},
+		{"GetToolProvider", &pb.GetToolProviderRequest{Provider: "docs"}},
+		{"GetToolProvider", &pb.GetToolProviderRequest{Provider: "tp_nope"}},
+		{"ListToolProviders", &pb.ListToolProvidersRequest{}},
+		{"TestToolProvider", &pb.TestToolProviderRequest{Provider: "docs"}},
+		{"RefreshToolProvider", &pb.RefreshToolProviderRequest{Provider: "@provider"}},
+		{"RefreshToolProvider", &pb.RefreshToolProviderRequest{}},
+		{"SetToolProviderEnabled", &pb.SetToolProviderEnabledRequest{Provider: "docs", Enabled: true}},
+		{"ListCatalogTools", &pb.ListCatalogToolsRequest{}},
+		{"ListCatalogTools", &pb.ListCatalogToolsRequest{Provider: "@provider"}},
+		{"ListCatalogTools", &pb.ListCatalogToolsRequest{Provider: "nope"}},
+		{"GetCatalogTool", &pb.GetCatalogToolRequest{Tool: "@tool"}},
+		{"GetCatalogTool", &pb.GetCatalogToolRequest{Tool: "docs__fetch_v2"}},
+		{"SetCatalogToolEnabled", &pb.SetCatalogToolEnabledRequest{Tool: "@tool", Enabled: true}},
+		{"SetCatalogToolEnabled", &pb.SetCatalogToolEnabledRequest{Tool: "ct_nope"}},
+		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "@ws", Assigned: true}},
+		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "@ws"}},
+		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "ws_nope", Assigned: true}},
+		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool"}},
 	}
 	out := []testutil.FuzzSeed{}
 	count := map[string]int{}

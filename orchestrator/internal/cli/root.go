@@ -77,6 +77,8 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		a.sourceCmd(),
 		a.sessionCmd(),
 		a.eventsCmd(),
+		a.providerCmd(),
+		a.toolCmd(),
 		a.certsCmd(),
 		a.demoCmd(),
 		&cobra.Command{

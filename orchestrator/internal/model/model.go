@@ -1,11 +1,14 @@
 // Package model holds the records the orchestrator owns: workspaces and
 // their provider connections, repositories, tasks and their attached
-// repositories, sessions, and the task event log. They are plain values;
+// repositories, sessions, the task event log, and the governed catalog of
+// external MCP tool providers and their tools. They are plain values;
 // package store persists them and package service validates and changes
 // them.
 package model
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/toolscope/toolscope/internal/providers"
@@ -122,10 +125,13 @@ type Session struct {
 	Image                                        string // container image, for the docker executor
 	Handle                                       Handle
 	Pushed                                       ProviderSet // the set the session's agentctl last applied
-	NeedsRepair                                  bool
-	StatusMessage                                string
-	CreatedAt                                    time.Time
-	UpdatedAt                                    time.Time
+	// ExternalGeneration is the catalog generation of the external tool
+	// set the session's agentctl last applied (0: none).
+	ExternalGeneration uint64
+	NeedsRepair        bool
+	StatusMessage      string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // EventKind says what a task event records.
@@ -203,4 +209,159 @@ type Prompt struct {
 	Text      string
 	Link      string
 	CreatedAt time.Time
+}
+
+// TransportKind says how the orchestrator reaches an external MCP server.
+type TransportKind string
+
+// Transport kinds of a tool provider.
+const (
+	TransportStdio TransportKind = "stdio" // a process on the orchestrator's host
+	TransportHTTP  TransportKind = "http"  // MCP streamable HTTP
+)
+
+// ToolProvider is an external MCP server whose tools the catalog governs.
+// Exactly one of Stdio and HTTP is set, as Transport says. Its secrets are
+// references (environment variable names, files), never values.
+type ToolProvider struct {
+	ID        string
+	Name      string // ^[a-z][a-z0-9-]{0,31}$; exposed tool names start with it
+	Transport TransportKind
+	Stdio     *StdioTransport
+	HTTP      *HTTPTransport
+	Enabled   bool
+	// DiscoveredAt is when discovery last succeeded (zero: never).
+	DiscoveredAt time.Time
+	// DiscoveryError says why the last discovery failed; "" when it
+	// succeeded. A failed discovery keeps the catalog as it was.
+	DiscoveryError string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// StdioTransport runs an MCP server as a process of the orchestrator.
+type StdioTransport struct {
+	Command    string // absolute path
+	Args       []string
+	WorkingDir string // absolute; "" is the orchestrator's data directory
+	// Env is the server's whole environment besides a minimal PATH and
+	// HOME: each variable is read from the orchestrator's environment when
+	// the server starts.
+	Env []EnvReference
+}
+
+// EnvReference sets the server's variable Name from the orchestrator's
+// variable FromEnv.
+type EnvReference struct {
+	Name    string
+	FromEnv string
+}
+
+// HTTPTransport reaches an MCP server over streamable HTTP.
+type HTTPTransport struct {
+	URL     string // absolute http(s), without userinfo, query or fragment
+	Headers []HeaderReference
+}
+
+// HeaderReference sets request header Name to Prefix followed by the
+// secret Value refers to, resolved at request time.
+type HeaderReference struct {
+	Name   string
+	Value  CredentialRef
+	Prefix string // for example "Bearer "
+}
+
+// CatalogTool is one tool a provider's discovery found. Enabled (an
+// administrator's decision) and Available (whether the provider's latest
+// successful discovery listed it) are independent: a new tool is disabled
+// and available; a tool missing from a later discovery becomes unavailable,
+// is never deleted, and keeps its enablement.
+type CatalogTool struct {
+	ID           string
+	ProviderID   string
+	ProviderName string
+	ExternalName string // the tool's name on its server
+	// ExposedName is the name agents see, assigned once and kept for the
+	// life of the record: ProviderName + "__" + ExternalName, made safe
+	// (see store.ExposedName).
+	ExposedName  string
+	Title        string
+	Description  string
+	InputSchema  json.RawMessage // canonical JSON (see catalog.Canonical)
+	OutputSchema json.RawMessage // canonical JSON; nil when the server gives none
+	SchemaHash   string          // hex SHA-256 over both canonical schemas
+	ReadOnly     bool            // the server's annotations.readOnlyHint
+	Enabled      bool
+	Available    bool
+	WorkspaceIDs []string // workspaces the tool is assigned to, sorted
+	FirstSeen    time.Time
+	LastSeen     time.Time // the last discovery that listed it
+}
+
+// DiscoveredTool is one tool as a provider's tools/list gave it, with its
+// schemas in canonical form and their hash.
+type DiscoveredTool struct {
+	Name         string
+	Title        string
+	Description  string
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	SchemaHash   string
+	ReadOnly     bool
+}
+
+// DiscoveryCounts is what one discovery changed in a provider's catalog.
+type DiscoveryCounts struct {
+	New         int // tools seen for the first time (recorded disabled)
+	Changed     int // title, description, read-only hint or canonical schemas differ
+	Unchanged   int
+	Unavailable int // were available, missing now
+	Restored    int // were unavailable, listed again (enablement untouched)
+	Total       int // tools the server lists now
+}
+
+// AffectsSessions reports whether a discovery with these counts can change
+// what a session sees, and so bumps the catalog generation. New tools are
+// always disabled, so only changed, unavailable and restored ones can.
+func (c DiscoveryCounts) AffectsSessions() bool {
+	return c.Changed+c.Unavailable+c.Restored > 0
+}
+
+// CatalogBlock says why a catalog tool may not be called from a
+// workspace's session; "" means it may. The values are the refusal codes
+// of such calls.
+type CatalogBlock string
+
+// Reasons a catalog tool call is refused, in the order Gate checks them.
+const (
+	BlockNotAssigned      CatalogBlock = "tool_not_assigned"
+	BlockProviderDisabled CatalogBlock = "provider_disabled"
+	BlockToolDisabled     CatalogBlock = "tool_disabled"
+	BlockToolUnavailable  CatalogBlock = "tool_unavailable"
+)
+
+// CatalogCallTarget is a catalog tool with its provider, read together,
+// for checking and forwarding a call.
+type CatalogCallTarget struct {
+	Tool     CatalogTool
+	Provider ToolProvider
+}
+
+// Gate applies the runtime rule to a call from a session of workspaceID:
+// the tool must be assigned to the workspace, its provider enabled, and
+// the tool enabled and available. It returns the first rule broken, or ""
+// when the call may go through. store.ExternalTools selects with the same
+// rule.
+func (c CatalogCallTarget) Gate(workspaceID string) CatalogBlock {
+	switch {
+	case workspaceID == "" || !slices.Contains(c.Tool.WorkspaceIDs, workspaceID):
+		return BlockNotAssigned
+	case !c.Provider.Enabled:
+		return BlockProviderDisabled
+	case !c.Tool.Enabled:
+		return BlockToolDisabled
+	case !c.Tool.Available:
+		return BlockToolUnavailable
+	}
+	return ""
 }

@@ -1,7 +1,7 @@
 // Package server assembles the orchestrator: it opens the store under the
-// data directory, wires the event broker and the service, and serves the
-// public gRPC API with health checking and reflection (so grpcurl works)
-// until its context ends.
+// data directory, wires the event broker, the catalog's connection pool and
+// the service, and serves the public gRPC API with health checking and
+// reflection (so grpcurl works) until its context ends.
 package server
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -215,7 +216,12 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	for name := range execs {
 		log.Info("executor on", "executor", name)
 	}
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs})
+	// Connections to the catalog's external tool providers: made on first
+	// use, closed (stdio servers ended) when Run returns.
+	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log})
+	defer pool.Close()
+	dispatcher.SetExternalCaller(pool)
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
 		res, err := svc.AddSources(ctx, taskID, repoIDs)

@@ -127,18 +127,22 @@ func (s *Service) push(ctx context.Context, sess model.Session, set model.Provid
 	return Push{SessionID: sess.ID, Applied: applied}
 }
 
-// catchUp pushes the task's current set to a running session that is
-// behind it or marked for repair; launches racing a batch and restarts
-// between a commit and its pushes end here.
+// catchUp pushes the task's current set, and the workspace's external
+// tool set, to a running session that is behind them or marked for
+// repair; launches racing a batch or a catalog change, and restarts
+// between a commit and its pushes, end here.
 func (s *Service) catchUp(ctx context.Context, sess model.Session) model.Session {
 	if sess.State != model.SessionRunning {
 		return sess
 	}
 	set, err := s.store.TaskProviders(ctx, sess.TaskID)
-	if err != nil || (!sess.NeedsRepair && sess.Pushed.Generation >= set.Generation) {
-		return sess
+	if err == nil && (sess.NeedsRepair || sess.Pushed.Generation < set.Generation) {
+		s.push(ctx, sess, set)
 	}
-	s.push(ctx, sess, set)
+	if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
+		sess = updated
+	}
+	s.catchUpExternal(ctx, sess)
 	if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
 		return updated
 	}

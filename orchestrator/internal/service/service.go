@@ -20,6 +20,7 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
@@ -40,6 +41,7 @@ type Service struct {
 	execs       map[string]executors.Executor
 	done        chan struct{} // closed by Close: ends every watcher
 	once        sync.Once
+	catalog     *catalogState // the governed tool catalog (catalog.go)
 }
 
 // Options configure a Service.
@@ -53,6 +55,14 @@ type Options struct {
 	// PushTimeout bounds the push of a provider set to one session;
 	// DefaultPushTimeout if zero.
 	PushTimeout time.Duration
+	// Catalog holds the connections to external tool providers; nil: the
+	// catalog's records can be managed, but providers cannot be reached
+	// (discovery fails and is recorded as such).
+	Catalog *catalog.Pool
+	// OnCatalogChange, if set, is called after every committed catalog
+	// change that bumped the catalog generation, once its pushes to live
+	// sessions are done (see catalogChanged).
+	OnCatalogChange func(ctx context.Context)
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -66,7 +76,8 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 		opts.PushTimeout = DefaultPushTimeout
 	}
 	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials,
-		pushTimeout: opts.PushTimeout, done: make(chan struct{})}
+		pushTimeout: opts.PushTimeout, done: make(chan struct{}),
+		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 
 // ErrShuttingDown ends event watchers when the service closes.

@@ -148,6 +148,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: executors.Mode(sess.Mode),
 		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
 	}
+	if spec.External, spec.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID); err != nil {
+		return sess, err
+	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
 			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv}
@@ -170,6 +173,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	running, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
 		m.State, m.Handle, m.StatusMessage, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, "", false
 		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
+		m.ExternalGeneration = status.ExternalGeneration
 		return []model.Event{
 			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s", verb, exec.Name())},
 			{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "applied at " + verb},
@@ -214,11 +218,16 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	if err != nil {
 		return sess, err
 	}
-	return s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+	repaired, err := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
 		m.Pushed = model.ProviderSet{Set: res.Applied, Generation: res.Generation}
 		m.NeedsRepair, m.StatusMessage = false, ""
 		return []model.Event{{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "repaired on resume"}}, nil
 	})
+	if err != nil {
+		return repaired, err
+	}
+	s.catchUpExternal(ctx, repaired)
+	return s.store.GetSession(ctx, sess.ID)
 }
 
 // StopSession stops a session. Stopping a stopped or failed session

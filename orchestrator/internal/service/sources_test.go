@@ -19,6 +19,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -28,6 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	executortest.RemoveBuilds()
+	catalogtest.RemoveBuilds()
 	os.Exit(code)
 }
 

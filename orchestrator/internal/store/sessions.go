@@ -14,7 +14,7 @@ import (
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
 	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image,
-	agent_profile, agent_model, agent_credential_env`
+	agent_profile, agent_model, agent_credential_env, external_generation`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -30,11 +30,11 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 			return err
 		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
-			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv)
+			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration)
 		return err
 	})
 	return sess, err
@@ -56,10 +56,11 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 		}
 		sess.UpdatedAt = t.now
 		_, err = t.ExecContext(ctx, `UPDATE sessions SET state = ?, handle_version = ?, handle_state = ?,
-			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?
+			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?,
+			external_generation = ?
 			WHERE id = ?`,
 			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
-			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), id)
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, id)
 		if err != nil {
 			return err
 		}
@@ -136,7 +137,8 @@ func scanSession(sc scanner) (model.Session, error) {
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Pushed.Generation, &sess.NeedsRepair,
-		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv)
+		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
+		&sess.ExternalGeneration)
 	if err != nil {
 		return sess, err
 	}

@@ -3,7 +3,10 @@
 // every call is checked here, whatever the agent was shown — the session
 // must exist and belong to the calling task, must not have ended, the tool
 // must exist, and a provider tool needs its provider in the task's set,
-// a workspace connection to it and a credential that resolves.
+// a workspace connection to it and a credential that resolves. A catalog
+// tool (of an external MCP server) must be assigned to the task's
+// workspace, its provider and itself enabled, and itself available; it is
+// then forwarded to its server over a pooled connection.
 //
 // Failures are results, not errors: an agent reads a stable code and a
 // message it can act on. Credentials are resolved from their reference at
@@ -79,6 +82,8 @@ type Dispatcher struct {
 	addSources SourceAdder
 	// httpClient is used by the provider API clients; nil: a default.
 	httpClient *http.Client
+	// external forwards calls to catalog tools; nil: there are none.
+	external ExternalCaller
 }
 
 // New returns a dispatcher over st. log may be nil.
@@ -220,6 +225,9 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 	}
 	if pt, ok := providerTools[c.Tool]; ok {
 		return d.handleProvider(ctx, c, s, pt, args)
+	}
+	if res, ok := d.handleExternal(ctx, c, s, args); ok {
+		return res
 	}
 	return fail(CodeUnknownTool, "there is no tool %q", c.Tool)
 }

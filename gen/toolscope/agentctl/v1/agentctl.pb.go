@@ -346,8 +346,10 @@ type LaunchSpec struct {
 	WorkspaceId string                 `protobuf:"bytes,3,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
 	Mode        SessionMode            `protobuf:"varint,4,opt,name=mode,proto3,enum=toolscope.agentctl.v1.SessionMode" json:"mode,omitempty"`
 	// Absent: agentctl only serves MCP for the session.
-	Agent         *AgentCommand `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
-	ProviderSet   *ProviderSet  `protobuf:"bytes,6,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
+	Agent       *AgentCommand `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	ProviderSet *ProviderSet  `protobuf:"bytes,6,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
+	// External tools to expose from the start; absent: none.
+	ExternalTools *ExternalToolSet `protobuf:"bytes,7,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +426,276 @@ func (x *LaunchSpec) GetProviderSet() *ProviderSet {
 	return nil
 }
 
+func (x *LaunchSpec) GetExternalTools() *ExternalToolSet {
+	if x != nil {
+		return x.ExternalTools
+	}
+	return nil
+}
+
+// ExternalTool is one tool of an external MCP server as a session exposes
+// it. Its calls go back to the orchestrator, which checks them again and
+// forwards them to the server.
+type ExternalTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stable exposed name, for example "docs__search".
+	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema of the arguments, as the server gave it.
+	InputSchemaJson []byte `protobuf:"bytes,4,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	// JSON Schema of the structured result, if the server gave one.
+	OutputSchemaJson []byte `protobuf:"bytes,5,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	// The server marks the tool read-only; plan-mode sessions keep only
+	// read-only tools.
+	ReadOnly      bool `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalTool) Reset() {
+	*x = ExternalTool{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalTool) ProtoMessage() {}
+
+func (x *ExternalTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalTool.ProtoReflect.Descriptor instead.
+func (*ExternalTool) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExternalTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExternalTool) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ExternalTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ExternalTool) GetInputSchemaJson() []byte {
+	if x != nil {
+		return x.InputSchemaJson
+	}
+	return nil
+}
+
+func (x *ExternalTool) GetOutputSchemaJson() []byte {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return nil
+}
+
+func (x *ExternalTool) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// ExternalToolSet is every external tool a session exposes, with the
+// catalog generation that produced it.
+type ExternalToolSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tools []*ExternalTool        `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Orders pushes: a set with a lower generation than the applied one is
+	// ignored.
+	Generation    uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalToolSet) Reset() {
+	*x = ExternalToolSet{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalToolSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalToolSet) ProtoMessage() {}
+
+func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalToolSet.ProtoReflect.Descriptor instead.
+func (*ExternalToolSet) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExternalToolSet) GetTools() []*ExternalTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ExternalToolSet) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type SetExternalToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ExternalTools *ExternalToolSet       `protobuf:"bytes,2,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExternalToolsRequest) Reset() {
+	*x = SetExternalToolsRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExternalToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExternalToolsRequest) ProtoMessage() {}
+
+func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExternalToolsRequest.ProtoReflect.Descriptor instead.
+func (*SetExternalToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetExternalToolsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetExternalToolsRequest) GetExternalTools() *ExternalToolSet {
+	if x != nil {
+		return x.ExternalTools
+	}
+	return nil
+}
+
+type SetExternalToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation now applied: the requested one unless it was stale.
+	AppliedGeneration uint64 `protobuf:"varint,1,opt,name=applied_generation,json=appliedGeneration,proto3" json:"applied_generation,omitempty"`
+	// False when the requested generation was older than the applied one.
+	Accepted bool `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// True when the session's tool list changed, so clients were notified.
+	ToolsChanged  bool `protobuf:"varint,3,opt,name=tools_changed,json=toolsChanged,proto3" json:"tools_changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExternalToolsResponse) Reset() {
+	*x = SetExternalToolsResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExternalToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExternalToolsResponse) ProtoMessage() {}
+
+func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExternalToolsResponse.ProtoReflect.Descriptor instead.
+func (*SetExternalToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SetExternalToolsResponse) GetAppliedGeneration() uint64 {
+	if x != nil {
+		return x.AppliedGeneration
+	}
+	return 0
+}
+
+func (x *SetExternalToolsResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *SetExternalToolsResponse) GetToolsChanged() bool {
+	if x != nil {
+		return x.ToolsChanged
+	}
+	return false
+}
+
 type CreateSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *LaunchSpec            `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -433,7 +705,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +717,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +730,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionRequest) GetSpec() *LaunchSpec {
@@ -477,7 +749,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +761,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +774,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSessionResponse) GetStatus() *SessionStatus {
@@ -522,7 +794,7 @@ type SetProvidersRequest struct {
 
 func (x *SetProvidersRequest) Reset() {
 	*x = SetProvidersRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +806,7 @@ func (x *SetProvidersRequest) String() string {
 func (*SetProvidersRequest) ProtoMessage() {}
 
 func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +819,7 @@ func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersRequest.ProtoReflect.Descriptor instead.
 func (*SetProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetProvidersRequest) GetSessionId() string {
@@ -578,7 +850,7 @@ type SetProvidersResponse struct {
 
 func (x *SetProvidersResponse) Reset() {
 	*x = SetProvidersResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +862,7 @@ func (x *SetProvidersResponse) String() string {
 func (*SetProvidersResponse) ProtoMessage() {}
 
 func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +875,7 @@ func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersResponse.ProtoReflect.Descriptor instead.
 func (*SetProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetProvidersResponse) GetApplied() *ProviderSet {
@@ -636,7 +908,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +920,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +933,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionStateRequest) GetSessionId() string {
@@ -680,7 +952,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +964,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +977,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSessionStateResponse) GetStatus() *SessionStatus {
@@ -724,7 +996,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +1008,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +1021,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -768,7 +1040,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1052,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1065,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopSessionResponse) GetStatus() *SessionStatus {
@@ -814,7 +1086,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1098,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1111,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotifyRequest) GetSessionId() string {
@@ -867,7 +1139,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1151,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1164,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NotifyResponse) GetDelivered() int32 {
@@ -919,13 +1191,15 @@ type SessionStatus struct {
 	// Bearer token of the session's MCP endpoint. Only the authenticated
 	// orchestrator receives it, to tell users how to attach a client.
 	McpBearerToken string `protobuf:"bytes,8,opt,name=mcp_bearer_token,json=mcpBearerToken,proto3" json:"mcp_bearer_token,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The generation of the external tool set last applied (0: none).
+	ExternalToolsGeneration uint64 `protobuf:"varint,9,opt,name=external_tools_generation,json=externalToolsGeneration,proto3" json:"external_tools_generation,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1211,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1224,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -1009,6 +1283,13 @@ func (x *SessionStatus) GetMcpBearerToken() string {
 	return ""
 }
 
+func (x *SessionStatus) GetExternalToolsGeneration() uint64 {
+	if x != nil {
+		return x.ExternalToolsGeneration
+	}
+	return 0
+}
+
 // AttachRequest flows from the orchestrator to agentctl.
 type AttachRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1023,7 +1304,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1316,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1329,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -1109,7 +1390,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1402,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1415,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1208,7 +1489,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1501,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1514,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -1254,7 +1535,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1547,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1560,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1306,7 +1587,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1599,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1612,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1388,7 +1669,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1681,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1694,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1465,7 +1746,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1758,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1771,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -1541,7 +1822,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x0ecredential_env\x18\x06 \x01(\tR\rcredentialEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +
 	"\n" +
 	"LaunchSpec\x12\x1d\n" +
 	"\n" +
@@ -1550,7 +1831,28 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x03 \x01(\tR\vworkspaceId\x126\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x129\n" +
 	"\x05agent\x18\x05 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\x12E\n" +
-	"\fprovider_set\x18\x06 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\"M\n" +
+	"\fprovider_set\x18\x06 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
+	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"\xd1\x01\n" +
+	"\fExternalTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
+	"\x11input_schema_json\x18\x04 \x01(\fR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\x05 \x01(\fR\x10outputSchemaJson\x12\x1b\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\"l\n" +
+	"\x0fExternalToolSet\x129\n" +
+	"\x05tools\x18\x01 \x03(\v2#.toolscope.agentctl.v1.ExternalToolR\x05tools\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"\x87\x01\n" +
+	"\x17SetExternalToolsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12M\n" +
+	"\x0eexternal_tools\x18\x02 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"\x8a\x01\n" +
+	"\x18SetExternalToolsResponse\x12-\n" +
+	"\x12applied_generation\x18\x01 \x01(\x04R\x11appliedGeneration\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12#\n" +
+	"\rtools_changed\x18\x03 \x01(\bR\ftoolsChanged\"M\n" +
 	"\x14CreateSessionRequest\x125\n" +
 	"\x04spec\x18\x01 \x01(\v2!.toolscope.agentctl.v1.LaunchSpecR\x04spec\"U\n" +
 	"\x15CreateSessionResponse\x12<\n" +
@@ -1578,7 +1880,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xf2\x02\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xae\x03\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -1589,7 +1891,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"tool_names\x18\x05 \x03(\tR\ttoolNames\x12\x17\n" +
 	"\amcp_url\x18\x06 \x01(\tR\x06mcpUrl\x12&\n" +
 	"\x0fagent_exit_code\x18\a \x01(\x05R\ragentExitCode\x12(\n" +
-	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\"\x9c\x01\n" +
+	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\x12:\n" +
+	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
 	"\vtool_result\x18\x02 \x01(\v2!.toolscope.agentctl.v1.ToolResultH\x00R\n" +
@@ -1638,10 +1941,11 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12'\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x12$\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xf0\x04\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xe5\x05\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
-	"\fSetProviders\x12*.toolscope.agentctl.v1.SetProvidersRequest\x1a+.toolscope.agentctl.v1.SetProvidersResponse\x12p\n" +
+	"\fSetProviders\x12*.toolscope.agentctl.v1.SetProvidersRequest\x1a+.toolscope.agentctl.v1.SetProvidersResponse\x12s\n" +
+	"\x10SetExternalTools\x12..toolscope.agentctl.v1.SetExternalToolsRequest\x1a/.toolscope.agentctl.v1.SetExternalToolsResponse\x12p\n" +
 	"\x0fGetSessionState\x12-.toolscope.agentctl.v1.GetSessionStateRequest\x1a..toolscope.agentctl.v1.GetSessionStateResponse\x12d\n" +
 	"\vStopSession\x12).toolscope.agentctl.v1.StopSessionRequest\x1a*.toolscope.agentctl.v1.StopSessionResponse\x12U\n" +
 	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12Y\n" +
@@ -1661,73 +1965,82 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
-	(SessionMode)(0),                // 0: toolscope.agentctl.v1.SessionMode
-	(SessionPhase)(0),               // 1: toolscope.agentctl.v1.SessionPhase
-	(SessionEventKind)(0),           // 2: toolscope.agentctl.v1.SessionEventKind
-	(*ProviderSet)(nil),             // 3: toolscope.agentctl.v1.ProviderSet
-	(*AgentCommand)(nil),            // 4: toolscope.agentctl.v1.AgentCommand
-	(*LaunchSpec)(nil),              // 5: toolscope.agentctl.v1.LaunchSpec
-	(*CreateSessionRequest)(nil),    // 6: toolscope.agentctl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 7: toolscope.agentctl.v1.CreateSessionResponse
-	(*SetProvidersRequest)(nil),     // 8: toolscope.agentctl.v1.SetProvidersRequest
-	(*SetProvidersResponse)(nil),    // 9: toolscope.agentctl.v1.SetProvidersResponse
-	(*GetSessionStateRequest)(nil),  // 10: toolscope.agentctl.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil), // 11: toolscope.agentctl.v1.GetSessionStateResponse
-	(*StopSessionRequest)(nil),      // 12: toolscope.agentctl.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),     // 13: toolscope.agentctl.v1.StopSessionResponse
-	(*NotifyRequest)(nil),           // 14: toolscope.agentctl.v1.NotifyRequest
-	(*NotifyResponse)(nil),          // 15: toolscope.agentctl.v1.NotifyResponse
-	(*SessionStatus)(nil),           // 16: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),           // 17: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),          // 18: toolscope.agentctl.v1.AttachResponse
-	(*AttachAck)(nil),               // 19: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),             // 20: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                // 21: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),              // 22: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),            // 23: toolscope.agentctl.v1.SessionEvent
-	nil,                             // 24: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
+	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
+	(SessionEventKind)(0),            // 2: toolscope.agentctl.v1.SessionEventKind
+	(*ProviderSet)(nil),              // 3: toolscope.agentctl.v1.ProviderSet
+	(*AgentCommand)(nil),             // 4: toolscope.agentctl.v1.AgentCommand
+	(*LaunchSpec)(nil),               // 5: toolscope.agentctl.v1.LaunchSpec
+	(*ExternalTool)(nil),             // 6: toolscope.agentctl.v1.ExternalTool
+	(*ExternalToolSet)(nil),          // 7: toolscope.agentctl.v1.ExternalToolSet
+	(*SetExternalToolsRequest)(nil),  // 8: toolscope.agentctl.v1.SetExternalToolsRequest
+	(*SetExternalToolsResponse)(nil), // 9: toolscope.agentctl.v1.SetExternalToolsResponse
+	(*CreateSessionRequest)(nil),     // 10: toolscope.agentctl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 11: toolscope.agentctl.v1.CreateSessionResponse
+	(*SetProvidersRequest)(nil),      // 12: toolscope.agentctl.v1.SetProvidersRequest
+	(*SetProvidersResponse)(nil),     // 13: toolscope.agentctl.v1.SetProvidersResponse
+	(*GetSessionStateRequest)(nil),   // 14: toolscope.agentctl.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 15: toolscope.agentctl.v1.GetSessionStateResponse
+	(*StopSessionRequest)(nil),       // 16: toolscope.agentctl.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 17: toolscope.agentctl.v1.StopSessionResponse
+	(*NotifyRequest)(nil),            // 18: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),           // 19: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),            // 20: toolscope.agentctl.v1.SessionStatus
+	(*AttachRequest)(nil),            // 21: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 22: toolscope.agentctl.v1.AttachResponse
+	(*AttachAck)(nil),                // 23: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 24: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 25: toolscope.agentctl.v1.ToolCall
+	(*ToolResult)(nil),               // 26: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 27: toolscope.agentctl.v1.SessionEvent
+	nil,                              // 28: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	24, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	28, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	5,  // 4: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	16, // 5: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	3,  // 6: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	3,  // 7: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	16, // 8: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	16, // 9: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 10: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 11: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 12: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	20, // 13: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	22, // 14: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	21, // 15: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	23, // 16: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	19, // 17: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	2,  // 18: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	25, // 19: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 20: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	8,  // 21: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	10, // 22: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	12, // 23: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	14, // 24: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	17, // 25: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	7,  // 26: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	9,  // 27: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	11, // 28: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	13, // 29: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	15, // 30: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	18, // 31: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 4: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	6,  // 5: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
+	7,  // 6: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	5,  // 7: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	20, // 8: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	3,  // 9: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	3,  // 10: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	20, // 11: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	20, // 12: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 13: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 14: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	3,  // 15: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	24, // 16: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	26, // 17: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	25, // 18: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	27, // 19: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	23, // 20: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	2,  // 21: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	29, // 22: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	10, // 23: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	12, // 24: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	8,  // 25: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	14, // 26: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	16, // 27: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	18, // 28: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	21, // 29: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	11, // 30: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	13, // 31: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	9,  // 32: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	15, // 33: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	17, // 34: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	19, // 35: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	22, // 36: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -1735,11 +2048,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -1750,7 +2063,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentctlService_CreateSession_FullMethodName   = "/toolscope.agentctl.v1.AgentctlService/CreateSession"
-	AgentctlService_SetProviders_FullMethodName    = "/toolscope.agentctl.v1.AgentctlService/SetProviders"
-	AgentctlService_GetSessionState_FullMethodName = "/toolscope.agentctl.v1.AgentctlService/GetSessionState"
-	AgentctlService_StopSession_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/StopSession"
-	AgentctlService_Notify_FullMethodName          = "/toolscope.agentctl.v1.AgentctlService/Notify"
-	AgentctlService_Attach_FullMethodName          = "/toolscope.agentctl.v1.AgentctlService/Attach"
+	AgentctlService_CreateSession_FullMethodName    = "/toolscope.agentctl.v1.AgentctlService/CreateSession"
+	AgentctlService_SetProviders_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/SetProviders"
+	AgentctlService_SetExternalTools_FullMethodName = "/toolscope.agentctl.v1.AgentctlService/SetExternalTools"
+	AgentctlService_GetSessionState_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/GetSessionState"
+	AgentctlService_StopSession_FullMethodName      = "/toolscope.agentctl.v1.AgentctlService/StopSession"
+	AgentctlService_Notify_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Notify"
+	AgentctlService_Attach_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Attach"
 )
 
 // AgentctlServiceClient is the client API for AgentctlService service.
@@ -45,6 +46,12 @@ type AgentctlServiceClient interface {
 	// set again, ignores a generation older than the one it applied, and
 	// rebuilds the session's tool registry, keeping its mode.
 	SetProviders(ctx context.Context, in *SetProvidersRequest, opts ...grpc.CallOption) (*SetProvidersResponse, error)
+	// SetExternalTools replaces the external tools a session exposes (tools of
+	// external MCP servers from the orchestrator's governed catalog). agentctl
+	// ignores a generation older than the one it applied and rebuilds the
+	// session's tool registry; calls to these tools go back to the
+	// orchestrator over Attach, like every other tool call.
+	SetExternalTools(ctx context.Context, in *SetExternalToolsRequest, opts ...grpc.CallOption) (*SetExternalToolsResponse, error)
 	// GetSessionState reports a session's state.
 	GetSessionState(ctx context.Context, in *GetSessionStateRequest, opts ...grpc.CallOption) (*GetSessionStateResponse, error)
 	// StopSession stops a session's agent and MCP endpoints. Stopping a
@@ -82,6 +89,16 @@ func (c *agentctlServiceClient) SetProviders(ctx context.Context, in *SetProvide
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetProvidersResponse)
 	err := c.cc.Invoke(ctx, AgentctlService_SetProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentctlServiceClient) SetExternalTools(ctx context.Context, in *SetExternalToolsRequest, opts ...grpc.CallOption) (*SetExternalToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetExternalToolsResponse)
+	err := c.cc.Invoke(ctx, AgentctlService_SetExternalTools_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +166,12 @@ type AgentctlServiceServer interface {
 	// set again, ignores a generation older than the one it applied, and
 	// rebuilds the session's tool registry, keeping its mode.
 	SetProviders(context.Context, *SetProvidersRequest) (*SetProvidersResponse, error)
+	// SetExternalTools replaces the external tools a session exposes (tools of
+	// external MCP servers from the orchestrator's governed catalog). agentctl
+	// ignores a generation older than the one it applied and rebuilds the
+	// session's tool registry; calls to these tools go back to the
+	// orchestrator over Attach, like every other tool call.
+	SetExternalTools(context.Context, *SetExternalToolsRequest) (*SetExternalToolsResponse, error)
 	// GetSessionState reports a session's state.
 	GetSessionState(context.Context, *GetSessionStateRequest) (*GetSessionStateResponse, error)
 	// StopSession stops a session's agent and MCP endpoints. Stopping a
@@ -177,6 +200,9 @@ func (UnimplementedAgentctlServiceServer) CreateSession(context.Context, *Create
 }
 func (UnimplementedAgentctlServiceServer) SetProviders(context.Context, *SetProvidersRequest) (*SetProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetProviders not implemented")
+}
+func (UnimplementedAgentctlServiceServer) SetExternalTools(context.Context, *SetExternalToolsRequest) (*SetExternalToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetExternalTools not implemented")
 }
 func (UnimplementedAgentctlServiceServer) GetSessionState(context.Context, *GetSessionStateRequest) (*GetSessionStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSessionState not implemented")
@@ -243,6 +269,24 @@ func _AgentctlService_SetProviders_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentctlServiceServer).SetProviders(ctx, req.(*SetProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentctlService_SetExternalTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetExternalToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentctlServiceServer).SetExternalTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentctlService_SetExternalTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentctlServiceServer).SetExternalTools(ctx, req.(*SetExternalToolsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -322,6 +366,10 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetProviders",
 			Handler:    _AgentctlService_SetProviders_Handler,
+		},
+		{
+			MethodName: "SetExternalTools",
+			Handler:    _AgentctlService_SetExternalTools_Handler,
 		},
 		{
 			MethodName: "GetSessionState",

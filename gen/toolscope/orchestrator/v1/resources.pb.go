@@ -1216,6 +1216,655 @@ func (x *TaskEvent) GetMessage() string {
 	return ""
 }
 
+// ToolProvider is an external MCP server whose tools the catalog governs.
+// Nothing it offers is usable until an administrator enables the provider
+// and the tool and assigns the tool to a workspace.
+type ToolProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Unique name; exposed tool names start with it ("docs" gives
+	// "docs__search").
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Types that are valid to be assigned to Transport:
+	//
+	//	*ToolProvider_Stdio
+	//	*ToolProvider_Http
+	Transport isToolProvider_Transport `protobuf_oneof:"transport"`
+	Enabled   bool                     `protobuf:"varint,5,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// When discovery last succeeded.
+	DiscoverTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=discover_time,json=discoverTime,proto3" json:"discover_time,omitempty"`
+	// Why the last discovery failed; empty when it succeeded. A failed
+	// discovery keeps the catalog as it was.
+	DiscoveryError string                 `protobuf:"bytes,7,opt,name=discovery_error,json=discoveryError,proto3" json:"discovery_error,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolProvider) Reset() {
+	*x = ToolProvider{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolProvider) ProtoMessage() {}
+
+func (x *ToolProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolProvider.ProtoReflect.Descriptor instead.
+func (*ToolProvider) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ToolProvider) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolProvider) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolProvider) GetTransport() isToolProvider_Transport {
+	if x != nil {
+		return x.Transport
+	}
+	return nil
+}
+
+func (x *ToolProvider) GetStdio() *StdioTransport {
+	if x != nil {
+		if x, ok := x.Transport.(*ToolProvider_Stdio); ok {
+			return x.Stdio
+		}
+	}
+	return nil
+}
+
+func (x *ToolProvider) GetHttp() *HttpTransport {
+	if x != nil {
+		if x, ok := x.Transport.(*ToolProvider_Http); ok {
+			return x.Http
+		}
+	}
+	return nil
+}
+
+func (x *ToolProvider) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *ToolProvider) GetDiscoverTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DiscoverTime
+	}
+	return nil
+}
+
+func (x *ToolProvider) GetDiscoveryError() string {
+	if x != nil {
+		return x.DiscoveryError
+	}
+	return ""
+}
+
+func (x *ToolProvider) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *ToolProvider) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+type isToolProvider_Transport interface {
+	isToolProvider_Transport()
+}
+
+type ToolProvider_Stdio struct {
+	Stdio *StdioTransport `protobuf:"bytes,3,opt,name=stdio,proto3,oneof"`
+}
+
+type ToolProvider_Http struct {
+	Http *HttpTransport `protobuf:"bytes,4,opt,name=http,proto3,oneof"`
+}
+
+func (*ToolProvider_Stdio) isToolProvider_Transport() {}
+
+func (*ToolProvider_Http) isToolProvider_Transport() {}
+
+// StdioTransport runs the server as a process on the orchestrator's host.
+type StdioTransport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path of the program.
+	Command string   `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Args    []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	// Absolute working directory; empty: the orchestrator's data directory.
+	WorkingDir string `protobuf:"bytes,3,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	// Environment of the server, as references to the orchestrator's own
+	// environment: never values.
+	Env           []*EnvReference `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StdioTransport) Reset() {
+	*x = StdioTransport{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StdioTransport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StdioTransport) ProtoMessage() {}
+
+func (x *StdioTransport) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StdioTransport.ProtoReflect.Descriptor instead.
+func (*StdioTransport) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *StdioTransport) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *StdioTransport) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *StdioTransport) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *StdioTransport) GetEnv() []*EnvReference {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+// EnvReference sets one variable of a server's environment from a variable
+// of the orchestrator's environment, read when the server starts.
+type EnvReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The variable the server sees.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The orchestrator's variable it is read from.
+	FromEnv       string `protobuf:"bytes,2,opt,name=from_env,json=fromEnv,proto3" json:"from_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvReference) Reset() {
+	*x = EnvReference{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvReference) ProtoMessage() {}
+
+func (x *EnvReference) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvReference.ProtoReflect.Descriptor instead.
+func (*EnvReference) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EnvReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EnvReference) GetFromEnv() string {
+	if x != nil {
+		return x.FromEnv
+	}
+	return ""
+}
+
+// HttpTransport reaches the server over MCP streamable HTTP.
+type HttpTransport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute http or https URL, without credentials, query or fragment.
+	Url           string             `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Headers       []*HeaderReference `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HttpTransport) Reset() {
+	*x = HttpTransport{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpTransport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpTransport) ProtoMessage() {}
+
+func (x *HttpTransport) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpTransport.ProtoReflect.Descriptor instead.
+func (*HttpTransport) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HttpTransport) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *HttpTransport) GetHeaders() []*HeaderReference {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// HeaderReference sets one request header from a secret reference, read at
+// request time.
+type HeaderReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Header name, for example "Authorization".
+	Name  string         `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value *CredentialRef `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Text put before the secret, for example "Bearer ".
+	Prefix        string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeaderReference) Reset() {
+	*x = HeaderReference{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeaderReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeaderReference) ProtoMessage() {}
+
+func (x *HeaderReference) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeaderReference.ProtoReflect.Descriptor instead.
+func (*HeaderReference) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HeaderReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HeaderReference) GetValue() *CredentialRef {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *HeaderReference) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+// CatalogTool is one tool a provider's discovery found. Enabled and
+// available are independent: a new tool is disabled; a tool missing from a
+// later discovery is unavailable (never deleted) and keeps its enablement.
+type CatalogTool struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// The tool's name on its server.
+	ExternalName string `protobuf:"bytes,3,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
+	// The name agents see: "<provider name>__<external name>", stable for
+	// the life of the record.
+	ExposedName string `protobuf:"bytes,4,opt,name=exposed_name,json=exposedName,proto3" json:"exposed_name,omitempty"`
+	Title       string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	Description string `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schemas as the server gave them.
+	InputSchemaJson  string `protobuf:"bytes,7,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	OutputSchemaJson string `protobuf:"bytes,8,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	// SHA-256 of the canonical (key-order independent) input and output
+	// schemas.
+	SchemaHash string `protobuf:"bytes,9,opt,name=schema_hash,json=schemaHash,proto3" json:"schema_hash,omitempty"`
+	ReadOnly   bool   `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Enabled    bool   `protobuf:"varint,11,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Available  bool   `protobuf:"varint,12,opt,name=available,proto3" json:"available,omitempty"`
+	// Workspaces whose sessions may see the tool.
+	WorkspaceIds  []string               `protobuf:"bytes,13,rep,name=workspace_ids,json=workspaceIds,proto3" json:"workspace_ids,omitempty"`
+	FirstSeenTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=first_seen_time,json=firstSeenTime,proto3" json:"first_seen_time,omitempty"`
+	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogTool) Reset() {
+	*x = CatalogTool{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogTool) ProtoMessage() {}
+
+func (x *CatalogTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
+func (*CatalogTool) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CatalogTool) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetExternalName() string {
+	if x != nil {
+		return x.ExternalName
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetExposedName() string {
+	if x != nil {
+		return x.ExposedName
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetInputSchemaJson() string {
+	if x != nil {
+		return x.InputSchemaJson
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetOutputSchemaJson() string {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetSchemaHash() string {
+	if x != nil {
+		return x.SchemaHash
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *CatalogTool) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *CatalogTool) GetAvailable() bool {
+	if x != nil {
+		return x.Available
+	}
+	return false
+}
+
+func (x *CatalogTool) GetWorkspaceIds() []string {
+	if x != nil {
+		return x.WorkspaceIds
+	}
+	return nil
+}
+
+func (x *CatalogTool) GetFirstSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeenTime
+	}
+	return nil
+}
+
+func (x *CatalogTool) GetLastSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenTime
+	}
+	return nil
+}
+
+// DiscoveryCounts is what one discovery changed in a provider's catalog.
+type DiscoveryCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools seen for the first time (disabled).
+	New uint32 `protobuf:"varint,1,opt,name=new,proto3" json:"new,omitempty"`
+	// Tools whose description or canonical schemas changed.
+	Changed   uint32 `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	Unchanged uint32 `protobuf:"varint,3,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// Tools that were available and are missing now.
+	Unavailable uint32 `protobuf:"varint,4,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	// Tools that were unavailable and are back.
+	Restored uint32 `protobuf:"varint,5,opt,name=restored,proto3" json:"restored,omitempty"`
+	// Tools the server lists now.
+	Total         uint32 `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoveryCounts) Reset() {
+	*x = DiscoveryCounts{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoveryCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoveryCounts) ProtoMessage() {}
+
+func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoveryCounts.ProtoReflect.Descriptor instead.
+func (*DiscoveryCounts) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DiscoveryCounts) GetNew() uint32 {
+	if x != nil {
+		return x.New
+	}
+	return 0
+}
+
+func (x *DiscoveryCounts) GetChanged() uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *DiscoveryCounts) GetUnchanged() uint32 {
+	if x != nil {
+		return x.Unchanged
+	}
+	return 0
+}
+
+func (x *DiscoveryCounts) GetUnavailable() uint32 {
+	if x != nil {
+		return x.Unavailable
+	}
+	return 0
+}
+
+func (x *DiscoveryCounts) GetRestored() uint32 {
+	if x != nil {
+		return x.Restored
+	}
+	return 0
+}
+
+func (x *DiscoveryCounts) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 var File_toolscope_orchestrator_v1_resources_proto protoreflect.FileDescriptor
 
 const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
@@ -1317,7 +1966,62 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12%\n" +
 	"\x0erepository_ids\x18\x06 \x03(\tR\rrepositoryIds\x12I\n" +
 	"\fprovider_set\x18\a \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\vproviderSet\x12\x18\n" +
-	"\amessage\x18\b \x01(\tR\amessage*Y\n" +
+	"\amessage\x18\b \x01(\tR\amessage\"\xc0\x03\n" +
+	"\fToolProvider\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
+	"\x05stdio\x18\x03 \x01(\v2).toolscope.orchestrator.v1.StdioTransportH\x00R\x05stdio\x12>\n" +
+	"\x04http\x18\x04 \x01(\v2(.toolscope.orchestrator.v1.HttpTransportH\x00R\x04http\x12\x18\n" +
+	"\aenabled\x18\x05 \x01(\bR\aenabled\x12?\n" +
+	"\rdiscover_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fdiscoverTime\x12'\n" +
+	"\x0fdiscovery_error\x18\a \x01(\tR\x0ediscoveryError\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTimeB\v\n" +
+	"\ttransport\"\x9a\x01\n" +
+	"\x0eStdioTransport\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\x12\x1f\n" +
+	"\vworking_dir\x18\x03 \x01(\tR\n" +
+	"workingDir\x129\n" +
+	"\x03env\x18\x04 \x03(\v2'.toolscope.orchestrator.v1.EnvReferenceR\x03env\"=\n" +
+	"\fEnvReference\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bfrom_env\x18\x02 \x01(\tR\afromEnv\"g\n" +
+	"\rHttpTransport\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12D\n" +
+	"\aheaders\x18\x02 \x03(\v2*.toolscope.orchestrator.v1.HeaderReferenceR\aheaders\"}\n" +
+	"\x0fHeaderReference\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
+	"\x05value\x18\x02 \x01(\v2(.toolscope.orchestrator.v1.CredentialRefR\x05value\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"\xb9\x04\n" +
+	"\vCatalogTool\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x12#\n" +
+	"\rexternal_name\x18\x03 \x01(\tR\fexternalName\x12!\n" +
+	"\fexposed_name\x18\x04 \x01(\tR\vexposedName\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\x12*\n" +
+	"\x11input_schema_json\x18\a \x01(\tR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\b \x01(\tR\x10outputSchemaJson\x12\x1f\n" +
+	"\vschema_hash\x18\t \x01(\tR\n" +
+	"schemaHash\x12\x1b\n" +
+	"\tread_only\x18\n" +
+	" \x01(\bR\breadOnly\x12\x18\n" +
+	"\aenabled\x18\v \x01(\bR\aenabled\x12\x1c\n" +
+	"\tavailable\x18\f \x01(\bR\tavailable\x12#\n" +
+	"\rworkspace_ids\x18\r \x03(\tR\fworkspaceIds\x12B\n" +
+	"\x0ffirst_seen_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\x12@\n" +
+	"\x0elast_seen_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"\xaf\x01\n" +
+	"\x0fDiscoveryCounts\x12\x10\n" +
+	"\x03new\x18\x01 \x01(\rR\x03new\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\rR\achanged\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12 \n" +
+	"\vunavailable\x18\x04 \x01(\rR\vunavailable\x12\x1a\n" +
+	"\brestored\x18\x05 \x01(\rR\brestored\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\rR\x05total*Y\n" +
 	"\vSessionMode\x12\x1c\n" +
 	"\x18SESSION_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SESSION_MODE_TASK\x10\x01\x12\x15\n" +
@@ -1352,7 +2056,7 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(SessionMode)(0),              // 0: toolscope.orchestrator.v1.SessionMode
 	(SessionState)(0),             // 1: toolscope.orchestrator.v1.SessionState
@@ -1369,36 +2073,53 @@ var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(*PlanFile)(nil),              // 12: toolscope.orchestrator.v1.PlanFile
 	(*Session)(nil),               // 13: toolscope.orchestrator.v1.Session
 	(*TaskEvent)(nil),             // 14: toolscope.orchestrator.v1.TaskEvent
-	nil,                           // 15: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*ToolProvider)(nil),          // 15: toolscope.orchestrator.v1.ToolProvider
+	(*StdioTransport)(nil),        // 16: toolscope.orchestrator.v1.StdioTransport
+	(*EnvReference)(nil),          // 17: toolscope.orchestrator.v1.EnvReference
+	(*HttpTransport)(nil),         // 18: toolscope.orchestrator.v1.HttpTransport
+	(*HeaderReference)(nil),       // 19: toolscope.orchestrator.v1.HeaderReference
+	(*CatalogTool)(nil),           // 20: toolscope.orchestrator.v1.CatalogTool
+	(*DiscoveryCounts)(nil),       // 21: toolscope.orchestrator.v1.DiscoveryCounts
+	nil,                           // 22: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	4,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	16, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	23, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
 	5,  // 2: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	16, // 3: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	16, // 4: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	23, // 3: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	23, // 4: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
 	9,  // 5: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
 	7,  // 6: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	16, // 7: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	16, // 8: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	23, // 7: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	23, // 8: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 9: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	15, // 10: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	22, // 10: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
 	12, // 11: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
 	0,  // 12: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
 	1,  // 13: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
 	10, // 14: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
 	7,  // 15: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	16, // 16: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	16, // 17: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	23, // 16: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	23, // 17: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 18: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	16, // 19: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	23, // 19: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
 	7,  // 20: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 21: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	18, // 22: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	23, // 23: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	23, // 24: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	23, // 25: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	17, // 26: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	19, // 27: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	5,  // 28: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	23, // 29: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	23, // 30: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -1410,13 +2131,17 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_EnvVar)(nil),
 		(*CredentialRef_FilePath)(nil),
 	}
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[12].OneofWrappers = []any{
+		(*ToolProvider_Stdio)(nil),
+		(*ToolProvider_Http)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

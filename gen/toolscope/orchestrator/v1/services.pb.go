@@ -2084,6 +2084,1052 @@ func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
 	return nil
 }
 
+type CreateToolProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's name, transport and references; id, enabled and the
+	// discovery fields are ignored.
+	Provider      *ToolProvider `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateToolProviderRequest) Reset() {
+	*x = CreateToolProviderRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateToolProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateToolProviderRequest) ProtoMessage() {}
+
+func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateToolProviderRequest.ProtoReflect.Descriptor instead.
+func (*CreateToolProviderRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+type CreateToolProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateToolProviderResponse) Reset() {
+	*x = CreateToolProviderResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateToolProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateToolProviderResponse) ProtoMessage() {}
+
+func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateToolProviderResponse.ProtoReflect.Descriptor instead.
+func (*CreateToolProviderResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreateToolProviderResponse) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *CreateToolProviderResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type UpdateToolProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's id and its new transport; the name cannot change.
+	Provider      *ToolProvider `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateToolProviderRequest) Reset() {
+	*x = UpdateToolProviderRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateToolProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateToolProviderRequest) ProtoMessage() {}
+
+func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateToolProviderRequest.ProtoReflect.Descriptor instead.
+func (*UpdateToolProviderRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+type UpdateToolProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateToolProviderResponse) Reset() {
+	*x = UpdateToolProviderResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateToolProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateToolProviderResponse) ProtoMessage() {}
+
+func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateToolProviderResponse.ProtoReflect.Descriptor instead.
+func (*UpdateToolProviderResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpdateToolProviderResponse) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *UpdateToolProviderResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type GetToolProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolProviderRequest) Reset() {
+	*x = GetToolProviderRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolProviderRequest) ProtoMessage() {}
+
+func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolProviderRequest.ProtoReflect.Descriptor instead.
+func (*GetToolProviderRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetToolProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type GetToolProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolProviderResponse) Reset() {
+	*x = GetToolProviderResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolProviderResponse) ProtoMessage() {}
+
+func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolProviderResponse.ProtoReflect.Descriptor instead.
+func (*GetToolProviderResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+type ListToolProvidersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolProvidersRequest) Reset() {
+	*x = ListToolProvidersRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolProvidersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolProvidersRequest) ProtoMessage() {}
+
+func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolProvidersRequest.ProtoReflect.Descriptor instead.
+func (*ListToolProvidersRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+}
+
+type ListToolProvidersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Providers     []*ToolProvider        `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolProvidersResponse) Reset() {
+	*x = ListToolProvidersResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolProvidersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolProvidersResponse) ProtoMessage() {}
+
+func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolProvidersResponse.ProtoReflect.Descriptor instead.
+func (*ListToolProvidersResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+type TestToolProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestToolProviderRequest) Reset() {
+	*x = TestToolProviderRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestToolProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestToolProviderRequest) ProtoMessage() {}
+
+func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestToolProviderRequest.ProtoReflect.Descriptor instead.
+func (*TestToolProviderRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *TestToolProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type TestToolProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name and version, as it reported them.
+	ServerName    string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ServerVersion string `protobuf:"bytes,2,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	// Names of the tools it lists now.
+	ToolNames     []string `protobuf:"bytes,3,rep,name=tool_names,json=toolNames,proto3" json:"tool_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestToolProviderResponse) Reset() {
+	*x = TestToolProviderResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestToolProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestToolProviderResponse) ProtoMessage() {}
+
+func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestToolProviderResponse.ProtoReflect.Descriptor instead.
+func (*TestToolProviderResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *TestToolProviderResponse) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *TestToolProviderResponse) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+func (x *TestToolProviderResponse) GetToolNames() []string {
+	if x != nil {
+		return x.ToolNames
+	}
+	return nil
+}
+
+type RefreshToolProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshToolProviderRequest) Reset() {
+	*x = RefreshToolProviderRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshToolProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshToolProviderRequest) ProtoMessage() {}
+
+func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshToolProviderRequest.ProtoReflect.Descriptor instead.
+func (*RefreshToolProviderRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *RefreshToolProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type RefreshToolProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshToolProviderResponse) Reset() {
+	*x = RefreshToolProviderResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshToolProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshToolProviderResponse) ProtoMessage() {}
+
+func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshToolProviderResponse.ProtoReflect.Descriptor instead.
+func (*RefreshToolProviderResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *RefreshToolProviderResponse) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *RefreshToolProviderResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type SetToolProviderEnabledRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Enabled       bool   `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetToolProviderEnabledRequest) Reset() {
+	*x = SetToolProviderEnabledRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetToolProviderEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetToolProviderEnabledRequest) ProtoMessage() {}
+
+func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetToolProviderEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetToolProviderEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SetToolProviderEnabledRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *SetToolProviderEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+type SetToolProviderEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetToolProviderEnabledResponse) Reset() {
+	*x = SetToolProviderEnabledResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetToolProviderEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetToolProviderEnabledResponse) ProtoMessage() {}
+
+func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetToolProviderEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetToolProviderEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+type ListCatalogToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: one provider's tools (id or name).
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCatalogToolsRequest) Reset() {
+	*x = ListCatalogToolsRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCatalogToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCatalogToolsRequest) ProtoMessage() {}
+
+func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCatalogToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListCatalogToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListCatalogToolsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type ListCatalogToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*CatalogTool         `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCatalogToolsResponse) Reset() {
+	*x = ListCatalogToolsResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCatalogToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCatalogToolsResponse) ProtoMessage() {}
+
+func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCatalogToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListCatalogToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListCatalogToolsResponse) GetTools() []*CatalogTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+type GetCatalogToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or exposed name.
+	Tool          string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCatalogToolRequest) Reset() {
+	*x = GetCatalogToolRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCatalogToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCatalogToolRequest) ProtoMessage() {}
+
+func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCatalogToolRequest.ProtoReflect.Descriptor instead.
+func (*GetCatalogToolRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetCatalogToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+type GetCatalogToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          *CatalogTool           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCatalogToolResponse) Reset() {
+	*x = GetCatalogToolResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCatalogToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCatalogToolResponse) ProtoMessage() {}
+
+func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCatalogToolResponse.ProtoReflect.Descriptor instead.
+func (*GetCatalogToolResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetCatalogToolResponse) GetTool() *CatalogTool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+type SetCatalogToolEnabledRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or exposed name.
+	Tool          string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Enabled       bool   `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCatalogToolEnabledRequest) Reset() {
+	*x = SetCatalogToolEnabledRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCatalogToolEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCatalogToolEnabledRequest) ProtoMessage() {}
+
+func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCatalogToolEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetCatalogToolEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *SetCatalogToolEnabledRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *SetCatalogToolEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+type SetCatalogToolEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          *CatalogTool           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCatalogToolEnabledResponse) Reset() {
+	*x = SetCatalogToolEnabledResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCatalogToolEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCatalogToolEnabledResponse) ProtoMessage() {}
+
+func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCatalogToolEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetCatalogToolEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SetCatalogToolEnabledResponse) GetTool() *CatalogTool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+type AssignCatalogToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or exposed name.
+	Tool        string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	WorkspaceId string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// False removes the assignment.
+	Assigned      bool `protobuf:"varint,3,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignCatalogToolRequest) Reset() {
+	*x = AssignCatalogToolRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignCatalogToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignCatalogToolRequest) ProtoMessage() {}
+
+func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignCatalogToolRequest.ProtoReflect.Descriptor instead.
+func (*AssignCatalogToolRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *AssignCatalogToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AssignCatalogToolRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *AssignCatalogToolRequest) GetAssigned() bool {
+	if x != nil {
+		return x.Assigned
+	}
+	return false
+}
+
+type AssignCatalogToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          *CatalogTool           `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignCatalogToolResponse) Reset() {
+	*x = AssignCatalogToolResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignCatalogToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignCatalogToolResponse) ProtoMessage() {}
+
+func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignCatalogToolResponse.ProtoReflect.Descriptor instead.
+func (*AssignCatalogToolResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *AssignCatalogToolResponse) GetTool() *CatalogTool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
 var File_toolscope_orchestrator_v1_services_proto protoreflect.FileDescriptor
 
 const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
@@ -2213,7 +3259,61 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\"U\n" +
 	"\x17WatchTaskEventsResponse\x12:\n" +
-	"\x05event\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.TaskEventR\x05event2\xe5\x04\n" +
+	"\x05event\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.TaskEventR\x05event\"`\n" +
+	"\x19CreateToolProviderRequest\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\xa5\x01\n" +
+	"\x1aCreateToolProviderResponse\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"`\n" +
+	"\x19UpdateToolProviderRequest\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\xa5\x01\n" +
+	"\x1aUpdateToolProviderResponse\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"4\n" +
+	"\x16GetToolProviderRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"^\n" +
+	"\x17GetToolProviderResponse\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\x1a\n" +
+	"\x18ListToolProvidersRequest\"b\n" +
+	"\x19ListToolProvidersResponse\x12E\n" +
+	"\tproviders\x18\x01 \x03(\v2'.toolscope.orchestrator.v1.ToolProviderR\tproviders\"5\n" +
+	"\x17TestToolProviderRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"\x81\x01\n" +
+	"\x18TestToolProviderResponse\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12%\n" +
+	"\x0eserver_version\x18\x02 \x01(\tR\rserverVersion\x12\x1d\n" +
+	"\n" +
+	"tool_names\x18\x03 \x03(\tR\ttoolNames\"8\n" +
+	"\x1aRefreshToolProviderRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"\xa6\x01\n" +
+	"\x1bRefreshToolProviderResponse\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"U\n" +
+	"\x1dSetToolProviderEnabledRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled\"e\n" +
+	"\x1eSetToolProviderEnabledResponse\x12C\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"5\n" +
+	"\x17ListCatalogToolsRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"X\n" +
+	"\x18ListCatalogToolsResponse\x12<\n" +
+	"\x05tools\x18\x01 \x03(\v2&.toolscope.orchestrator.v1.CatalogToolR\x05tools\"+\n" +
+	"\x15GetCatalogToolRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\"T\n" +
+	"\x16GetCatalogToolResponse\x12:\n" +
+	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool\"L\n" +
+	"\x1cSetCatalogToolEnabledRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x18\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled\"[\n" +
+	"\x1dSetCatalogToolEnabledResponse\x12:\n" +
+	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool\"m\n" +
+	"\x18AssignCatalogToolRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12!\n" +
+	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x1a\n" +
+	"\bassigned\x18\x03 \x01(\bR\bassigned\"W\n" +
+	"\x19AssignCatalogToolResponse\x12:\n" +
+	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool2\xe5\x04\n" +
 	"\x10WorkspaceService\x12x\n" +
 	"\x0fCreateWorkspace\x121.toolscope.orchestrator.v1.CreateWorkspaceRequest\x1a2.toolscope.orchestrator.v1.CreateWorkspaceResponse\x12o\n" +
 	"\fGetWorkspace\x12..toolscope.orchestrator.v1.GetWorkspaceRequest\x1a/.toolscope.orchestrator.v1.GetWorkspaceResponse\x12u\n" +
@@ -2241,7 +3341,19 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\fListSessions\x12..toolscope.orchestrator.v1.ListSessionsRequest\x1a/.toolscope.orchestrator.v1.ListSessionsResponse\x12r\n" +
 	"\rGetSessionMCP\x12/.toolscope.orchestrator.v1.GetSessionMCPRequest\x1a0.toolscope.orchestrator.v1.GetSessionMCPResponse2\x8a\x01\n" +
 	"\fEventService\x12z\n" +
-	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x01B\x81\x02\n" +
+	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x012\xa7\v\n" +
+	"\x0eCatalogService\x12\x81\x01\n" +
+	"\x12CreateToolProvider\x124.toolscope.orchestrator.v1.CreateToolProviderRequest\x1a5.toolscope.orchestrator.v1.CreateToolProviderResponse\x12\x81\x01\n" +
+	"\x12UpdateToolProvider\x124.toolscope.orchestrator.v1.UpdateToolProviderRequest\x1a5.toolscope.orchestrator.v1.UpdateToolProviderResponse\x12x\n" +
+	"\x0fGetToolProvider\x121.toolscope.orchestrator.v1.GetToolProviderRequest\x1a2.toolscope.orchestrator.v1.GetToolProviderResponse\x12~\n" +
+	"\x11ListToolProviders\x123.toolscope.orchestrator.v1.ListToolProvidersRequest\x1a4.toolscope.orchestrator.v1.ListToolProvidersResponse\x12{\n" +
+	"\x10TestToolProvider\x122.toolscope.orchestrator.v1.TestToolProviderRequest\x1a3.toolscope.orchestrator.v1.TestToolProviderResponse\x12\x84\x01\n" +
+	"\x13RefreshToolProvider\x125.toolscope.orchestrator.v1.RefreshToolProviderRequest\x1a6.toolscope.orchestrator.v1.RefreshToolProviderResponse\x12\x8d\x01\n" +
+	"\x16SetToolProviderEnabled\x128.toolscope.orchestrator.v1.SetToolProviderEnabledRequest\x1a9.toolscope.orchestrator.v1.SetToolProviderEnabledResponse\x12{\n" +
+	"\x10ListCatalogTools\x122.toolscope.orchestrator.v1.ListCatalogToolsRequest\x1a3.toolscope.orchestrator.v1.ListCatalogToolsResponse\x12u\n" +
+	"\x0eGetCatalogTool\x120.toolscope.orchestrator.v1.GetCatalogToolRequest\x1a1.toolscope.orchestrator.v1.GetCatalogToolResponse\x12\x8a\x01\n" +
+	"\x15SetCatalogToolEnabled\x127.toolscope.orchestrator.v1.SetCatalogToolEnabledRequest\x1a8.toolscope.orchestrator.v1.SetCatalogToolEnabledResponse\x12~\n" +
+	"\x11AssignCatalogTool\x123.toolscope.orchestrator.v1.AssignCatalogToolRequest\x1a4.toolscope.orchestrator.v1.AssignCatalogToolResponseB\x81\x02\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\rServicesProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (
@@ -2256,132 +3368,194 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescData
 }
 
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
-	(*CreateWorkspaceRequest)(nil),   // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),  // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),      // 2: toolscope.orchestrator.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),     // 3: toolscope.orchestrator.v1.GetWorkspaceResponse
-	(*ListWorkspacesRequest)(nil),    // 4: toolscope.orchestrator.v1.ListWorkspacesRequest
-	(*ListWorkspacesResponse)(nil),   // 5: toolscope.orchestrator.v1.ListWorkspacesResponse
-	(*SetConnectionRequest)(nil),     // 6: toolscope.orchestrator.v1.SetConnectionRequest
-	(*SetConnectionResponse)(nil),    // 7: toolscope.orchestrator.v1.SetConnectionResponse
-	(*RemoveConnectionRequest)(nil),  // 8: toolscope.orchestrator.v1.RemoveConnectionRequest
-	(*RemoveConnectionResponse)(nil), // 9: toolscope.orchestrator.v1.RemoveConnectionResponse
-	(*CreateRepositoryRequest)(nil),  // 10: toolscope.orchestrator.v1.CreateRepositoryRequest
-	(*CreateRepositoryResponse)(nil), // 11: toolscope.orchestrator.v1.CreateRepositoryResponse
-	(*GetRepositoryRequest)(nil),     // 12: toolscope.orchestrator.v1.GetRepositoryRequest
-	(*GetRepositoryResponse)(nil),    // 13: toolscope.orchestrator.v1.GetRepositoryResponse
-	(*ListRepositoriesRequest)(nil),  // 14: toolscope.orchestrator.v1.ListRepositoriesRequest
-	(*ListRepositoriesResponse)(nil), // 15: toolscope.orchestrator.v1.ListRepositoriesResponse
-	(*CreateTaskRequest)(nil),        // 16: toolscope.orchestrator.v1.CreateTaskRequest
-	(*CreateTaskResponse)(nil),       // 17: toolscope.orchestrator.v1.CreateTaskResponse
-	(*GetTaskRequest)(nil),           // 18: toolscope.orchestrator.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),          // 19: toolscope.orchestrator.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),         // 20: toolscope.orchestrator.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 21: toolscope.orchestrator.v1.ListTasksResponse
-	(*AddSourcesRequest)(nil),        // 22: toolscope.orchestrator.v1.AddSourcesRequest
-	(*AddSourcesResponse)(nil),       // 23: toolscope.orchestrator.v1.AddSourcesResponse
-	(*SessionPush)(nil),              // 24: toolscope.orchestrator.v1.SessionPush
-	(*GetSessionMCPRequest)(nil),     // 25: toolscope.orchestrator.v1.GetSessionMCPRequest
-	(*GetSessionMCPResponse)(nil),    // 26: toolscope.orchestrator.v1.GetSessionMCPResponse
-	(*LaunchSessionRequest)(nil),     // 27: toolscope.orchestrator.v1.LaunchSessionRequest
-	(*LaunchSessionResponse)(nil),    // 28: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*StartSessionRequest)(nil),      // 29: toolscope.orchestrator.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),     // 30: toolscope.orchestrator.v1.StartSessionResponse
-	(*ResumeSessionRequest)(nil),     // 31: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),    // 32: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),       // 33: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 34: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),        // 35: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 36: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 37: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 38: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),   // 39: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),  // 40: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*Workspace)(nil),                // 41: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),            // 42: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),               // 43: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),               // 44: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                     // 45: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),              // 46: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                 // 47: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                // 48: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                  // 49: toolscope.orchestrator.v1.Session
-	(*LaunchPlan)(nil),               // 50: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                // 51: toolscope.orchestrator.v1.TaskEvent
+	(*CreateWorkspaceRequest)(nil),         // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 2: toolscope.orchestrator.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 3: toolscope.orchestrator.v1.GetWorkspaceResponse
+	(*ListWorkspacesRequest)(nil),          // 4: toolscope.orchestrator.v1.ListWorkspacesRequest
+	(*ListWorkspacesResponse)(nil),         // 5: toolscope.orchestrator.v1.ListWorkspacesResponse
+	(*SetConnectionRequest)(nil),           // 6: toolscope.orchestrator.v1.SetConnectionRequest
+	(*SetConnectionResponse)(nil),          // 7: toolscope.orchestrator.v1.SetConnectionResponse
+	(*RemoveConnectionRequest)(nil),        // 8: toolscope.orchestrator.v1.RemoveConnectionRequest
+	(*RemoveConnectionResponse)(nil),       // 9: toolscope.orchestrator.v1.RemoveConnectionResponse
+	(*CreateRepositoryRequest)(nil),        // 10: toolscope.orchestrator.v1.CreateRepositoryRequest
+	(*CreateRepositoryResponse)(nil),       // 11: toolscope.orchestrator.v1.CreateRepositoryResponse
+	(*GetRepositoryRequest)(nil),           // 12: toolscope.orchestrator.v1.GetRepositoryRequest
+	(*GetRepositoryResponse)(nil),          // 13: toolscope.orchestrator.v1.GetRepositoryResponse
+	(*ListRepositoriesRequest)(nil),        // 14: toolscope.orchestrator.v1.ListRepositoriesRequest
+	(*ListRepositoriesResponse)(nil),       // 15: toolscope.orchestrator.v1.ListRepositoriesResponse
+	(*CreateTaskRequest)(nil),              // 16: toolscope.orchestrator.v1.CreateTaskRequest
+	(*CreateTaskResponse)(nil),             // 17: toolscope.orchestrator.v1.CreateTaskResponse
+	(*GetTaskRequest)(nil),                 // 18: toolscope.orchestrator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 19: toolscope.orchestrator.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),               // 20: toolscope.orchestrator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 21: toolscope.orchestrator.v1.ListTasksResponse
+	(*AddSourcesRequest)(nil),              // 22: toolscope.orchestrator.v1.AddSourcesRequest
+	(*AddSourcesResponse)(nil),             // 23: toolscope.orchestrator.v1.AddSourcesResponse
+	(*SessionPush)(nil),                    // 24: toolscope.orchestrator.v1.SessionPush
+	(*GetSessionMCPRequest)(nil),           // 25: toolscope.orchestrator.v1.GetSessionMCPRequest
+	(*GetSessionMCPResponse)(nil),          // 26: toolscope.orchestrator.v1.GetSessionMCPResponse
+	(*LaunchSessionRequest)(nil),           // 27: toolscope.orchestrator.v1.LaunchSessionRequest
+	(*LaunchSessionResponse)(nil),          // 28: toolscope.orchestrator.v1.LaunchSessionResponse
+	(*StartSessionRequest)(nil),            // 29: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),           // 30: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),           // 31: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 32: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),             // 33: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),            // 34: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),              // 35: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 36: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 37: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 38: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),         // 39: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),        // 40: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*CreateToolProviderRequest)(nil),      // 41: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 42: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 43: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 44: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 45: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 46: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 47: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 48: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 49: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 50: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 51: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 52: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 53: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 54: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 55: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 56: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 57: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 58: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 59: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 60: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 61: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 62: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 63: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 64: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 65: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 66: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 67: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 68: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 69: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                      // 70: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                        // 71: toolscope.orchestrator.v1.Session
+	(*LaunchPlan)(nil),                     // 72: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 73: toolscope.orchestrator.v1.TaskEvent
+	(*ToolProvider)(nil),                   // 74: toolscope.orchestrator.v1.ToolProvider
+	(*DiscoveryCounts)(nil),                // 75: toolscope.orchestrator.v1.DiscoveryCounts
+	(*CatalogTool)(nil),                    // 76: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	41, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	41, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	41, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	42, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	43, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	44, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	44, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	44, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	45, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	45, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	45, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	45, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	63, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	63, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	63, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	64, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	65, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	66, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	66, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	66, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	67, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	67, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	67, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	67, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
 	24, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	46, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
-	47, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	48, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	49, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	50, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	68, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	69, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	70, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	71, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	72, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
 	27, // 18: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	49, // 19: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 20: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 21: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 22: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	49, // 23: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	51, // 24: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	0,  // 25: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 26: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 27: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 28: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 29: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 30: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 31: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 32: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 33: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 34: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 35: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 36: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	27, // 37: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	29, // 38: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	31, // 39: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	33, // 40: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	35, // 41: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	37, // 42: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	25, // 43: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	39, // 44: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	1,  // 45: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 46: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 47: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 48: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 49: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 50: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 51: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 52: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 53: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 54: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 55: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 56: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	28, // 57: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	30, // 58: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	32, // 59: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	34, // 60: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	36, // 61: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	38, // 62: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	26, // 63: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	40, // 64: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	45, // [45:65] is the sub-list for method output_type
-	25, // [25:45] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	71, // 19: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	71, // 20: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	71, // 21: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	71, // 22: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	71, // 23: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	73, // 24: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	74, // 25: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	74, // 26: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	75, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	74, // 28: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	74, // 29: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	75, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	74, // 31: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	74, // 32: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	74, // 33: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	75, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	74, // 35: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	76, // 36: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	76, // 37: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	76, // 38: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	76, // 39: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	0,  // 40: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	2,  // 41: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	4,  // 42: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	6,  // 43: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	8,  // 44: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	10, // 45: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	12, // 46: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	14, // 47: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	16, // 48: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	18, // 49: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	20, // 50: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	22, // 51: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	27, // 52: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	29, // 53: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	31, // 54: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	33, // 55: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	35, // 56: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	37, // 57: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	25, // 58: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	39, // 59: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	41, // 60: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	43, // 61: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	45, // 62: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	47, // 63: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	49, // 64: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	51, // 65: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	53, // 66: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	55, // 67: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	57, // 68: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	59, // 69: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	61, // 70: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	1,  // 71: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	3,  // 72: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	5,  // 73: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	7,  // 74: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	9,  // 75: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	11, // 76: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	13, // 77: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	15, // 78: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	17, // 79: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	19, // 80: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	21, // 81: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	23, // 82: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	28, // 83: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	30, // 84: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	32, // 85: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	34, // 86: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	36, // 87: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	38, // 88: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	26, // 89: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	40, // 90: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	42, // 91: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	44, // 92: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	46, // 93: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	48, // 94: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	50, // 95: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	52, // 96: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	54, // 97: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	56, // 98: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	58, // 99: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	60, // 100: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	62, // 101: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	71, // [71:102] is the sub-list for method output_type
+	40, // [40:71] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -2400,9 +3574,9 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   63,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_toolscope_orchestrator_v1_services_proto_goTypes,
 		DependencyIndexes: file_toolscope_orchestrator_v1_services_proto_depIdxs,

@@ -1182,3 +1182,507 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "toolscope/orchestrator/v1/services.proto",
 }
+
+const (
+	CatalogService_CreateToolProvider_FullMethodName     = "/toolscope.orchestrator.v1.CatalogService/CreateToolProvider"
+	CatalogService_UpdateToolProvider_FullMethodName     = "/toolscope.orchestrator.v1.CatalogService/UpdateToolProvider"
+	CatalogService_GetToolProvider_FullMethodName        = "/toolscope.orchestrator.v1.CatalogService/GetToolProvider"
+	CatalogService_ListToolProviders_FullMethodName      = "/toolscope.orchestrator.v1.CatalogService/ListToolProviders"
+	CatalogService_TestToolProvider_FullMethodName       = "/toolscope.orchestrator.v1.CatalogService/TestToolProvider"
+	CatalogService_RefreshToolProvider_FullMethodName    = "/toolscope.orchestrator.v1.CatalogService/RefreshToolProvider"
+	CatalogService_SetToolProviderEnabled_FullMethodName = "/toolscope.orchestrator.v1.CatalogService/SetToolProviderEnabled"
+	CatalogService_ListCatalogTools_FullMethodName       = "/toolscope.orchestrator.v1.CatalogService/ListCatalogTools"
+	CatalogService_GetCatalogTool_FullMethodName         = "/toolscope.orchestrator.v1.CatalogService/GetCatalogTool"
+	CatalogService_SetCatalogToolEnabled_FullMethodName  = "/toolscope.orchestrator.v1.CatalogService/SetCatalogToolEnabled"
+	CatalogService_AssignCatalogTool_FullMethodName      = "/toolscope.orchestrator.v1.CatalogService/AssignCatalogTool"
+)
+
+// CatalogServiceClient is the client API for CatalogService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// CatalogService governs external MCP tool providers and the catalog of
+// their tools: an administrator decides what exists, what is enabled and
+// which workspaces' sessions see it.
+type CatalogServiceClient interface {
+	// CreateToolProvider records a provider (disabled) and runs a first
+	// discovery. A failed discovery is recorded on the provider, not refused.
+	CreateToolProvider(ctx context.Context, in *CreateToolProviderRequest, opts ...grpc.CallOption) (*CreateToolProviderResponse, error)
+	// UpdateToolProvider replaces a provider's transport and runs discovery.
+	UpdateToolProvider(ctx context.Context, in *UpdateToolProviderRequest, opts ...grpc.CallOption) (*UpdateToolProviderResponse, error)
+	GetToolProvider(ctx context.Context, in *GetToolProviderRequest, opts ...grpc.CallOption) (*GetToolProviderResponse, error)
+	ListToolProviders(ctx context.Context, in *ListToolProvidersRequest, opts ...grpc.CallOption) (*ListToolProvidersResponse, error)
+	// TestToolProvider connects and lists the server's tools without
+	// changing the catalog.
+	TestToolProvider(ctx context.Context, in *TestToolProviderRequest, opts ...grpc.CallOption) (*TestToolProviderResponse, error)
+	// RefreshToolProvider runs discovery and returns what it changed.
+	RefreshToolProvider(ctx context.Context, in *RefreshToolProviderRequest, opts ...grpc.CallOption) (*RefreshToolProviderResponse, error)
+	SetToolProviderEnabled(ctx context.Context, in *SetToolProviderEnabledRequest, opts ...grpc.CallOption) (*SetToolProviderEnabledResponse, error)
+	ListCatalogTools(ctx context.Context, in *ListCatalogToolsRequest, opts ...grpc.CallOption) (*ListCatalogToolsResponse, error)
+	GetCatalogTool(ctx context.Context, in *GetCatalogToolRequest, opts ...grpc.CallOption) (*GetCatalogToolResponse, error)
+	SetCatalogToolEnabled(ctx context.Context, in *SetCatalogToolEnabledRequest, opts ...grpc.CallOption) (*SetCatalogToolEnabledResponse, error)
+	// AssignCatalogTool lets a workspace's sessions see a tool, or stops it.
+	AssignCatalogTool(ctx context.Context, in *AssignCatalogToolRequest, opts ...grpc.CallOption) (*AssignCatalogToolResponse, error)
+}
+
+type catalogServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCatalogServiceClient(cc grpc.ClientConnInterface) CatalogServiceClient {
+	return &catalogServiceClient{cc}
+}
+
+func (c *catalogServiceClient) CreateToolProvider(ctx context.Context, in *CreateToolProviderRequest, opts ...grpc.CallOption) (*CreateToolProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateToolProviderResponse)
+	err := c.cc.Invoke(ctx, CatalogService_CreateToolProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) UpdateToolProvider(ctx context.Context, in *UpdateToolProviderRequest, opts ...grpc.CallOption) (*UpdateToolProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateToolProviderResponse)
+	err := c.cc.Invoke(ctx, CatalogService_UpdateToolProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) GetToolProvider(ctx context.Context, in *GetToolProviderRequest, opts ...grpc.CallOption) (*GetToolProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetToolProviderResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetToolProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListToolProviders(ctx context.Context, in *ListToolProvidersRequest, opts ...grpc.CallOption) (*ListToolProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolProvidersResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListToolProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) TestToolProvider(ctx context.Context, in *TestToolProviderRequest, opts ...grpc.CallOption) (*TestToolProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestToolProviderResponse)
+	err := c.cc.Invoke(ctx, CatalogService_TestToolProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) RefreshToolProvider(ctx context.Context, in *RefreshToolProviderRequest, opts ...grpc.CallOption) (*RefreshToolProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshToolProviderResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RefreshToolProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) SetToolProviderEnabled(ctx context.Context, in *SetToolProviderEnabledRequest, opts ...grpc.CallOption) (*SetToolProviderEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetToolProviderEnabledResponse)
+	err := c.cc.Invoke(ctx, CatalogService_SetToolProviderEnabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListCatalogTools(ctx context.Context, in *ListCatalogToolsRequest, opts ...grpc.CallOption) (*ListCatalogToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCatalogToolsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListCatalogTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) GetCatalogTool(ctx context.Context, in *GetCatalogToolRequest, opts ...grpc.CallOption) (*GetCatalogToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCatalogToolResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetCatalogTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) SetCatalogToolEnabled(ctx context.Context, in *SetCatalogToolEnabledRequest, opts ...grpc.CallOption) (*SetCatalogToolEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetCatalogToolEnabledResponse)
+	err := c.cc.Invoke(ctx, CatalogService_SetCatalogToolEnabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) AssignCatalogTool(ctx context.Context, in *AssignCatalogToolRequest, opts ...grpc.CallOption) (*AssignCatalogToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AssignCatalogToolResponse)
+	err := c.cc.Invoke(ctx, CatalogService_AssignCatalogTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CatalogServiceServer is the server API for CatalogService service.
+// All implementations must embed UnimplementedCatalogServiceServer
+// for forward compatibility.
+//
+// CatalogService governs external MCP tool providers and the catalog of
+// their tools: an administrator decides what exists, what is enabled and
+// which workspaces' sessions see it.
+type CatalogServiceServer interface {
+	// CreateToolProvider records a provider (disabled) and runs a first
+	// discovery. A failed discovery is recorded on the provider, not refused.
+	CreateToolProvider(context.Context, *CreateToolProviderRequest) (*CreateToolProviderResponse, error)
+	// UpdateToolProvider replaces a provider's transport and runs discovery.
+	UpdateToolProvider(context.Context, *UpdateToolProviderRequest) (*UpdateToolProviderResponse, error)
+	GetToolProvider(context.Context, *GetToolProviderRequest) (*GetToolProviderResponse, error)
+	ListToolProviders(context.Context, *ListToolProvidersRequest) (*ListToolProvidersResponse, error)
+	// TestToolProvider connects and lists the server's tools without
+	// changing the catalog.
+	TestToolProvider(context.Context, *TestToolProviderRequest) (*TestToolProviderResponse, error)
+	// RefreshToolProvider runs discovery and returns what it changed.
+	RefreshToolProvider(context.Context, *RefreshToolProviderRequest) (*RefreshToolProviderResponse, error)
+	SetToolProviderEnabled(context.Context, *SetToolProviderEnabledRequest) (*SetToolProviderEnabledResponse, error)
+	ListCatalogTools(context.Context, *ListCatalogToolsRequest) (*ListCatalogToolsResponse, error)
+	GetCatalogTool(context.Context, *GetCatalogToolRequest) (*GetCatalogToolResponse, error)
+	SetCatalogToolEnabled(context.Context, *SetCatalogToolEnabledRequest) (*SetCatalogToolEnabledResponse, error)
+	// AssignCatalogTool lets a workspace's sessions see a tool, or stops it.
+	AssignCatalogTool(context.Context, *AssignCatalogToolRequest) (*AssignCatalogToolResponse, error)
+	mustEmbedUnimplementedCatalogServiceServer()
+}
+
+// UnimplementedCatalogServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCatalogServiceServer struct{}
+
+func (UnimplementedCatalogServiceServer) CreateToolProvider(context.Context, *CreateToolProviderRequest) (*CreateToolProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToolProvider not implemented")
+}
+func (UnimplementedCatalogServiceServer) UpdateToolProvider(context.Context, *UpdateToolProviderRequest) (*UpdateToolProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateToolProvider not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetToolProvider(context.Context, *GetToolProviderRequest) (*GetToolProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToolProvider not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListToolProviders(context.Context, *ListToolProvidersRequest) (*ListToolProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListToolProviders not implemented")
+}
+func (UnimplementedCatalogServiceServer) TestToolProvider(context.Context, *TestToolProviderRequest) (*TestToolProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestToolProvider not implemented")
+}
+func (UnimplementedCatalogServiceServer) RefreshToolProvider(context.Context, *RefreshToolProviderRequest) (*RefreshToolProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshToolProvider not implemented")
+}
+func (UnimplementedCatalogServiceServer) SetToolProviderEnabled(context.Context, *SetToolProviderEnabledRequest) (*SetToolProviderEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetToolProviderEnabled not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListCatalogTools(context.Context, *ListCatalogToolsRequest) (*ListCatalogToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCatalogTools not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetCatalogTool(context.Context, *GetCatalogToolRequest) (*GetCatalogToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCatalogTool not implemented")
+}
+func (UnimplementedCatalogServiceServer) SetCatalogToolEnabled(context.Context, *SetCatalogToolEnabledRequest) (*SetCatalogToolEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetCatalogToolEnabled not implemented")
+}
+func (UnimplementedCatalogServiceServer) AssignCatalogTool(context.Context, *AssignCatalogToolRequest) (*AssignCatalogToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AssignCatalogTool not implemented")
+}
+func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
+func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
+
+// UnsafeCatalogServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CatalogServiceServer will
+// result in compilation errors.
+type UnsafeCatalogServiceServer interface {
+	mustEmbedUnimplementedCatalogServiceServer()
+}
+
+func RegisterCatalogServiceServer(s grpc.ServiceRegistrar, srv CatalogServiceServer) {
+	// If the following call panics, it indicates UnimplementedCatalogServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&CatalogService_ServiceDesc, srv)
+}
+
+func _CatalogService_CreateToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateToolProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).CreateToolProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_CreateToolProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).CreateToolProvider(ctx, req.(*CreateToolProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_UpdateToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateToolProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).UpdateToolProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_UpdateToolProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).UpdateToolProvider(ctx, req.(*UpdateToolProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_GetToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetToolProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetToolProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetToolProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetToolProvider(ctx, req.(*GetToolProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListToolProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListToolProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListToolProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListToolProviders(ctx, req.(*ListToolProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_TestToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestToolProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).TestToolProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_TestToolProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).TestToolProvider(ctx, req.(*TestToolProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_RefreshToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshToolProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RefreshToolProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RefreshToolProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RefreshToolProvider(ctx, req.(*RefreshToolProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_SetToolProviderEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetToolProviderEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).SetToolProviderEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_SetToolProviderEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).SetToolProviderEnabled(ctx, req.(*SetToolProviderEnabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListCatalogTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCatalogToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListCatalogTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListCatalogTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListCatalogTools(ctx, req.(*ListCatalogToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_GetCatalogTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCatalogToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetCatalogTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetCatalogTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetCatalogTool(ctx, req.(*GetCatalogToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_SetCatalogToolEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCatalogToolEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).SetCatalogToolEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_SetCatalogToolEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).SetCatalogToolEnabled(ctx, req.(*SetCatalogToolEnabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_AssignCatalogTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AssignCatalogToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).AssignCatalogTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_AssignCatalogTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).AssignCatalogTool(ctx, req.(*AssignCatalogToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var CatalogService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "toolscope.orchestrator.v1.CatalogService",
+	HandlerType: (*CatalogServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateToolProvider",
+			Handler:    _CatalogService_CreateToolProvider_Handler,
+		},
+		{
+			MethodName: "UpdateToolProvider",
+			Handler:    _CatalogService_UpdateToolProvider_Handler,
+		},
+		{
+			MethodName: "GetToolProvider",
+			Handler:    _CatalogService_GetToolProvider_Handler,
+		},
+		{
+			MethodName: "ListToolProviders",
+			Handler:    _CatalogService_ListToolProviders_Handler,
+		},
+		{
+			MethodName: "TestToolProvider",
+			Handler:    _CatalogService_TestToolProvider_Handler,
+		},
+		{
+			MethodName: "RefreshToolProvider",
+			Handler:    _CatalogService_RefreshToolProvider_Handler,
+		},
+		{
+			MethodName: "SetToolProviderEnabled",
+			Handler:    _CatalogService_SetToolProviderEnabled_Handler,
+		},
+		{
+			MethodName: "ListCatalogTools",
+			Handler:    _CatalogService_ListCatalogTools_Handler,
+		},
+		{
+			MethodName: "GetCatalogTool",
+			Handler:    _CatalogService_GetCatalogTool_Handler,
+		},
+		{
+			MethodName: "SetCatalogToolEnabled",
+			Handler:    _CatalogService_SetCatalogToolEnabled_Handler,
+		},
+		{
+			MethodName: "AssignCatalogTool",
+			Handler:    _CatalogService_AssignCatalogTool_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "toolscope/orchestrator/v1/services.proto",
+}

@@ -1,0 +1,144 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// External tools reach sessions like provider sets do: a session's set is
+// what store.ExternalTools selects for its workspace (assigned, provider
+// enabled, tool enabled, available), ordered by the catalog generation. It
+// is given at launch, pushed to every live session after each catalog
+// change, and caught up after a restart or a failed push.
+
+// externalTools returns a workspace's external tool set as executors take
+// it, with the catalog generation it reflects.
+func (s *Service) externalTools(ctx context.Context, workspaceID string) ([]executors.ExternalTool, uint64, error) {
+	tools, gen, err := s.store.ExternalTools(ctx, workspaceID)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]executors.ExternalTool, 0, len(tools))
+	for _, t := range tools {
+		// agentctl refuses a whole set holding a tool it cannot serve; such
+		// a tool stays in the catalog but is left out of every set.
+		if err := usable(t); err != nil {
+			s.log.WarnContext(ctx, "a catalog tool cannot be exposed", "tool", t.ExposedName, "reason", err.Error())
+			continue
+		}
+		out = append(out, executors.ExternalTool{Name: t.ExposedName, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, ReadOnly: t.ReadOnly})
+	}
+	return out, gen, nil
+}
+
+// usable reports why agentctl could not serve a catalog tool, or nil.
+func usable(t model.CatalogTool) error {
+	if err := toolapi.CheckExternalName(t.ExposedName); err != nil {
+		return fmt.Errorf("name %v", err)
+	}
+	if err := toolapi.CheckExternalSchema(t.InputSchema); err != nil {
+		return fmt.Errorf("input schema %v", err)
+	}
+	if len(t.OutputSchema) > 0 {
+		if err := toolapi.CheckExternalSchema(t.OutputSchema); err != nil {
+			return fmt.Errorf("output schema %v", err)
+		}
+	}
+	return nil
+}
+
+// pushExternalToLive pushes, after a catalog change, each running
+// session's external tool set, in parallel, each push bounded by the push
+// timeout. A session whose set did not change gets the new generation and
+// no notification (agentctl diffs what it serves).
+func (s *Service) pushExternalToLive(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	active, err := s.store.ActiveSessions(ctx)
+	if err != nil {
+		s.log.ErrorContext(ctx, "list sessions for a catalog push", "error", err.Error())
+		return
+	}
+	var wg sync.WaitGroup
+	for _, sess := range active {
+		if sess.State != model.SessionRunning {
+			continue
+		}
+		wg.Go(func() { s.pushExternal(ctx, sess) })
+	}
+	wg.Wait()
+}
+
+// pushExternal sends a session its workspace's current external tool set
+// and records the generation applied (never moving backwards when pushes
+// race), or the failure and the repair mark.
+func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
+	task, err := s.store.GetTask(ctx, sess.TaskID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "read a session's task for a catalog push", "session_id", sess.ID, "error", err.Error())
+		return
+	}
+	tools, gen, err := s.externalTools(ctx, task.WorkspaceID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "read the external tools of a workspace", "workspace_id", task.WorkspaceID, "error", err.Error())
+		return
+	}
+	exec, err := s.executor(sess.Executor)
+	var res executors.PushResult
+	if err == nil {
+		pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+		res, err = exec.SetExternalTools(pushCtx, handleOf(sess), tools, gen)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "external tools push failed", "session_id", sess.ID, "generation", gen, "error", err.Error())
+		_, uerr := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+			m.NeedsRepair, m.StatusMessage = true, "external tools push failed: "+err.Error()
+			return nil, nil
+		})
+		if uerr != nil {
+			s.log.ErrorContext(ctx, "record a failed push", "session_id", sess.ID, "error", uerr.Error())
+		}
+		return
+	}
+	set, setErr := s.store.TaskProviders(ctx, sess.TaskID)
+	_, err = s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+		if res.Generation > m.ExternalGeneration {
+			m.ExternalGeneration = res.Generation
+		}
+		// The repair mark goes only when both pushed sets are current.
+		if m.NeedsRepair && m.ExternalGeneration >= gen && setErr == nil && m.Pushed.Generation >= set.Generation {
+			m.NeedsRepair, m.StatusMessage = false, ""
+		}
+		return nil, nil
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "record an external tools push", "session_id", sess.ID, "error", err.Error())
+	}
+	if res.ToolsChanged {
+		s.log.InfoContext(ctx, "external tools pushed", "session_id", sess.ID, "generation", res.Generation, "tools", len(tools))
+	}
+}
+
+// catchUpExternal pushes a running session its external tool set when it
+// is behind the catalog (a change while it was starting, a failed push, a
+// restart between a change and its push).
+func (s *Service) catchUpExternal(ctx context.Context, sess model.Session) {
+	if sess.State != model.SessionRunning {
+		return
+	}
+	gen, err := s.store.CatalogGeneration(ctx)
+	if err != nil || (sess.ExternalGeneration >= gen && !sess.NeedsRepair) {
+		return
+	}
+	s.pushExternal(ctx, sess)
+}

@@ -1,0 +1,96 @@
+package toolcalls
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
+	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// TestCatalogCallsAreGatedBeforeTheyReachTheProvider: a call to a catalog
+// tool is checked again in the orchestrator, whatever the agent was shown:
+// not assigned to the session's workspace, provider disabled, tool
+// disabled or unavailable each refuse it with its code, and the external
+// server never sees it; allowed, it is forwarded and answered.
+func TestCatalogCallsAreGatedBeforeTheyReachTheProvider(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	server := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
+	server.SetTools(catalogtest.ToolSpec{Name: "lookup", Description: "Look something up"})
+	pool := catalog.New(catalog.Options{Timeout: 10 * time.Second, WorkDir: t.TempDir()})
+	t.Cleanup(func() { _ = pool.Close() })
+	f.d.SetExternalCaller(pool)
+
+	prov, err := f.st.CreateToolProvider(ctx, model.ToolProvider{Name: "kb", Transport: model.TransportHTTP,
+		HTTP: &model.HTTPTransport{URL: server.URL}})
+	require.NoError(t, err)
+	discover := func() {
+		tools, err := pool.Discover(ctx, prov)
+		require.NoError(t, err)
+		_, err = f.st.ApplyDiscovery(ctx, prov.ID, tools, time.Now())
+		require.NoError(t, err)
+	}
+	discover()
+	call := func() Result {
+		return f.callAs(f.session.ID, f.task.ID, "kb__lookup", json.RawMessage(`{}`))
+	}
+	refused := 0
+	expect := func(code model.CatalogBlock) {
+		t.Helper()
+		r := call()
+		assert.True(t, r.IsError, "%s: %s", code, r.Text)
+		assert.Equal(t, string(code), r.Code, r.Text)
+		refused++
+	}
+
+	expect(model.BlockNotAssigned) // everything else off too: the first rule broken is named
+	_, _, err = f.st.AssignCatalogTool(ctx, "kb__lookup", f.ws.ID, true)
+	require.NoError(t, err)
+	expect(model.BlockProviderDisabled)
+	_, _, err = f.st.SetToolProviderEnabled(ctx, "kb", true)
+	require.NoError(t, err)
+	expect(model.BlockToolDisabled)
+	_, _, err = f.st.SetCatalogToolEnabled(ctx, "kb__lookup", true)
+	require.NoError(t, err)
+	server.SetTools()
+	discover()
+	expect(model.BlockToolUnavailable)
+	assert.Empty(t, server.CallNames(), "no refused call reached the provider")
+
+	server.SetTools(catalogtest.ToolSpec{Name: "lookup", Description: "Look something up"})
+	discover()
+	r := call()
+	require.False(t, r.IsError, "%s: %s", r.Code, r.Text)
+	assert.Contains(t, r.Text, "lookup called with {}")
+	assert.Equal(t, []string{"lookup"}, server.CallNames())
+
+	// A session of another workspace's task is refused even so.
+	other, err := f.st.CreateWorkspace(ctx, "other")
+	require.NoError(t, err)
+	repo, err := f.st.CreateRepository(ctx, model.Repository{WorkspaceID: other.ID, Provider: "github", Host: "github.com", Path: "other/x"})
+	require.NoError(t, err)
+	task, err := f.st.CreateTask(ctx, model.Task{WorkspaceID: other.ID, Title: "other"}, repo.ID)
+	require.NoError(t, err)
+	sess, err := f.st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionRunning})
+	require.NoError(t, err)
+	r = f.callAs(sess.ID, task.ID, "kb__lookup", json.RawMessage(`{}`))
+	assert.Equal(t, string(model.BlockNotAssigned), r.Code)
+	refused++
+
+	// The server going away is a coded failure, not a hang.
+	server.Close()
+	r = call()
+	assert.True(t, r.IsError)
+	assert.Equal(t, CodeExternalFailed, r.Code, r.Text)
+	assert.Equal(t, []string{"lookup"}, server.CallNames())
+	testutil.Figure(t, "catalog: call gate", "%d calls refused by the orchestrator (not assigned ×2, provider disabled, tool disabled, tool unavailable), 0 reached the server; 1 allowed call answered; a gone server is %s", refused, CodeExternalFailed)
+}
