@@ -180,23 +180,21 @@ func (e *Executor) session(h executors.Handle) (string, error) {
 
 // SetProviders implements executors.Executor.
 func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	id, err := e.session(h)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	l, err := e.connect(ctx)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	res, err := l.SetProviders(ctx, id, set, gen)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return res, fmt.Errorf("the daemon no longer hosts session %q: %w", id, executors.ErrLost)
-	}
-	return res, err
+	return e.push(ctx, h, func(l *agentlink.Link, id string) (executors.PushResult, error) {
+		return l.SetProviders(ctx, id, set, gen)
+	})
 }
 
 // SetExternalTools implements executors.Executor.
 func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	return e.push(ctx, h, func(l *agentlink.Link, id string) (executors.PushResult, error) {
+		return l.SetExternalTools(ctx, id, tools, gen)
+	})
+}
+
+// push runs one push to a session on the daemon's link; a session the
+// daemon no longer hosts (it restarted) is lost.
+func (e *Executor) push(ctx context.Context, h executors.Handle, do func(*agentlink.Link, string) (executors.PushResult, error)) (executors.PushResult, error) {
 	id, err := e.session(h)
 	if err != nil {
 		return executors.PushResult{}, err
@@ -205,7 +203,7 @@ func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, too
 	if err != nil {
 		return executors.PushResult{}, err
 	}
-	res, err := l.SetExternalTools(ctx, id, tools, gen)
+	res, err := do(l, id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return res, fmt.Errorf("the daemon no longer hosts session %q: %w", id, executors.ErrLost)
 	}

@@ -7,19 +7,17 @@ package catalogtest
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest/fakeserver"
 )
 
@@ -29,42 +27,17 @@ type ToolSpec = fakeserver.ToolSpec
 // Start is what the stdio server records when it starts.
 type Start = fakeserver.Start
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildPath string
-	buildErr  error
-	buildOut  []byte
-)
+var stdioServer = testutil.Binary{Package: "github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest/stdioserver", Name: "stdioserver"}
 
 // StdioServer builds the stdio test server (package stdioserver) once per
 // test process, in the go.work workspace, and returns its path.
 func StdioServer(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "toolscope-stdioserver-"); buildErr != nil {
-			return
-		}
-		buildPath = filepath.Join(buildDir, "stdioserver")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath,
-			"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest/stdioserver")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("build the stdio test server: %v\n%s", buildErr, buildOut)
-	}
-	return buildPath
+	return stdioServer.Path(t)
 }
 
 // RemoveBuilds deletes what StdioServer built; call it from TestMain.
-func RemoveBuilds() {
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-}
+func RemoveBuilds() { stdioServer.Remove() }
 
 // StdioFiles are the files a stdio test server reads and writes: give
 // their paths to it through TOOLS_FILE, STARTS_FILE and CALLS_FILE.
