@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/benchstats"
 	"github.com/toolscope/toolscope/internal/mcptest"
@@ -101,7 +102,8 @@ func runStorm(c *mcptest.Client, change func(), rate int, span time.Duration) (f
 // call (GetSessionState).
 func BenchmarkTwoHundredSessions(b *testing.B) {
 	const n = 200
-	h := newHarness(b)
+	h := newHarnessWith(b, func(o *daemon.Options) { o.MaxSessions = n }) // over the default limit
+
 	heapBefore := heapInUse()
 	ids := make([]string, n)
 	statuses := make([]*agentctlv1.SessionStatus, n)
