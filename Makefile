@@ -84,6 +84,14 @@ bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and
 	done
 	$(GO) run ./internal/cmd/benchreport -md docs/benchmarks.md -json bench/results.json < bench/raw.txt
 
+.PHONY: bench-smoke
+bench-smoke: ## run every benchmark once, writing nothing: proves they still run (CI)
+	@for b in $(BENCHES); do \
+		IFS=: read -r pkg pattern benchtime <<< "$$b"; \
+		$(GO) test -run '^$$' -bench "^Benchmark$$pattern\$$" -benchtime 1x "$$pkg" > /dev/null || { echo "benchmark $$pattern in $$pkg failed" >&2; \
+			$(GO) test -run '^$$' -bench "^Benchmark$$pattern\$$" -benchtime 1x "$$pkg" | tail -20 >&2; exit 1; }; \
+	done; echo "every benchmark ran once"
+
 .PHONY: bench-compare
 bench-compare: $(TOOLS_BIN)/benchstat ## benchstat: bench/raw.txt as committed at BASE (default HEAD) against the working tree's
 	@git show $(or $(BASE),HEAD):bench/raw.txt > bench/raw.base.txt
@@ -186,7 +194,7 @@ tidy-check: ## fail if any go.mod/go.sum is not tidy
 check: lint check-generate breaking check-imports tidy-check ## every static check CI runs
 
 .PHONY: ci
-ci: check test test-long fuzz-short ## what .ci/run runs
+ci: check test test-long bench-smoke fuzz-short ## what .ci/run runs
 
 .PHONY: clean
 clean: ## remove built binaries and tools
