@@ -352,7 +352,8 @@ func (d *Daemon) GetSessionState(_ context.Context, req *agentctlv1.GetSessionSt
 }
 
 // StopSession implements agentctlv1.AgentctlServiceServer. Stopping a
-// stopped or unknown session succeeds.
+// stopped or unknown session succeeds. A stopped session is forgotten: its
+// id may be created again.
 func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionRequest) (*agentctlv1.StopSessionResponse, error) {
 	s, err := d.lookup(req.GetSessionId())
 	if errors.Is(err, errdefs.ErrNotFound) {
@@ -363,6 +364,13 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 		return nil, err
 	}
 	s.stop(d.opts.StopGrace)
+	// A stopped session is forgotten, so a long-running daemon does not
+	// accumulate them; stopping it again, or an unknown one, succeeds.
+	d.mu.Lock()
+	if d.sessions[s.id] == s {
+		delete(d.sessions, s.id)
+	}
+	d.mu.Unlock()
 	d.log.Info("session stopped", "session_id", s.id)
 	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
 }

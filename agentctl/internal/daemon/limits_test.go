@@ -42,8 +42,12 @@ func TestSessionLimitIsAClearError(t *testing.T) {
 
 	_, err = h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
 	require.NoError(t, err)
+	_, err = h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+	assert.Equal(t, codes.NotFound, status.Code(err), "a stopped session is forgotten, not kept forever")
+	_, err = h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	assert.NoError(t, err, "stopping it again succeeds")
 	h.create(t, spec("s4", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
-	testutil.Figure(t, "limit: sessions per agentctl", "session %d of a limit of %d refused with RESOURCE_EXHAUSTED; a stopped session frees its place (default %d)",
+	testutil.Figure(t, "limit: sessions per agentctl", "session %d of a limit of %d refused with RESOURCE_EXHAUSTED; a stopped session is forgotten and frees its place (default %d)",
 		limit+1, limit, daemon.DefaultMaxSessions)
 }
 
