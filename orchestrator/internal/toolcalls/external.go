@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,13 +68,21 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 }
 
 // fromExternal turns an external server's result into the call's result:
-// its text content joined, its structured content kept.
+// its text content joined, its structured content kept. Other content
+// (images, audio, resources) does not travel over Attach; the text says
+// how much was left out, so the agent is not misled.
 func fromExternal(r *mcp.CallToolResult) Result {
 	var texts []string
+	omitted := 0
 	for _, c := range r.Content {
 		if t, ok := c.(*mcp.TextContent); ok {
 			texts = append(texts, t.Text)
+		} else {
+			omitted++
 		}
+	}
+	if omitted > 0 {
+		texts = append(texts, fmt.Sprintf("[%d non-text content item(s) omitted: toolscope forwards text and structured results only]", omitted))
 	}
 	res := Result{Text: strings.Join(texts, "\n"), Structured: r.StructuredContent}
 	if r.IsError {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,4 +94,19 @@ func TestCatalogCallsAreGatedBeforeTheyReachTheProvider(t *testing.T) {
 	assert.Equal(t, CodeExternalFailed, r.Code, r.Text)
 	assert.Equal(t, []string{"lookup"}, server.CallNames())
 	testutil.Figure(t, "catalog: call gate", "%d calls refused by the orchestrator (not assigned ×2, provider disabled, tool disabled, tool unavailable), 0 reached the server; 1 allowed call answered; a gone server is %s", refused, CodeExternalFailed)
+}
+
+func TestExternalResultsKeepTextAndSayWhatWasLeftOut(t *testing.T) {
+	t.Parallel()
+	r := fromExternal(&mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: "found 2 pages"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte{1}}},
+		StructuredContent: map[string]any{"pages": 2},
+	})
+	assert.False(t, r.IsError)
+	assert.Equal(t, "found 2 pages\n[1 non-text content item(s) omitted: toolscope forwards text and structured results only]", r.Text)
+	assert.Equal(t, map[string]any{"pages": 2}, r.Structured)
+	failed := fromExternal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "index offline"}}})
+	assert.True(t, failed.IsError)
+	assert.Equal(t, CodeExternalToolError, failed.Code)
+	assert.Equal(t, "index offline", failed.Text)
 }
