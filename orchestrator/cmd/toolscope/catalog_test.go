@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/executors/executortest"
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -79,6 +81,9 @@ func TestCatalogToolsReachALiveSessionOnlyWhenAllowed(t *testing.T) {
 	c.WaitChanged(t)
 	c.ExpectNone(t, "one change, one list_changed")
 	require.Equal(t, withTool(base, "docs__search"), c.Names(t))
+	pushed := waitEvent(t, srv, task, pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED)
+	assert.Equal(t, sid, pushed.GetSessionId())
+	assert.Contains(t, pushed.GetMessage(), "external tools docs__search")
 
 	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "docs__search", Arguments: map[string]any{"q": "limits"}})
 	require.NoError(t, err)
@@ -128,6 +133,23 @@ func TestCatalogToolsReachALiveSessionOnlyWhenAllowed(t *testing.T) {
 	assert.Contains(t, everything, "DOCS_KEY", "the reference is shown")
 	testutil.Figure(t, "catalog: live session", "a live session gained and lost a catalog tool on assign, disable, unavailable, restore and provider disable, one list_changed each; %d call reached the server through the orchestrator, 1 invalid call stopped by agentctl; 1 server process for every discovery and call",
 		len(files.CallNames(t)))
+}
+
+// waitEvent returns the first event of a kind in a task's log, waiting for
+// it if need be.
+func waitEvent(t *testing.T, srv *orchestrator, task string, kind pb.TaskEventKind) *pb.TaskEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := pb.NewEventServiceClient(dial(t, srv.addr)).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: task})
+	require.NoError(t, err)
+	for {
+		resp, err := stream.Recv()
+		require.NoError(t, err, "no %s event", kind)
+		if resp.GetEvent().GetKind() == kind {
+			return resp.GetEvent()
+		}
+	}
 }
 
 func withTool(names []string, tool string) []string {

@@ -108,13 +108,15 @@ func toSession(s model.Session) *pb.Session {
 }
 
 var eventKinds = map[model.EventKind]pb.TaskEventKind{
-	model.EventTaskCreated:         pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED,
-	model.EventSourcesAdded:        pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
-	model.EventSessionStarted:      pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
-	model.EventSessionEnded:        pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
-	model.EventProvidersPushed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
-	model.EventProvidersPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
-	model.EventProvidersRecomputed: pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
+	model.EventTaskCreated:             pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED,
+	model.EventSourcesAdded:            pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
+	model.EventSessionStarted:          pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
+	model.EventSessionEnded:            pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
+	model.EventProvidersPushed:         pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
+	model.EventProvidersPushFailed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
+	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
+	model.EventExternalToolsPushed:     pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED,
+	model.EventExternalToolsPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED,
 }
 
 func toEvent(e model.Event) *pb.TaskEvent {

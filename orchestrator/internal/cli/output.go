@@ -122,13 +122,15 @@ func printSessions(w io.Writer, list []*pb.Session) {
 }
 
 var eventKinds = map[pb.TaskEventKind]string{
-	pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED:          "task created",
-	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED:         "sources added",
-	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED:       "session started",
-	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED:         "session ended",
-	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED:      "providers pushed",
-	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED: "providers push failed",
-	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:  "providers recomputed",
+	pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED:               "task created",
+	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED:              "sources added",
+	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED:            "session started",
+	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED:              "session ended",
+	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED:           "providers pushed",
+	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED:      "providers push failed",
+	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:       "providers recomputed",
+	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED:      "external tools pushed",
+	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED: "external tools push failed",
 }
 
 func formatEvent(e *pb.TaskEvent) string {

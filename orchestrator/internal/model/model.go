@@ -146,9 +146,13 @@ const (
 	EventProvidersPushed     EventKind = "providers.pushed"
 	EventProvidersPushFailed EventKind = "providers.push_failed"
 	EventProvidersRecomputed EventKind = "providers.recomputed"
-	EventPrompted            EventKind = "lifecycle.prompted"
-	EventAutoMerged          EventKind = "lifecycle.auto_merged"
-	EventLifecycleSkipped    EventKind = "lifecycle.skipped"
+	// EventExternalToolsPushed records a catalog push that changed a
+	// session's tools; pushes that change nothing are not recorded.
+	EventExternalToolsPushed     EventKind = "external_tools.pushed"
+	EventExternalToolsPushFailed EventKind = "external_tools.push_failed"
+	EventPrompted                EventKind = "lifecycle.prompted"
+	EventAutoMerged              EventKind = "lifecycle.auto_merged"
+	EventLifecycleSkipped        EventKind = "lifecycle.skipped"
 )
 
 // Event is one entry of a task's append-only event log.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/toolscope/toolscope/executors"
@@ -103,7 +104,8 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 		s.log.WarnContext(ctx, "external tools push failed", "session_id", sess.ID, "generation", gen, "error", err.Error())
 		_, uerr := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
 			m.NeedsRepair, m.StatusMessage = true, "external tools push failed: "+err.Error()
-			return nil, nil
+			return []model.Event{{Kind: model.EventExternalToolsPushFailed,
+				Message: fmt.Sprintf("generation %d: %v", gen, err)}}, nil
 		})
 		if uerr != nil {
 			s.log.ErrorContext(ctx, "record a failed push", "session_id", sess.ID, "error", uerr.Error())
@@ -119,7 +121,10 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 		if m.NeedsRepair && m.ExternalGeneration >= gen && setErr == nil && m.Pushed.Generation >= set.Generation {
 			m.NeedsRepair, m.StatusMessage = false, ""
 		}
-		return nil, nil
+		if !res.ToolsChanged {
+			return nil, nil // every catalog change reaches every session; only real changes are events
+		}
+		return []model.Event{{Kind: model.EventExternalToolsPushed, Message: describeExternal(tools, res.Generation)}}, nil
 	})
 	if err != nil {
 		s.log.ErrorContext(ctx, "record an external tools push", "session_id", sess.ID, "error", err.Error())
@@ -127,6 +132,18 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 	if res.ToolsChanged {
 		s.log.InfoContext(ctx, "external tools pushed", "session_id", sess.ID, "generation", res.Generation, "tools", len(tools))
 	}
+}
+
+// describeExternal says which external tools a session now exposes.
+func describeExternal(tools []executors.ExternalTool, gen uint64) string {
+	if len(tools) == 0 {
+		return fmt.Sprintf("no external tools (catalog generation %d)", gen)
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return fmt.Sprintf("external tools %s (catalog generation %d)", strings.Join(names, ", "), gen)
 }
 
 // catchUpExternal pushes a running session its external tool set when it

@@ -153,6 +153,12 @@ const (
 	TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED TaskEventKind = 6
 	// The task's provider set was recomputed after a committed batch.
 	TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED TaskEventKind = 7
+	// A catalog change changed the external tools a session's agentctl
+	// exposes; message names the generation and the tools.
+	TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED TaskEventKind = 8
+	// An external tool set failed to reach a session's agentctl; message says
+	// why. The session is marked for repair.
+	TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED TaskEventKind = 9
 )
 
 // Enum value maps for TaskEventKind.
@@ -166,16 +172,20 @@ var (
 		5: "TASK_EVENT_KIND_PROVIDERS_PUSHED",
 		6: "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
 		7: "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
+		8: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
+		9: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
 	}
 	TaskEventKind_value = map[string]int32{
-		"TASK_EVENT_KIND_UNSPECIFIED":           0,
-		"TASK_EVENT_KIND_TASK_CREATED":          1,
-		"TASK_EVENT_KIND_SOURCES_ADDED":         2,
-		"TASK_EVENT_KIND_SESSION_STARTED":       3,
-		"TASK_EVENT_KIND_SESSION_ENDED":         4,
-		"TASK_EVENT_KIND_PROVIDERS_PUSHED":      5,
-		"TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED": 6,
-		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":  7,
+		"TASK_EVENT_KIND_UNSPECIFIED":                0,
+		"TASK_EVENT_KIND_TASK_CREATED":               1,
+		"TASK_EVENT_KIND_SOURCES_ADDED":              2,
+		"TASK_EVENT_KIND_SESSION_STARTED":            3,
+		"TASK_EVENT_KIND_SESSION_ENDED":              4,
+		"TASK_EVENT_KIND_PROVIDERS_PUSHED":           5,
+		"TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED":      6,
+		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":       7,
+		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED":      8,
+		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED": 9,
 	}
 )
 
@@ -2031,7 +2041,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\xb8\x02\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\x93\x03\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2040,7 +2050,9 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x1dTASK_EVENT_KIND_SESSION_ENDED\x10\x04\x12$\n" +
 	" TASK_EVENT_KIND_PROVIDERS_PUSHED\x10\x05\x12)\n" +
 	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06\x12(\n" +
-	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\aB\x82\x02\n" +
+	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\a\x12)\n" +
+	"%TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED\x10\b\x12.\n" +
+	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\tB\x82\x02\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\x0eResourcesProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (
