@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -63,6 +64,13 @@ func Dial(opts Options) (*Link, error) {
 	dial := append(grpcerr.DialOptions(),
 		// Detect a dead or unreachable agentctl within seconds, even idle.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		// Reconnect within 2 s of an agentctl coming back: gRPC's default
+		// backoff grows to two minutes, so a host that was down for a while
+		// would otherwise stay unreachable long after it returned.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 	)
 	switch {
 	case opts.TLS != nil:

@@ -157,3 +157,55 @@ func withTool(names []string, tool string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestCatalogPushToAnUnreachableHostIsRecordedAndRepaired: a catalog change
+// cannot reach a remote session whose host died. The change still commits;
+// the failed push is a task event and marks the session for repair; once
+// the host is back, resume relaunches the session with the tools it may
+// use now.
+func TestCatalogPushToAnUnreachableHostIsRecordedAndRepaired(t *testing.T) {
+	t.Parallel()
+	agentctl := executortest.Agentctl(t)
+	files := catalogtest.NewStdioFiles(t)
+	files.SetTools(t, catalogtest.ToolSpec{Name: "search", Description: "Search the docs", ReadOnly: true})
+	certs := filepath.Join(t.TempDir(), "certs")
+	port := freePort(t)
+	for _, args := range [][]string{{"certs", "init", "--dir", certs}, {"certs", "server", "--dir", certs, "--host", "127.0.0.1"}} {
+		out, err := command(t.Context(), args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	daemon := startRemoteDaemon(t, agentctl, certs, port)
+	srv := startServerEnv(t, filepath.Join(t.TempDir(), "data"), []string{"DOCS_TOOLS=" + files.ToolsFile},
+		remoteFlags(agentctl, certs, port)...)
+
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", repo)
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "remote")), &launched))
+	sid := launched["id"].(string)
+	srv.ok(t, "provider", "add", "docs", "--stdio", catalogtest.StdioServer(t), "--env", "TOOLS_FILE=DOCS_TOOLS")
+	srv.ok(t, "provider", "enable", "docs")
+	srv.ok(t, "tool", "enable", "docs__search")
+
+	// The host dies; the assignment commits, its push fails.
+	require.NoError(t, daemon.Process.Kill())
+	_ = daemon.Wait()
+	srv.ok(t, "tool", "assign", "docs__search", "--workspace", ws)
+	failed := waitEvent(t, srv, task, pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED)
+	assert.Equal(t, sid, failed.GetSessionId())
+	assert.Equal(t, true, srv.session(t, sid)["needs_repair"])
+	assert.Contains(t, srv.ok(t, "tool", "show", "docs__search"), ws, "the change itself was kept")
+
+	// The host is back (empty); resume relaunches with the tool.
+	startRemoteDaemon(t, agentctl, certs, port)
+	assert.Contains(t, srv.ok(t, "--json", "session", "resume", sid), "SESSION_STATE_RUNNING")
+	assert.Nil(t, srv.session(t, sid)["needs_repair"], "repaired")
+	var cfg struct {
+		URL         string `json:"url"`
+		BearerToken string `json:"bearer_token"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "mcp-config", sid)), &cfg))
+	assert.Equal(t, withTool(toolapi.Surface("github"), "docs__search"), mcptest.Connect(t, mcptest.HTTP(cfg.URL, cfg.BearerToken), "").Names(t))
+	testutil.Figure(t, "catalog: push to a dead host", "the change committed, the push failed as an external_tools.push_failed event and marked the session for repair; resume on the restarted host relaunched it with the tool")
+}

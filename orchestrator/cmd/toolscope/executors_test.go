@@ -35,10 +35,33 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 	srv.ok(t, "certs", "init", "--dir", certs)
 	srv.ok(t, "certs", "server", "--dir", certs, "--host", "127.0.0.1")
 
+	port := freePort(t)
+	startRemoteDaemon(t, agentctl, certs, port)
+	orch := startServer(t, t.TempDir(), remoteFlags(agentctl, certs, port)...)
+	task := newTask(t, orch)
+	r := orch.run(t, "--json", "session", "launch", task, "--executor", "remote")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "mutual TLS")
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
+	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, s["pushed_provider_set"])
+	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "SESSION_STATE_STOPPED")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, l.Close())
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startRemoteDaemon runs `agentctl serve` as a remote host would, under
+// mutual TLS with the certificates `toolscope certs` made in dir, and
+// returns it once it is ready; it is killed when the test ends.
+func startRemoteDaemon(t *testing.T, agentctl, certs, port string) *exec.Cmd {
+	t.Helper()
 	daemon := exec.Command(agentctl, "serve", "--listen", "127.0.0.1:"+port,
 		"--tls-cert", filepath.Join(certs, "agentctl-127.0.0.1.crt"), "--tls-key", filepath.Join(certs, "agentctl-127.0.0.1.key"),
 		"--client-ca", filepath.Join(certs, "ca.crt"), "--state-dir", t.TempDir())
@@ -53,19 +76,15 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the remote agentctl did not get ready")
 	}
+	return daemon
+}
 
-	orch := startServer(t, t.TempDir(), "--agentctl", agentctl, "--remote-addr", "127.0.0.1:"+port,
+// remoteFlags are the serve flags for a remote host made by
+// startRemoteDaemon.
+func remoteFlags(agentctl, certs, port string) []string {
+	return []string{"--agentctl", agentctl, "--remote-addr", "127.0.0.1:" + port,
 		"--remote-cert", filepath.Join(certs, "orchestrator.crt"), "--remote-key", filepath.Join(certs, "orchestrator.key"),
-		"--remote-ca", filepath.Join(certs, "ca.crt"))
-	task := newTask(t, orch)
-	r := orch.run(t, "--json", "session", "launch", task, "--executor", "remote")
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "mutual TLS")
-	var s map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
-	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
-	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, s["pushed_provider_set"])
-	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "SESSION_STATE_STOPPED")
+		"--remote-ca", filepath.Join(certs, "ca.crt")}
 }
 
 // TestDockerExecutorThroughTheCLI launches a session in a container of the
