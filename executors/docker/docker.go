@@ -315,17 +315,35 @@ func (e *Executor) attach(ctx context.Context, st state) (*session, error) {
 
 // watch waits for the container to stop running.
 func (e *Executor) watch(ctx context.Context, s *session) {
-	waitC, errC := e.cli.ContainerWait(ctx, s.st.ContainerID, container.WaitConditionNotRunning)
-	select {
-	case r := <-waitC:
-		s.cause = fmt.Sprintf("container %s exited with code %d", short(s.st.ContainerID), r.StatusCode)
-	case err := <-errC:
+	for {
+		waitC, errC := e.cli.ContainerWait(ctx, s.st.ContainerID, container.WaitConditionNotRunning)
+		var waitErr error
+		select {
+		case r := <-waitC:
+			s.cause = fmt.Sprintf("container %s exited with code %d", short(s.st.ContainerID), r.StatusCode)
+		case waitErr = <-errC:
+		case <-ctx.Done():
+			return
+		}
+		if waitErr == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return // released by the orchestrator
 		}
-		s.cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), err)
-	case <-ctx.Done():
-		return
+		// The wait failed, not the container (the engine restarted, its
+		// stream dropped): a container still running is no loss.
+		if inspect, err := e.cli.ContainerInspect(ctx, s.st.ContainerID); err == nil && inspect.State != nil && inspect.State.Running {
+			e.opts.Log.Warn("watching a session container again after an engine error", "session_id", s.st.SessionID, "error", waitErr)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		s.cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), waitErr)
+		break
 	}
 	close(s.exit)
 	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", s.cause)

@@ -41,10 +41,13 @@ func Check(ctx context.Context, secret string) (given bool, err error) {
 	var got string
 	var scheme bool
 	if v := md.Get("authorization"); len(v) > 0 {
-		got, scheme = strings.CutPrefix(v[0], "Bearer ")
+		// The scheme is case-insensitive (RFC 9110) and required: a bare
+		// value is refused, as RFC 6750 reads.
+		if len(v[0]) > len("Bearer ") && strings.EqualFold(v[0][:len("Bearer ")], "Bearer ") {
+			got, scheme = v[0][len("Bearer "):], true
+		}
 		given = true
 	}
-	// The scheme is required: a bare value is refused, as RFC 6750 reads.
 	if secret != "" && scheme && subtle.ConstantTimeCompare([]byte(got), []byte(secret)) == 1 {
 		return given, nil
 	}

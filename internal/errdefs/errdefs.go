@@ -22,6 +22,9 @@ var (
 	// ErrResourceExhausted is a configured limit reached (sessions per
 	// agentctl, say); the message names the limit and how to raise it.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrUnimplemented is an operation the other side does not know: an
+	// older agentctl than the orchestrator, for example.
+	ErrUnimplemented = errors.New("unimplemented")
 )
 
 // FieldError is an invalid argument that names the request field at fault.

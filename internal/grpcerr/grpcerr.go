@@ -32,6 +32,7 @@ var classes = []struct {
 	{errdefs.ErrUnauthenticated, codes.Unauthenticated},
 	{errdefs.ErrPermissionDenied, codes.PermissionDenied},
 	{errdefs.ErrResourceExhausted, codes.ResourceExhausted},
+	{errdefs.ErrUnimplemented, codes.Unimplemented},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 }

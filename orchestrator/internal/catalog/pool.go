@@ -237,10 +237,10 @@ func (p *Pool) Discover(ctx context.Context, prov model.ToolProvider) ([]model.D
 // pooled connection. args is a JSON object (empty: no arguments). A tool
 // that fails answers with a result whose IsError is set; an error means
 // the call could not be made or answered. A call is sent again on a new
-// connection only when it cannot have run: the HTTP request never reached
-// the server, or the server did not know the connection's session. A
-// connection that breaks during a call is dropped, and the call is not
-// repeated, since it may have run.
+// connection only when it cannot have run: the server did not know the
+// connection's session. A connection that breaks during a call, and an
+// HTTP error answer (go-sdk reports a 5xx or 429 like an unsent request),
+// drop the connection without repeating the call, since it may have run.
 func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: externalName}
 	if len(args) > 0 {
@@ -260,7 +260,9 @@ func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName s
 
 // do runs op on the provider's pooled connection. When op fails because
 // the connection broke, the connection is dropped, and op runs once more
-// on a new one if retry is set or the server lost the session.
+// on a new one if retry is set (operations that change nothing) or the
+// server did not know the connection's session (the request was refused
+// unseen, so it cannot have run).
 func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, retry bool,
 	op func(context.Context, *mcp.ClientSession, *secretSet) error) error {
 	ctx, end, err := p.begin(ctx)
@@ -269,38 +271,51 @@ func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, ret
 	}
 	defer end()
 	for attempt := 0; ; attempt++ {
-		e, sess, err := p.session(ctx, prov)
+		e, c, err := p.session(ctx, prov)
 		if err != nil {
 			return err
 		}
-		err = op(ctx, sess, e.secrets)
+		err = op(ctx, c.sess, c.secrets)
 		if err == nil {
 			return nil
 		}
-		unsent := errors.Is(err, mcp.ErrSessionMissing) || isRejected(err)
-		broken := unsent || errors.Is(err, mcp.ErrConnectionClosed) || (!isAnswer(err) && ctx.Err() == nil && !isLimit(err))
+		// go-sdk reports an unsent request and an HTTP 5xx or 429 answer
+		// alike (codeRejected): only a missing session proves the server
+		// did not run the request.
+		unseen := errors.Is(err, mcp.ErrSessionMissing)
+		broken := unseen || isRejected(err) || errors.Is(err, mcp.ErrConnectionClosed) || (!isAnswer(err) && ctx.Err() == nil && !isLimit(err))
 		if broken {
-			p.drop(e, sess)
+			p.drop(e, c.sess)
 		}
-		if !broken || attempt > 0 || !(retry || unsent) {
-			return p.failure(ctx, prov, what, err, e.secrets, e.stderr)
+		if !broken || attempt > 0 || !(retry || unseen) {
+			return p.failure(ctx, prov, what, err, c.secrets, c.stderr)
 		}
 		p.opts.Logger.Info("reconnecting to a tool provider", "provider", prov.Name, "operation", what)
 	}
 }
 
+// conn is one pooled connection as an operation uses it: the session and
+// what belongs to that connection (its secrets, its stderr), captured
+// together under the entry's lock, so a reconnect by another operation
+// never mixes one connection's session with another's secrets.
+type conn struct {
+	sess    *mcp.ClientSession
+	secrets *secretSet
+	stderr  *tail
+}
+
 // session returns the provider's live pooled connection, connecting (or
 // reconnecting, when the transport changed or the connection ended) as
 // needed.
-func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, *mcp.ClientSession, error) {
+func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, conn, error) {
 	key, err := transportKey(prov)
 	if err != nil {
-		return nil, nil, err
+		return nil, conn{}, err
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, nil, ErrClosed
+		return nil, conn{}, ErrClosed
 	}
 	e := p.entries[prov.ID]
 	if e == nil {
@@ -312,7 +327,7 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, *m
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, p.failure(ctx, prov, "connect", ctx.Err(), nil, nil)
+		return nil, conn{}, p.failure(ctx, prov, "connect", ctx.Err(), nil, nil)
 	}
 	defer func() { <-e.sem }()
 	if e.sess != nil {
@@ -320,7 +335,7 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, *m
 		case <-e.dead:
 		default:
 			if e.key == key {
-				return e, e.sess, nil
+				return e, conn{e.sess, e.secrets, e.stderr}, nil
 			}
 		}
 		p.closeAsync(e.sess)
@@ -329,14 +344,14 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, *m
 	secrets := &secretSet{}
 	c, err := p.connect(ctx, prov, secrets)
 	if err != nil {
-		return nil, nil, err
+		return nil, conn{}, err
 	}
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
 	if closed {
 		p.closeAsync(c.sess)
-		return nil, nil, ErrClosed
+		return nil, conn{}, ErrClosed
 	}
 	e.key, e.sess, e.dead, e.stderr, e.secrets = key, c.sess, make(chan struct{}), c.stderr, secrets
 	go func(sess *mcp.ClientSession, dead chan struct{}) {
@@ -344,7 +359,7 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, *m
 		close(dead)
 	}(c.sess, e.dead)
 	p.opts.Logger.Info("connected to a tool provider", "provider", prov.Name, "transport", string(prov.Transport))
-	return e, c.sess, nil
+	return e, conn{c.sess, secrets, c.stderr}, nil
 }
 
 // drop closes sess if it is still the entry's connection.
@@ -493,10 +508,10 @@ func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string
 		class = errdefs.ErrFailedPrecondition
 		msg = fmt.Sprintf("the server answered with error %d: %s", rpcErr.Code, rpcErr.Message)
 	}
-	if out := stderr.String(); out != "" {
+	msg = secrets.scrub(msg)
+	if out := secrets.scrubTail(stderr.String(), 512); out != "" {
 		msg += "; its stderr ends with: " + out
 	}
-	msg = secrets.scrub(msg)
 	return fmt.Errorf("tool provider %q: %s: %s: %w", prov.Name, what, msg, class)
 }
 
@@ -664,6 +679,32 @@ func (s *secretSet) list() []string {
 	return slices.Clone(s.values)
 }
 
+// scrubTail scrubs the end of a longer text — a process's last output —
+// and cuts it to at most max bytes. A cut (here, or where the tail buffer
+// dropped older output) can split a secret, so a piece of one at either
+// edge is replaced too, down to minSecret bytes.
+func (s *secretSet) scrubTail(text string, max int) string {
+	text = s.scrub(text)
+	if len(text) > max {
+		text = "…" + text[len(text)-max:]
+	}
+	for _, v := range s.list() {
+		for k := len(v) - 1; k >= minSecret; k-- {
+			if i := strings.Index(text, v[len(v)-k:]); i >= 0 && i <= len("…") {
+				text = text[:i] + "[redacted]" + text[i+k:]
+				break
+			}
+		}
+		for k := len(v) - 1; k >= minSecret; k-- {
+			if strings.HasSuffix(text, v[:k]) {
+				text = text[:len(text)-k] + "[redacted]"
+				break
+			}
+		}
+	}
+	return strings.ToValidUTF8(text, "?")
+}
+
 // scrub replaces every secret in text.
 func (s *secretSet) scrub(text string) string {
 	for _, v := range s.list() {
@@ -711,16 +752,13 @@ func (t *tail) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// String returns the last line or so of what was written, trimmed.
+// String returns what the buffer holds, trimmed; failure scrubs and cuts
+// it (secretSet.scrubTail).
 func (t *tail) String() string {
 	if t == nil {
 		return ""
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
-	if len(s) > 512 {
-		s = "…" + s[len(s)-512:]
-	}
-	return strings.ToValidUTF8(s, "?")
+	return strings.TrimSpace(string(t.buf))
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -96,18 +97,28 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 		pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
 		res, err = exec.SetExternalTools(pushCtx, handleOf(sess), tools, gen)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
+		case errors.Is(err, errdefs.ErrUnimplemented) && len(tools) == 0:
+			// An agentctl from before the catalog (it kept running across an
+			// upgrade) exposes no external tools, which is what it should.
+			res, err = executors.PushResult{Accepted: true, Generation: gen}, nil
+		case errors.Is(err, errdefs.ErrUnimplemented):
+			err = fmt.Errorf("this session's agentctl predates external tools; resume the session to relaunch it with the current agentctl: %w", err)
 		}
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "external tools push failed", "session_id", sess.ID, "generation", gen, "error", err.Error())
 		_, uerr := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+			if m.State != model.SessionRunning {
+				return nil, errStateChanged // it ended meanwhile: nothing to repair
+			}
 			m.NeedsRepair, m.StatusMessage = true, "external tools push failed: "+err.Error()
 			return []model.Event{{Kind: model.EventExternalToolsPushFailed,
 				Message: fmt.Sprintf("generation %d: %v", gen, err)}}, nil
 		})
-		if uerr != nil {
+		if uerr != nil && !errors.Is(uerr, errStateChanged) {
 			s.log.ErrorContext(ctx, "record a failed push", "session_id", sess.ID, "error", uerr.Error())
 		}
 		return
@@ -118,7 +129,7 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 			m.ExternalGeneration = res.Generation
 		}
 		// The repair mark goes only when both pushed sets are current.
-		if m.NeedsRepair && m.ExternalGeneration >= gen && setErr == nil && m.Pushed.Generation >= set.Generation {
+		if m.State == model.SessionRunning && m.NeedsRepair && m.ExternalGeneration >= gen && setErr == nil && m.Pushed.Generation >= set.Generation {
 			m.NeedsRepair, m.StatusMessage = false, ""
 		}
 		if !res.ToolsChanged {

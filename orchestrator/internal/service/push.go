@@ -99,20 +99,26 @@ func (s *Service) push(ctx context.Context, sess model.Session, set model.Provid
 	if err != nil {
 		s.log.WarnContext(ctx, "provider push failed", "session_id", sess.ID, "generation", set.Generation, "error", err.Error())
 		_, uerr := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+			if m.State != model.SessionRunning {
+				return nil, errStateChanged // it ended meanwhile: nothing to repair
+			}
 			m.NeedsRepair, m.StatusMessage = true, "provider push failed: "+err.Error()
 			return []model.Event{{Kind: model.EventProvidersPushFailed, Providers: set, Message: err.Error()}}, nil
 		})
-		if uerr != nil {
+		if uerr != nil && !errors.Is(uerr, errStateChanged) {
 			s.log.ErrorContext(ctx, "record a failed push", "session_id", sess.ID, "error", uerr.Error())
 		}
 		return Push{SessionID: sess.ID, Err: err}
 	}
 	applied := model.ProviderSet{Set: res.Applied, Generation: res.Generation}
+	catalogGen, catalogErr := s.store.CatalogGeneration(ctx)
 	_, err = s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
 		if applied.Generation >= m.Pushed.Generation {
 			m.Pushed = applied
 		}
-		if m.Pushed.Generation >= set.Generation {
+		// The repair mark goes only when both pushed sets are current, and
+		// never from a session that ended meanwhile (its mark says why).
+		if m.State == model.SessionRunning && m.Pushed.Generation >= set.Generation && catalogErr == nil && m.ExternalGeneration >= catalogGen {
 			m.NeedsRepair, m.StatusMessage = false, ""
 		}
 		msg := fmt.Sprintf("applied generation %d", applied.Generation)

@@ -182,6 +182,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	if err != nil {
 		return running, err
 	}
+	// An agentctl that died while the launch finished sent its loss event
+	// before the session was running, when it was ignored: look once more.
+	running = s.refresh(context.WithoutCancel(ctx), running)
 	// A batch committed while this session was starting was not pushed to
 	// it (it was not running yet): catch up.
 	return s.catchUp(context.WithoutCancel(ctx), running), nil

@@ -62,7 +62,7 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 	out, err := d.external.Call(ctx, target.Provider, target.Tool.ExternalName, args)
 	if err != nil {
 		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "provider", target.Provider.Name, "error", err.Error())
-		return fail(CodeExternalFailed, "%q did not answer: %v", target.Provider.Name, err), true
+		return fail(CodeExternalFailed, "the call to %q failed: %v", target.Provider.Name, err), true
 	}
 	return fromExternal(out), true
 }
