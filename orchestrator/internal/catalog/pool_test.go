@@ -311,7 +311,11 @@ func TestSecretsAreScrubbedFromWhatProvidersSend(t *testing.T) {
 	assert.Contains(t, res.Content[0].(*mcp.TextContent).Text, `echo called with {"q":"[redacted]"}`)
 }
 
-func TestCallsAreNotRepeatedWhenTheConnectionBreaksDuringThem(t *testing.T) {
+// TestAKilledServerIsReplacedOnTheNextCall: a stdio server killed between
+// calls is found dead and replaced by a new process; a call is never sent
+// twice to make up for it (a call that got an error answer after it ran is
+// TestACallAnsweredWithAnHTTPErrorIsNotRepeated).
+func TestAKilledServerIsReplacedOnTheNextCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	files := catalogtest.NewStdioFiles(t)
