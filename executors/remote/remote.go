@@ -90,8 +90,26 @@ func New(opts Options) (*Executor, error) {
 // Name implements executors.Executor.
 func (e *Executor) Name() string { return Name }
 
-// connect returns the link to the daemon, dialing it once.
+// connect returns the link to the daemon, dialing it once, when its
+// Attach stream is live: what launches and re-attaches need, so that the
+// session's tool calls reach this orchestrator.
 func (e *Executor) connect(ctx context.Context) (*agentlink.Link, error) {
+	l, err := e.dial()
+	if err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, 3*e.opts.ProbeTimeout)
+	defer cancel()
+	if err := l.WaitAttached(wait); err != nil {
+		return nil, fmt.Errorf("the agentctl daemon at %s does not answer (%v): %w", e.opts.Addr, err, executors.ErrLost)
+	}
+	return l, nil
+}
+
+// dial returns the link to the daemon, dialing it once, without waiting
+// for its Attach stream: unary calls (pushes, status probes) need none,
+// and a dead host then fails them at once instead of after the wait.
+func (e *Executor) dial() (*agentlink.Link, error) {
 	e.mu.Lock()
 	l := e.link
 	e.mu.Unlock()
@@ -112,11 +130,6 @@ func (e *Executor) connect(ctx context.Context) (*agentlink.Link, error) {
 			l = e.link
 		}
 		e.mu.Unlock()
-	}
-	wait, cancel := context.WithTimeout(ctx, 3*e.opts.ProbeTimeout)
-	defer cancel()
-	if err := l.WaitAttached(wait); err != nil {
-		return nil, fmt.Errorf("the agentctl daemon at %s does not answer (%v): %w", e.opts.Addr, err, executors.ErrLost)
 	}
 	return l, nil
 }
@@ -199,13 +212,16 @@ func (e *Executor) push(ctx context.Context, h executors.Handle, do func(*agentl
 	if err != nil {
 		return executors.PushResult{}, err
 	}
-	l, err := e.connect(ctx)
+	l, err := e.dial()
 	if err != nil {
 		return executors.PushResult{}, err
 	}
 	res, err := do(l, id)
-	if errors.Is(err, errdefs.ErrNotFound) {
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
 		return res, fmt.Errorf("the daemon no longer hosts session %q: %w", id, executors.ErrLost)
+	case errors.Is(err, errdefs.ErrUnavailable):
+		return res, fmt.Errorf("the agentctl daemon at %s does not answer (%v): %w", e.opts.Addr, err, executors.ErrLost)
 	}
 	return res, err
 }
@@ -236,7 +252,7 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 	if stopped {
 		return executors.Status{Phase: executors.PhaseStopped}, nil
 	}
-	l, err := e.connect(ctx)
+	l, err := e.dial()
 	if err != nil {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
