@@ -36,12 +36,8 @@ func (o *orchestrator) kill(t *testing.T) {
 // relaunches the session with the task's current provider set.
 func TestKilledAgentctlIsLostWithinTwoSecondsAndResumeRepushes(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
-	ws := srv.id(t, "workspace", "workspace", "create", "acme")
-	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
-	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
-	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
+	w := newTwoProviders(t, executortest.Agentctl(t), "t")
+	dataDir, srv, gl, task := w.dataDir, w.srv, w.gl, w.task
 	sid := srv.launchLocal(t, task)
 	url, token := bridgeConfig(t, dataDir, sid)
 	require.Equal(t, toolapi.Surface("github"), mcptest.Connect(t, mcptest.HTTP(url, token), "").Names(t))

@@ -28,6 +28,26 @@ func (o *orchestrator) session(t *testing.T, id string) map[string]any {
 	return s
 }
 
+// twoProviders is a workspace with a GitHub and a GitLab repository and a
+// task on the GitHub one, on a server that runs local sessions.
+type twoProviders struct {
+	dataDir    string
+	srv        *orchestrator
+	ws, gh, gl string
+	task       string
+}
+
+func newTwoProviders(t *testing.T, agentctl, title string) twoProviders {
+	t.Helper()
+	w := twoProviders{dataDir: filepath.Join(t.TempDir(), "data")}
+	w.srv = startServer(t, w.dataDir, "--agentctl", agentctl)
+	w.ws = w.srv.id(t, "workspace", "workspace", "create", "acme")
+	w.gh = w.srv.id(t, "repository", "repo", "add", "--workspace", w.ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	w.gl = w.srv.id(t, "repository", "repo", "add", "--workspace", w.ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
+	w.task = w.srv.id(t, "task", "task", "create", "--workspace", w.ws, "--title", title, "--repo", w.gh)
+	return w
+}
+
 // launchLocal launches a session of task on the local executor and
 // returns its id.
 func (o *orchestrator) launchLocal(t *testing.T, task string) string {

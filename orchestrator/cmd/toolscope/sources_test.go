@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,12 +20,8 @@ import (
 // tools. The batch and its push are task events.
 func TestAgentAttachesAGitLabRepository(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
-	ws := srv.id(t, "workspace", "workspace", "create", "acme")
-	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
-	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
-	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
+	w := newTwoProviders(t, executortest.Agentctl(t), "fix login")
+	dataDir, srv, gl, task := w.dataDir, w.srv, w.gl, w.task
 	sid := srv.launchLocal(t, task)
 
 	url, token := bridgeConfig(t, dataDir, sid)
@@ -61,12 +56,8 @@ func TestAgentAttachesAGitLabRepository(t *testing.T) {
 func TestRestartBetweenCommitAndPushRepairs(t *testing.T) {
 	t.Parallel()
 	agentctl := executortest.Agentctl(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	srv := startServer(t, dataDir, "--agentctl", agentctl)
-	ws := srv.id(t, "workspace", "workspace", "create", "acme")
-	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
-	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
-	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
+	w := newTwoProviders(t, agentctl, "t")
+	dataDir, srv, gl, task := w.dataDir, w.srv, w.gl, w.task
 	sid := srv.launchLocal(t, task)
 	url, token := bridgeConfig(t, dataDir, sid)
 	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
