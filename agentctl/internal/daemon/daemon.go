@@ -190,17 +190,6 @@ func (d *Daemon) Close() {
 	wg.Wait()
 }
 
-// liveLocked counts the sessions not stopped; d.mu is held.
-func (d *Daemon) liveLocked() int {
-	n := 0
-	for _, s := range d.sessions {
-		if !s.isStopped() {
-			n++
-		}
-	}
-	return n
-}
-
 func (d *Daemon) lookup(id string) (*session, error) {
 	if id == "" {
 		return nil, errdefs.RequiredField("session_id")
@@ -256,7 +245,9 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		d.mu.Unlock()
 		return nil, errdefs.AlreadyExists("session %q is already hosted here", s.id)
 	}
-	if n := d.liveLocked(); n >= d.opts.MaxSessions {
+	// Stopped sessions are forgotten (StopSession), so the map holds the
+	// live ones.
+	if n := len(d.sessions); n >= d.opts.MaxSessions {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("this agentctl already hosts %d sessions, its limit (agentctl serve --max-sessions); stop one or use another host: %w",
 			n, errdefs.ErrResourceExhausted)

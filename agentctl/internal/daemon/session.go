@@ -270,12 +270,6 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	return nil
 }
 
-func (s *session) isStopped() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.phase == agentctlv1.SessionPhase_SESSION_PHASE_STOPPED
-}
-
 // stop ends the agent (SIGTERM to its group, SIGKILL after grace) and the
 // MCP endpoint. It is idempotent.
 func (s *session) stop(grace time.Duration) {
