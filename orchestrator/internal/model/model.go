@@ -134,6 +134,14 @@ type Session struct {
 	UpdatedAt          time.Time
 }
 
+// Repaired reports whether a session's repair mark may go: it is running
+// (an ended session's mark says why it ended) and both sets it was pushed
+// are current — the provider set at providerGen and the external tool set
+// at catalogGen.
+func (s Session) Repaired(providerGen, catalogGen uint64) bool {
+	return s.State == SessionRunning && s.Pushed.Generation >= providerGen && s.ExternalGeneration >= catalogGen
+}
+
 // EventKind says what a task event records.
 type EventKind string
 

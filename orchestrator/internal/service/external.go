@@ -19,6 +19,23 @@ import (
 // is given at launch, pushed to every live session after each catalog
 // change, and caught up after a restart or a failed push.
 
+// externalSet is a workspace's external tool set as executors take it,
+// with the catalog generation it reflects.
+type externalSet struct {
+	tools []executors.ExternalTool
+	gen   uint64
+}
+
+// externalSetOf reads the external tool set of a session's workspace.
+func (s *Service) externalSetOf(ctx context.Context, sess model.Session) (externalSet, error) {
+	task, err := s.store.GetTask(ctx, sess.TaskID)
+	if err != nil {
+		return externalSet{}, err
+	}
+	tools, gen, err := s.externalTools(ctx, task.WorkspaceID)
+	return externalSet{tools, gen}, err
+}
+
 // externalTools returns a workspace's external tool set as executors take
 // it, with the catalog generation it reflects.
 func (s *Service) externalTools(ctx context.Context, workspaceID string) ([]executors.ExternalTool, uint64, error) {
@@ -58,8 +75,9 @@ func usable(t model.CatalogTool) error {
 
 // pushExternalToLive pushes, after a catalog change, each running
 // session's external tool set, in parallel, each push bounded by the push
-// timeout. A session whose set did not change gets the new generation and
-// no notification (agentctl diffs what it serves).
+// timeout. Each workspace's set is read once, however many sessions it
+// has. A session whose set did not change gets the new generation and no
+// notification (agentctl diffs what it serves).
 func (s *Service) pushExternalToLive(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	active, err := s.store.ActiveSessions(ctx)
@@ -67,12 +85,31 @@ func (s *Service) pushExternalToLive(ctx context.Context) {
 		s.log.ErrorContext(ctx, "list sessions for a catalog push", "error", err.Error())
 		return
 	}
+	workspaceOf := map[string]string{} // task id → workspace id
+	sets := map[string]externalSet{}   // workspace id → its set
 	var wg sync.WaitGroup
 	for _, sess := range active {
 		if sess.State != model.SessionRunning {
 			continue
 		}
-		wg.Go(func() { s.pushExternal(ctx, sess) })
+		ws, ok := workspaceOf[sess.TaskID]
+		if !ok {
+			task, err := s.store.GetTask(ctx, sess.TaskID)
+			if err != nil {
+				s.log.ErrorContext(ctx, "read a session's task for a catalog push", "session_id", sess.ID, "error", err.Error())
+				continue
+			}
+			ws, workspaceOf[sess.TaskID] = task.WorkspaceID, task.WorkspaceID
+		}
+		set, ok := sets[ws]
+		if !ok {
+			if set.tools, set.gen, err = s.externalTools(ctx, ws); err != nil {
+				s.log.ErrorContext(ctx, "read the external tools of a workspace", "workspace_id", ws, "error", err.Error())
+				continue
+			}
+			sets[ws] = set
+		}
+		wg.Go(func() { s.pushExternal(ctx, sess, set) })
 	}
 	wg.Wait()
 }
@@ -80,17 +117,8 @@ func (s *Service) pushExternalToLive(ctx context.Context) {
 // pushExternal sends a session its workspace's current external tool set
 // and records the generation applied (never moving backwards when pushes
 // race), or the failure and the repair mark.
-func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
-	task, err := s.store.GetTask(ctx, sess.TaskID)
-	if err != nil {
-		s.log.ErrorContext(ctx, "read a session's task for a catalog push", "session_id", sess.ID, "error", err.Error())
-		return
-	}
-	tools, gen, err := s.externalTools(ctx, task.WorkspaceID)
-	if err != nil {
-		s.log.ErrorContext(ctx, "read the external tools of a workspace", "workspace_id", task.WorkspaceID, "error", err.Error())
-		return
-	}
+func (s *Service) pushExternal(ctx context.Context, sess model.Session, set externalSet) {
+	tools, gen := set.tools, set.gen
 	exec, err := s.executor(sess.Executor)
 	var res executors.PushResult
 	if err == nil {
@@ -123,13 +151,20 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session) {
 		}
 		return
 	}
-	set, setErr := s.store.TaskProviders(ctx, sess.TaskID)
+	// The repair mark goes only when both pushed sets are current; the
+	// provider set is read only for a session that has the mark.
+	var providerGen uint64
+	providerErr := errStateChanged
+	if sess.NeedsRepair {
+		var ps model.ProviderSet
+		ps, providerErr = s.store.TaskProviders(ctx, sess.TaskID)
+		providerGen = ps.Generation
+	}
 	_, err = s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
 		if res.Generation > m.ExternalGeneration {
 			m.ExternalGeneration = res.Generation
 		}
-		// The repair mark goes only when both pushed sets are current.
-		if m.State == model.SessionRunning && m.NeedsRepair && m.ExternalGeneration >= gen && setErr == nil && m.Pushed.Generation >= set.Generation {
+		if providerErr == nil && m.Repaired(providerGen, gen) {
 			m.NeedsRepair, m.StatusMessage = false, ""
 		}
 		if !res.ToolsChanged {
@@ -164,9 +199,9 @@ func (s *Service) catchUpExternal(ctx context.Context, sess model.Session) {
 	if sess.State != model.SessionRunning {
 		return
 	}
-	gen, err := s.store.CatalogGeneration(ctx)
-	if err != nil || (sess.ExternalGeneration >= gen && !sess.NeedsRepair) {
+	set, err := s.externalSetOf(ctx, sess)
+	if err != nil || (sess.ExternalGeneration >= set.gen && !sess.NeedsRepair) {
 		return
 	}
-	s.pushExternal(ctx, sess)
+	s.pushExternal(ctx, sess, set)
 }

@@ -116,9 +116,7 @@ func (s *Service) push(ctx context.Context, sess model.Session, set model.Provid
 		if applied.Generation >= m.Pushed.Generation {
 			m.Pushed = applied
 		}
-		// The repair mark goes only when both pushed sets are current, and
-		// never from a session that ended meanwhile (its mark says why).
-		if m.State == model.SessionRunning && m.Pushed.Generation >= set.Generation && catalogErr == nil && m.ExternalGeneration >= catalogGen {
+		if catalogErr == nil && m.Repaired(set.Generation, catalogGen) {
 			m.NeedsRepair, m.StatusMessage = false, ""
 		}
 		msg := fmt.Sprintf("applied generation %d", applied.Generation)
