@@ -143,9 +143,8 @@ func (s *Service) catchUp(ctx context.Context, sess model.Session) model.Session
 	if err == nil && (sess.NeedsRepair || sess.Pushed.Generation < set.Generation) {
 		s.push(ctx, sess, set)
 	}
-	if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
-		sess = updated
-	}
+	// The provider push does not move the external generation, and a stale
+	// repair mark here costs at most one idempotent push.
 	s.catchUpExternal(ctx, sess)
 	if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
 		return updated

@@ -105,15 +105,22 @@ type scope struct {
 
 // tools are the task tools; the provider tools are in providerTools.
 var tools = map[string]handler{
-	"task_info":        taskInfo,
-	"session_info":     sessionInfo,
+	"task_info":        noArguments(taskInfo),
+	"session_info":     noArguments(sessionInfo),
 	"task_add_sources": addSources,
-	"task_inbox":       inbox,
+	"task_inbox":       noArguments(inbox),
 }
 
-// noArguments are the task tools that take no arguments; anything given is
-// refused, as agentctl's schemas do.
-var noArguments = map[string]bool{"task_info": true, "session_info": true, "task_inbox": true}
+// noArguments wraps a task tool that takes no arguments: anything given
+// is refused, as agentctl's schemas do.
+func noArguments(h handler) handler {
+	return func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result {
+		if err := decode(args, &struct{}{}); err != nil {
+			return fail(CodeInvalidArguments, "this tool takes no arguments: %v", err)
+		}
+		return h(ctx, d, s, args)
+	}
+}
 
 func inbox(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
 	prompts, err := d.store.TakePrompts(ctx, s.task.ID)
@@ -216,11 +223,6 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 	}
 	s := scope{session: sess, task: task}
 	if h, ok := tools[c.Tool]; ok {
-		if noArguments[c.Tool] {
-			if err := decode(args, &struct{}{}); err != nil {
-				return fail(CodeInvalidArguments, "%s takes no arguments: %v", c.Tool, err)
-			}
-		}
 		return h(ctx, d, s, args)
 	}
 	if pt, ok := providerTools[c.Tool]; ok {
