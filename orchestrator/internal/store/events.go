@@ -66,7 +66,7 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 	var out []model.Event
 	for rows.Next() {
 		var (
-			e                           model.Event
+			e                                  model.Event
 			kind, ids, provSet, actor, created string
 		)
 		if err := rows.Scan(&e.Seq, &e.TaskID, &kind, &e.SessionID, &ids, &provSet, &e.Providers.Generation,
