@@ -43,7 +43,7 @@ var taskTools = []Tool{
 	{
 		Name:         "task_add_sources",
 		Title:        "Attach repositories",
-		Description:  "Attach workspace repositories to this task in one batch (all or none); tools of their providers then appear in your list. The workspace's policy may refuse the batch (ask a person) or hold it for a person's approval (the outcome arrives in task_inbox).",
+		Description:  "Attach workspace repositories to this task in one batch (all or none); their providers' tools then appear. The workspace may refuse, or hold it for approval (outcome in task_inbox).",
 		InputSchema:  toolapi.InputSchema[toolapi.AddSourcesArgs](),
 		OutputSchema: toolapi.OutputSchema[toolapi.AddSourcesResult](),
 	},

@@ -36,8 +36,8 @@ func resultText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// eventsUntil reads a task's events from the start through the CLI
-// (--json) until n events of kind have come, and returns those.
+// eventsUntil watches a task's events from the start until n events of
+// kind have come, and returns those.
 func eventsUntil(t *testing.T, srv *orchestrator, task string, kind pb.TaskEventKind, n int) []*pb.TaskEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
