@@ -219,12 +219,15 @@ func TestApprovePolicyHoldsTheBatchUntilAPersonDecides(t *testing.T) {
 	assert.Equal(t, req.RequestedBy, requested[0].Actor)
 	assert.Equal(t, []string{w.gitlab.ID, w.local.ID}, requested[0].RepositoryIDs)
 
-	// The same batch again is a second request; attaching is still all
-	// or none.
+	// The same batch asked again while pending is the same request; a
+	// different batch is another.
+	assert.Equal(t, req.ID, w.request(t, w.gitlab, w.local).ID)
+	assert.Len(t, w.events(t, model.EventSourcesRequested), 1)
 	pending, err := w.svc.ListSourceRequests(ctx, store.SourceRequestFilter{TaskID: w.task.ID, State: model.SourceRequestPending})
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	assert.Equal(t, req.ID, pending[0].ID)
+	assert.NotEqual(t, req.ID, w.request(t, w.local).ID)
 
 	d, err := w.svc.ApproveSourceRequest(model.WithActor(ctx, alice), req.ID)
 	require.NoError(t, err)

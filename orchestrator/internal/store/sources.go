@@ -15,7 +15,7 @@ import (
 
 // ErrSourceAdditionDenied is an agent's batch refused by its workspace's
 // deny policy. It matches errdefs.ErrPermissionDenied.
-var ErrSourceAdditionDenied = fmt.Errorf("the workspace does not let agents attach repositories: %w", errdefs.ErrPermissionDenied)
+var ErrSourceAdditionDenied = fmt.Errorf("source addition denied: %w", errdefs.ErrPermissionDenied)
 
 // AgentSources is what became of an agent's batch under its workspace's
 // policy: attached (Task is set) or held for approval (Request is set).
@@ -31,7 +31,8 @@ type AgentSources struct {
 // checked as AddSources checks it first (the same errors, whatever the
 // policy). Under allow it is attached with the session as its actor; under
 // deny nothing changes and the error wraps ErrSourceAdditionDenied; under
-// approve a pending request is recorded with a sources.requested event.
+// approve a pending request is recorded with a sources.requested event (the
+// same batch asked again while pending gives the same request, unchanged).
 func (s *Store) AgentAddSources(ctx context.Context, taskID, sessionID string, repoIDs []string) (AgentSources, error) {
 	by := model.Actor{Kind: model.ActorSession, Name: sessionID}
 	var out AgentSources
@@ -53,12 +54,24 @@ func (s *Store) AgentAddSources(ctx context.Context, taskID, sessionID string, r
 			out.Task, err = attach(ctx, t, taskID, repoIDs, model.Event{Actor: by, SessionID: sessionID})
 			return err
 		case model.SourcePolicyApprove:
+			ids, _ := json.Marshal(repoIDs)
+			// The same batch asked again while pending is the same request.
+			var existing string
+			err := t.QueryRowContext(ctx, `
+				SELECT id FROM source_requests WHERE task_id = ? AND state = 'pending' AND repository_ids = ?`,
+				taskID, string(ids)).Scan(&existing)
+			if err == nil {
+				req, err := loadSourceRequest(ctx, t, existing)
+				out.Request = &req
+				return err
+			} else if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
 			req := model.SourceRequest{
 				ID: newID("sreq"), TaskID: taskID, WorkspaceID: workspaceID, SessionID: sessionID,
 				RepositoryIDs: repoIDs, State: model.SourceRequestPending, RequestedBy: by, AttachedIDs: []string{},
 				CreatedAt: t.now,
 			}
-			ids, _ := json.Marshal(repoIDs)
 			if _, err := t.ExecContext(ctx, `
 				INSERT INTO source_requests (id, task_id, session_id, repository_ids, state, requested_by, created_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?)`, req.ID, taskID, sessionID, string(ids), string(req.State), by.String(),
@@ -76,8 +89,8 @@ func (s *Store) AgentAddSources(ctx context.Context, taskID, sessionID string, r
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("%w; ask a person to attach %s to task %q (toolscope task add-sources)",
-				ErrSourceAdditionDenied, names, taskID)
+			return fmt.Errorf("the workspace's policy does not let agents attach repositories; ask a person to attach %s to task %q (toolscope source add): %w",
+				names, taskID, ErrSourceAdditionDenied)
 		}
 	})
 	return out, err
