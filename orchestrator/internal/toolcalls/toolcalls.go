@@ -65,10 +65,7 @@ const (
 	CodeAmbiguousRepository   = "ambiguous_repository"
 	CodeNoChangeRequest       = "no_change_request"
 	CodeAlreadyExists         = "already_exists"
-	// CodeSourceAdditionDenied: the workspace's policy does not let agents
-	// attach repositories; the message names them and says to ask a person.
-	CodeSourceAdditionDenied = "source_addition_denied"
-	CodeInternal             = "internal"
+	CodeInternal              = "internal"
 )
 
 func fail(code, format string, args ...any) Result {
