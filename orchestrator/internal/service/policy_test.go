@@ -338,6 +338,9 @@ func TestPolicyChangeWhilePending(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, rejected, 2)
 
+	testutil.Figure(t, "source-policy/policy-change", "switch to allow: %d of 2 pending requests left pending; switch to deny: %d of 2 rejected, %d inbox messages",
+		len(pending), len(change.Rejected), len(inbox))
+
 	_, err = w.svc.SetSourcePolicy(ctx, w.ws.ID, "sometimes")
 	assert.Equal(t, "agent_sources", errdefs.FieldOf(err))
 	_, err = w.svc.SetSourcePolicy(ctx, "ws_nope", model.SourcePolicyDeny)
@@ -420,6 +423,8 @@ func TestApprovalWhenTheWorldMoved(t *testing.T) {
 	assert.Equal(t, uint64(5), w.generation(t))
 	_, err = w.svc.RejectSourceRequest(ctx, doomed.ID, "the repository is gone")
 	require.NoError(t, err)
+	testutil.Figure(t, "source-policy/world-moved", "half-attached batch: 1 of 2 attached; wholly attached: approved, 0 attached, no generation; "+
+		"ended session: attached, inbox kept; vanished repository: approval refused, request %s", got.State)
 }
 
 // TestConcurrentDecisionsApplyOnce: many people approving and rejecting
