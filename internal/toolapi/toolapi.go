@@ -54,10 +54,16 @@ type AddSourcesArgs struct {
 	RepositoryIDs []string `json:"repository_ids" jsonschema:"Ids of workspace repositories to attach, from task_info's available list; all or none."`
 }
 
-// AddSourcesResult is the task's provider set after the batch.
+// AddSourcesResult is the task's provider set after the batch, or, when
+// the workspace's policy holds the batch for a person's approval, the
+// request that holds it and the task's unchanged set.
 type AddSourcesResult struct {
 	Providers  []string `json:"providers"`
 	Generation uint64   `json:"generation"`
+	// Pending says nothing is attached yet: a person approves or rejects
+	// request RequestID, and task_inbox says which.
+	Pending   bool   `json:"pending,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Repository is one repository attached to a task.

@@ -43,7 +43,7 @@ var taskTools = []Tool{
 	{
 		Name:         "task_add_sources",
 		Title:        "Attach repositories",
-		Description:  "Attach workspace repositories to this task in one batch (all or none); tools of their providers then appear in your list.",
+		Description:  "Attach workspace repositories to this task in one batch (all or none); their providers' tools then appear. The workspace may refuse, or hold it for approval (outcome in task_inbox).",
 		InputSchema:  toolapi.InputSchema[toolapi.AddSourcesArgs](),
 		OutputSchema: toolapi.OutputSchema[toolapi.AddSourcesResult](),
 	},

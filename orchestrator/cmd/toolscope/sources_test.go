@@ -11,6 +11,7 @@ import (
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
@@ -66,7 +67,7 @@ func TestRestartBetweenCommitAndPushRepairs(t *testing.T) {
 	// The commit happens; the orchestrator that would push is gone.
 	st, err := store.Open(context.Background(), dataDir, store.Options{})
 	require.NoError(t, err)
-	_, err = st.AddSources(context.Background(), task, []string{gl})
+	_, err = st.AddSources(context.Background(), task, []string{gl}, model.Actor{Kind: model.ActorPerson, Name: "test"})
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 

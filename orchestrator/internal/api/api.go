@@ -23,6 +23,7 @@ func Register(s grpc.ServiceRegistrar, svc *service.Service) {
 	pb.RegisterSessionServiceServer(s, &sessions{svc: svc})
 	pb.RegisterEventServiceServer(s, &eventsServer{svc: svc})
 	pb.RegisterCatalogServiceServer(s, &catalogServer{svc: svc})
+	pb.RegisterSourcePolicyServiceServer(s, &sourcePolicy{svc: svc})
 }
 
 // ServiceNames lists the fully qualified names of the public services.
@@ -33,6 +34,7 @@ var ServiceNames = []string{
 	pb.SessionService_ServiceDesc.ServiceName,
 	pb.EventService_ServiceDesc.ServiceName,
 	pb.CatalogService_ServiceDesc.ServiceName,
+	pb.SourcePolicyService_ServiceDesc.ServiceName,
 }
 
 type workspaces struct {
@@ -163,15 +165,7 @@ func (h *tasks) AddSources(ctx context.Context, req *pb.AddSourcesRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.AddSourcesResponse{Task: toTask(res.Task), Pushes: []*pb.SessionPush{}}
-	for _, p := range res.Pushes {
-		push := &pb.SessionPush{SessionId: p.SessionID, Ok: p.Err == nil, Applied: toProviderSet(p.Applied)}
-		if p.Err != nil {
-			push.Error = p.Err.Error()
-		}
-		out.Pushes = append(out.Pushes, push)
-	}
-	return out, nil
+	return &pb.AddSourcesResponse{Task: toTask(res.Task), Pushes: toPushes(res.Pushes)}, nil
 }
 
 type sessions struct {

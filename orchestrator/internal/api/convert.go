@@ -18,7 +18,7 @@ func ts(t time.Time) *timestamppb.Timestamp {
 }
 
 func toWorkspace(w model.Workspace) *pb.Workspace {
-	out := &pb.Workspace{Id: w.ID, Name: w.Name, CreateTime: ts(w.CreatedAt)}
+	out := &pb.Workspace{Id: w.ID, Name: w.Name, CreateTime: ts(w.CreatedAt), AgentSourcePolicy: sourcePolicies[w.AgentSources]}
 	for _, c := range w.Connections {
 		out.Connections = append(out.Connections, toConnection(c))
 	}
@@ -117,11 +117,14 @@ var eventKinds = map[model.EventKind]pb.TaskEventKind{
 	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
 	model.EventExternalToolsPushed:     pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED,
 	model.EventExternalToolsPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED,
+	model.EventSourcesRequested:        pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED,
+	model.EventSourceRequestDecided:    pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED,
 }
 
 func toEvent(e model.Event) *pb.TaskEvent {
 	return &pb.TaskEvent{
 		Sequence: e.Seq, TaskId: e.TaskID, Kind: eventKinds[e.Kind], Time: ts(e.Time), SessionId: e.SessionID,
 		RepositoryIds: e.RepositoryIDs, ProviderSet: toProviderSet(e.Providers), Message: e.Message,
+		Actor: e.Actor.String(),
 	}
 }

@@ -184,6 +184,21 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.CatalogService.AssignCatalogTool", func(e *fuzzEnv) func(context.Context, *pb.AssignCatalogToolRequest) (*pb.AssignCatalogToolResponse, error) {
 		return e.catalog.AssignCatalogTool
 	}),
+	unary("toolscope.orchestrator.v1.SourcePolicyService.SetAgentSourcePolicy", func(e *fuzzEnv) func(context.Context, *pb.SetAgentSourcePolicyRequest) (*pb.SetAgentSourcePolicyResponse, error) {
+		return e.sources.SetAgentSourcePolicy
+	}),
+	unary("toolscope.orchestrator.v1.SourcePolicyService.ListSourceRequests", func(e *fuzzEnv) func(context.Context, *pb.ListSourceRequestsRequest) (*pb.ListSourceRequestsResponse, error) {
+		return e.sources.ListSourceRequests
+	}),
+	unary("toolscope.orchestrator.v1.SourcePolicyService.GetSourceRequest", func(e *fuzzEnv) func(context.Context, *pb.GetSourceRequestRequest) (*pb.GetSourceRequestResponse, error) {
+		return e.sources.GetSourceRequest
+	}),
+	unary("toolscope.orchestrator.v1.SourcePolicyService.ApproveSourceRequest", func(e *fuzzEnv) func(context.Context, *pb.ApproveSourceRequestRequest) (*pb.ApproveSourceRequestResponse, error) {
+		return e.sources.ApproveSourceRequest
+	}),
+	unary("toolscope.orchestrator.v1.SourcePolicyService.RejectSourceRequest", func(e *fuzzEnv) func(context.Context, *pb.RejectSourceRequestRequest) (*pb.RejectSourceRequestResponse, error) {
+		return e.sources.RejectSourceRequest
+	}),
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")
@@ -299,6 +314,7 @@ type fuzzEnv struct {
 	sessions     *sessions
 	events       *eventsServer
 	catalog      *catalogServer
+	sources      *sourcePolicy
 
 	// ids maps a placeholder such as "@task" to the id of the record it
 	// stands for; FuzzRequests substitutes every string field that equals
@@ -332,7 +348,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 		Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
-	e.catalog = &catalogServer{svc: e.svc}
+	e.catalog, e.sources = &catalogServer{svc: e.svc}, &sourcePolicy{svc: e.svc}
 
 	ws, err := e.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(tb, err)
@@ -374,6 +390,12 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	_, err = e.svc.StopSession(ctx, stopped.ID)
 	require.NoError(tb, err)
 	e.ids["@session.stopped"] = stopped.ID
+	// A pending source request: the workspace holds its agents' batches.
+	_, err = e.svc.SetSourcePolicy(ctx, ws.ID, model.SourcePolicyApprove)
+	require.NoError(tb, err)
+	req, err := e.svc.AgentAddSources(ctx, stopped.ID, local.ID, []string{e.ids["@repo.spaced"]})
+	require.NoError(tb, err)
+	e.ids["@request"] = req.Request.ID
 
 	// A provider with a catalog: its tools are applied as a discovery
 	// would, straight to the store.
@@ -663,6 +685,19 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "@ws"}},
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "ws_nope", Assigned: true}},
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool"}},
+		{"SetAgentSourcePolicy", &pb.SetAgentSourcePolicyRequest{WorkspaceId: "@ws", Policy: pb.AgentSourcePolicy_AGENT_SOURCE_POLICY_DENY}},
+		{"SetAgentSourcePolicy", &pb.SetAgentSourcePolicyRequest{WorkspaceId: "@ws", Policy: pb.AgentSourcePolicy_AGENT_SOURCE_POLICY_ALLOW}},
+		{"SetAgentSourcePolicy", &pb.SetAgentSourcePolicyRequest{WorkspaceId: "@ws"}},
+		{"SetAgentSourcePolicy", &pb.SetAgentSourcePolicyRequest{WorkspaceId: "ws_nope", Policy: pb.AgentSourcePolicy(9)}},
+		{"ListSourceRequests", &pb.ListSourceRequestsRequest{}},
+		{"ListSourceRequests", &pb.ListSourceRequestsRequest{TaskId: "@task.local", State: pb.SourceRequestState_SOURCE_REQUEST_STATE_PENDING}},
+		{"ListSourceRequests", &pb.ListSourceRequestsRequest{WorkspaceId: "ws_nope", State: pb.SourceRequestState(7)}},
+		{"GetSourceRequest", &pb.GetSourceRequestRequest{RequestId: "@request"}},
+		{"ApproveSourceRequest", &pb.ApproveSourceRequestRequest{RequestId: "@request"}},
+		{"ApproveSourceRequest", &pb.ApproveSourceRequestRequest{RequestId: "sreq_nope"}},
+		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{RequestId: "@request", Reason: "not this one"}},
+		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{RequestId: "@request", Reason: "bad\x00reason"}},
+		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{}},
 	}
 	out := []testutil.FuzzSeed{}
 	count := map[string]int{}
@@ -727,17 +762,21 @@ func FuzzRequests(f *testing.F) {
 }
 
 // TestFuzzRequestsCoverEveryRPC: FuzzRequests drives every RPC of every
-// service in services.proto with that RPC's request type, so a new RPC
-// cannot be added without fuzz coverage.
+// service in services.proto and sources.proto with that RPC's request
+// type, so a new RPC cannot be added without fuzz coverage.
 func TestFuzzRequestsCoverEveryRPC(t *testing.T) {
 	t.Parallel()
 	want := map[string]protoreflect.FullName{}
-	services := pb.File_toolscope_orchestrator_v1_services_proto.Services()
-	for i := range services.Len() {
-		methods := services.Get(i).Methods()
-		for j := range methods.Len() {
-			m := methods.Get(j)
-			want[string(m.FullName())] = m.Input().FullName()
+	nServices := 0
+	for _, file := range []protoreflect.FileDescriptor{pb.File_toolscope_orchestrator_v1_services_proto, pb.File_toolscope_orchestrator_v1_sources_proto} {
+		services := file.Services()
+		nServices += services.Len()
+		for i := range services.Len() {
+			methods := services.Get(i).Methods()
+			for j := range methods.Len() {
+				m := methods.Get(j)
+				want[string(m.FullName())] = m.Input().FullName()
+			}
 		}
 	}
 	got := map[string]protoreflect.FullName{}
@@ -747,5 +786,5 @@ func TestFuzzRequestsCoverEveryRPC(t *testing.T) {
 		got[r.method] = r.req().ProtoReflect().Descriptor().FullName()
 	}
 	assert.Equal(t, want, got, "fuzzRPCs must list every RPC of services.proto with its request type")
-	assert.Equal(t, services.Len(), len(ServiceNames), "every service is registered")
+	assert.Equal(t, nServices, len(ServiceNames), "every service is registered")
 }

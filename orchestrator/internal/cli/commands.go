@@ -165,7 +165,7 @@ it authenticates as; that username is recorded and shown by session_info.`,
 		},
 	}
 	disconnect.Flags().StringVar(&dprovider, "provider", "", "github or gitlab")
-	cmd.AddCommand(create, get, list, connect, disconnect)
+	cmd.AddCommand(create, get, list, connect, disconnect, a.setPolicyCmd())
 	return cmd
 }
 
@@ -310,21 +310,14 @@ func (a *app) sourceCmd() *cobra.Command {
 				return a.emit(resp, func(w io.Writer) {
 					fmt.Fprintf(w, "attached %d repositories in one batch\n", len(repos))
 					printTask(w, resp.GetTask())
-					for _, p := range resp.GetPushes() {
-						if p.GetOk() {
-							fmt.Fprintf(w, "  pushed to session\t%s\t%s (generation %d)\n", p.GetSessionId(),
-								providerList(p.GetApplied()), p.GetApplied().GetGeneration())
-						} else {
-							fmt.Fprintf(w, "  push FAILED for session\t%s\t%s; it keeps its old tools and needs repair ('toolscope session resume %s')\n",
-								p.GetSessionId(), p.GetError(), p.GetSessionId())
-						}
-					}
+					printPushes(w, resp.GetPushes())
 				})
 			})
 		},
 	}
 	add.Flags().StringSliceVar(&repos, "repo", nil, "repository id; repeat or separate with commas")
 	cmd.AddCommand(add)
+	cmd.AddCommand(a.sourceRequestCmds()...)
 	return cmd
 }
 

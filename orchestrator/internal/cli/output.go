@@ -55,6 +55,7 @@ func orDash(s string) string {
 
 func printWorkspace(w io.Writer, ws *pb.Workspace) {
 	fmt.Fprintf(w, "workspace\t%s\t%s\n", ws.GetId(), ws.GetName())
+	fmt.Fprintf(w, "  agent sources\t%s\n", policyName(ws.GetAgentSourcePolicy()))
 	if len(ws.GetConnections()) == 0 {
 		fmt.Fprintf(w, "  connections\tnone\n")
 	}
@@ -131,6 +132,8 @@ var eventKinds = map[pb.TaskEventKind]string{
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:       "providers recomputed",
 	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED:      "external tools pushed",
 	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED: "external tools push failed",
+	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED:          "sources requested",
+	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED:    "source request decided",
 }
 
 func formatEvent(e *pb.TaskEvent) string {
@@ -138,6 +141,9 @@ func formatEvent(e *pb.TaskEvent) string {
 	fmt.Fprintf(&b, "#%d %s  %s", e.GetSequence(), e.GetTime().AsTime().Local().Format("15:04:05.000"), eventKinds[e.GetKind()])
 	if e.GetSessionId() != "" {
 		fmt.Fprintf(&b, "  session=%s", e.GetSessionId())
+	}
+	if e.GetActor() != "" {
+		fmt.Fprintf(&b, "  by=%s", e.GetActor())
 	}
 	if len(e.GetRepositoryIds()) > 0 {
 		fmt.Fprintf(&b, "  repositories=%s", strings.Join(e.GetRepositoryIds(), ","))

@@ -19,7 +19,10 @@ type Workspace struct {
 	ID          string
 	Name        string
 	Connections []Connection // canonical provider order
-	CreatedAt   time.Time
+	// AgentSources is the policy for repositories its agents attach
+	// themselves; SourcePolicyAllow unless set.
+	AgentSources SourcePolicy
+	CreatedAt    time.Time
 }
 
 // CredentialKind says where a credential reference points.
@@ -161,6 +164,10 @@ const (
 	EventPrompted                EventKind = "lifecycle.prompted"
 	EventAutoMerged              EventKind = "lifecycle.auto_merged"
 	EventLifecycleSkipped        EventKind = "lifecycle.skipped"
+	// EventSourcesRequested records an agent's batch held for approval;
+	// EventSourceRequestDecided its approval or rejection.
+	EventSourcesRequested     EventKind = "sources.requested"
+	EventSourceRequestDecided EventKind = "sources.request_decided"
 )
 
 // Event is one entry of a task's append-only event log.
@@ -173,6 +180,9 @@ type Event struct {
 	RepositoryIDs []string
 	Providers     ProviderSet
 	Message       string
+	// Actor made the change recorded (sources.added, sources.requested,
+	// sources.request_decided); zero for events nobody made.
+	Actor Actor
 }
 
 // Automation is what toolscope does on its own about a change request.

@@ -33,7 +33,6 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
-	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
@@ -223,9 +222,9 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool})
 	eventsTo.Store(svc)
-	dispatcher.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
-		res, err := svc.AddSources(ctx, taskID, repoIDs)
-		return res.Task.Providers, err
+	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
+		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
+		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err
 	})
 	if cfg.PollInterval > 0 {
 		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log})

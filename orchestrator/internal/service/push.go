@@ -37,10 +37,18 @@ func (s *Service) AddSources(ctx context.Context, taskID string, repoIDs []strin
 	if err := validateBatch(taskID, repoIDs); err != nil {
 		return SourcesResult{}, err
 	}
-	task, err := s.store.AddSources(ctx, taskID, repoIDs)
+	task, err := s.store.AddSources(ctx, taskID, repoIDs, actorOf(ctx))
 	if err != nil {
 		return SourcesResult{}, err
 	}
+	return s.afterBatch(ctx, task, repoIDs)
+}
+
+// afterBatch is what follows a committed batch, whoever made it: the
+// recompute (one joined query, recorded as an event) and the pushes to the
+// task's live sessions.
+func (s *Service) afterBatch(ctx context.Context, task model.Task, repoIDs []string) (SourcesResult, error) {
+	taskID := task.ID
 	s.log.InfoContext(ctx, "sources added", "task_id", taskID, "count", len(repoIDs))
 	// From here on the batch is committed: finish even if the caller left.
 	ctx = context.WithoutCancel(ctx)

@@ -46,7 +46,7 @@ func BenchmarkTaskProvidersAtScale(b *testing.B) {
 		}
 		t, err := s.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: fmt.Sprintf("t%d", i)}, attach[0])
 		require.NoError(b, err)
-		_, err = s.AddSources(ctx, t.ID, attach[1:])
+		_, err = s.AddSources(ctx, t.ID, attach[1:], testActor)
 		require.NoError(b, err)
 		taskIDs[i] = t.ID
 	}

@@ -23,10 +23,10 @@ func (t *tx) emit(ctx context.Context, e model.Event) error {
 		return err
 	}
 	res, err := t.ExecContext(ctx, `
-		INSERT INTO task_events (task_id, kind, session_id, repository_ids, providers, generation, message, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO task_events (task_id, kind, session_id, repository_ids, providers, generation, message, actor, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.TaskID, string(e.Kind), e.SessionID, string(ids), e.Providers.Set.String(), e.Providers.Generation,
-		e.Message, formatTime(e.Time))
+		e.Message, e.Actor.String(), formatTime(e.Time))
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 		return nil, err
 	}
 	rows, err := q.QueryContext(ctx, `
-		SELECT seq, task_id, kind, session_id, repository_ids, providers, generation, message, created_at
+		SELECT seq, task_id, kind, session_id, repository_ids, providers, generation, message, actor, created_at
 		FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, taskID, afterSeq, limit)
 	if err != nil {
 		return nil, err
@@ -66,14 +66,15 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 	var out []model.Event
 	for rows.Next() {
 		var (
-			e                           model.Event
-			kind, ids, provSet, created string
+			e                                  model.Event
+			kind, ids, provSet, actor, created string
 		)
 		if err := rows.Scan(&e.Seq, &e.TaskID, &kind, &e.SessionID, &ids, &provSet, &e.Providers.Generation,
-			&e.Message, &created); err != nil {
+			&e.Message, &actor, &created); err != nil {
 			return nil, err
 		}
 		e.Kind = model.EventKind(kind)
+		e.Actor = model.ParseActor(actor)
 		if err := json.Unmarshal([]byte(ids), &e.RepositoryIDs); err != nil {
 			return nil, err
 		}

@@ -112,7 +112,7 @@ func TestFullDiskIsAClearErrorAndCorruptsNothing(t *testing.T) {
 	require.NotNil(t, first, "the disk never filled")
 	t.Logf("first refusal: %v", first)
 
-	_, batchErr := s.AddSources(ctx, task.ID, batch)
+	_, batchErr := s.AddSources(ctx, task.ID, batch, testActor)
 	got, err := s.GetTask(ctx, task.ID)
 	require.NoError(t, err, "reads work on a full disk")
 	if batchErr != nil {
@@ -124,7 +124,7 @@ func TestFullDiskIsAClearErrorAndCorruptsNothing(t *testing.T) {
 
 	require.NoError(t, os.Remove(filler))
 	if batchErr != nil {
-		_, err = s.AddSources(ctx, task.ID, batch)
+		_, err = s.AddSources(ctx, task.ID, batch, testActor)
 		require.NoError(t, err, "the same store writes again once space is freed")
 	}
 	got, err = s.GetTask(ctx, task.ID)
@@ -186,7 +186,7 @@ func TestReadOnlyDatabaseIsAClearErrorAndCorruptsNothing(t *testing.T) {
 	s, err = store.Open(ctx, dir, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID})
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
 	require.NoError(t, err, "the writable path works as before")
 	testutil.Figure(t, "sqlite read-only", "open refused with ErrUnavailable (%q); database file byte-identical afterwards; integrity_check ok", "read-only")
 }

@@ -87,7 +87,7 @@ func TestProviderSetIsTheUnionOfEveryAttachedRepository(t *testing.T) {
 	assert.Equal(t, "github", task.Providers.Set.String())
 	assert.Equal(t, uint64(1), task.Providers.Generation)
 
-	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID, f.unknown.ID})
+	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID, f.unknown.ID}, testActor)
 	require.NoError(t, err)
 	assert.Equal(t, "github,gitlab", task.Providers.Set.String())
 	assert.Equal(t, uint64(2), task.Providers.Generation, "one batch, one generation")
@@ -130,7 +130,7 @@ func TestPrimaryRepositoryDoesNotOverrideTheUnion(t *testing.T) {
 			for _, r := range c.added {
 				ids = append(ids, r.ID)
 			}
-			_, err = s.AddSources(ctx, task.ID, ids)
+			_, err = s.AddSources(ctx, task.ID, ids, testActor)
 			require.NoError(t, err, c.name)
 		}
 		set, err := s.TaskProviders(ctx, task.ID)
@@ -150,20 +150,20 @@ func TestAddSourcesIsAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	before := len(rec.snapshot())
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, "repo_missing"})
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, "repo_missing"}, testActor)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	assert.Contains(t, err.Error(), `"repo_missing"`)
 	assert.Contains(t, err.Error(), "repository_ids[1]")
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, other.github.ID})
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, other.github.ID}, testActor)
 	assert.ErrorIs(t, err, errdefs.ErrInvalidArgument)
 	assert.Equal(t, "repository_ids[1]", errdefs.FieldOf(err))
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.github.ID})
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.github.ID}, testActor)
 	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
 	assert.Contains(t, err.Error(), f.github.ID)
 
-	_, err = s.AddSources(ctx, "task_missing", []string{f.gitlab.ID})
+	_, err = s.AddSources(ctx, "task_missing", []string{f.gitlab.ID}, testActor)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	assert.Contains(t, err.Error(), `"task_missing"`)
 
@@ -185,7 +185,7 @@ func TestConcurrentBatchesEndWithTheUnionOfBoth(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, repo := range []model.Repository{f.github, f.gitlab} {
-		wg.Go(func() { _, errs[i] = s.AddSources(ctx, task.ID, []string{repo.ID}) })
+		wg.Go(func() { _, errs[i] = s.AddSources(ctx, task.ID, []string{repo.ID}, testActor) })
 	}
 	wg.Wait()
 	require.NoError(t, errs[0])
@@ -248,7 +248,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	require.NoError(t, err)
 	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
 	require.NoError(t, err)
-	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID})
+	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
 	require.NoError(t, err)
 	sess, err := s.CreateSession(ctx, model.Session{
 		TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
@@ -276,7 +276,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	assert.Equal(t, events, gotEvents)
 	v, err := s2.SchemaVersion(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(6), v)
+	assert.Equal(t, int64(8), v)
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
@@ -287,7 +287,7 @@ func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
 	f := newFixture(t, s, "acme")
 	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
 	require.NoError(t, err)
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID})
+	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID}, testActor)
 	require.NoError(t, err)
 
 	published := rec.snapshot()
@@ -447,7 +447,7 @@ func TestReadsSeeOneSnapshot(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			if _, err := s.AddSources(ctx, task.ID, []string{r.ID}); !assert.NoError(t, err) {
+			if _, err := s.AddSources(ctx, task.ID, []string{r.ID}, testActor); !assert.NoError(t, err) {
 				return
 			}
 		}
@@ -505,3 +505,6 @@ func TestChangeRequestsAndAutomation(t *testing.T) {
 	_, err = s.UpdateAutomation(ctx, task.ID, f.gitlab.ID, func(*model.Automation) {})
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }
+
+// testActor makes the tests' changes.
+var testActor = model.Actor{Kind: model.ActorPerson, Name: "test"}

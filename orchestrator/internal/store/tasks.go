@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -48,55 +49,70 @@ func (s *Store) CreateTask(ctx context.Context, task model.Task, primaryRepoID s
 // AddSources attaches repoIDs to a task as one batch, after the task's
 // current repositories and in the given order, and moves the task to the
 // next provider generation. Either every repository is attached or none
-// is. The returned task carries the provider set recomputed after the
-// batch.
-func (s *Store) AddSources(ctx context.Context, taskID string, repoIDs []string) (model.Task, error) {
+// is. by made the change; the sources.added event records it. The
+// returned task carries the provider set recomputed after the batch.
+func (s *Store) AddSources(ctx context.Context, taskID string, repoIDs []string, by model.Actor) (model.Task, error) {
 	var task model.Task
-	err := s.write(ctx, func(t *tx) error {
-		var workspaceID string
-		var next int
-		err := t.QueryRowContext(ctx, `
-			SELECT t.workspace_id, coalesce(max(tr.position) + 1, 0)
-			FROM tasks t LEFT JOIN task_repositories tr ON tr.task_id = t.id
-			WHERE t.id = ? GROUP BY t.id`, taskID).Scan(&workspaceID, &next)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errdefs.NotFound("task", taskID)
-		} else if err != nil {
-			return err
-		}
-		for i, repoID := range repoIDs {
-			field := fmt.Sprintf("repository_ids[%d]", i)
-			if err := attachable(ctx, t, workspaceID, repoID, field); err != nil {
-				return err
-			}
-			_, err := t.ExecContext(ctx, `
-				INSERT INTO task_repositories (task_id, repository_id, position, is_primary) VALUES (?, ?, ?, 0)`,
-				taskID, repoID, next+i)
-			if isUnique(err) {
-				return errdefs.AlreadyExists("repository %q (%s) is already attached to task %q", repoID, field, taskID)
-			} else if err != nil {
-				return err
-			}
-		}
-		if _, err := t.ExecContext(ctx, `
-			UPDATE tasks SET provider_generation = provider_generation + 1, updated_at = ? WHERE id = ?`,
-			formatTime(t.now), taskID); err != nil {
-			return err
-		}
-		set, err := taskProviders(ctx, t, taskID)
-		if err != nil {
-			return err
-		}
-		if err := t.emit(ctx, model.Event{
-			TaskID: taskID, Kind: model.EventSourcesAdded, RepositoryIDs: repoIDs, Providers: set,
-			Message: fmt.Sprintf("%d repositories attached; providers now %s", len(repoIDs), describeSet(set.Set)),
-		}); err != nil {
-			return err
-		}
-		task, err = loadTask(ctx, t, taskID)
+	err := s.write(ctx, func(t *tx) (err error) {
+		task, err = attach(ctx, t, taskID, repoIDs, model.Event{Actor: by})
 		return err
 	})
 	return task, err
+}
+
+// attach is AddSources inside t. The sources.added event starts from e
+// (its actor, session and a note to append to the message).
+func attach(ctx context.Context, t *tx, taskID string, repoIDs []string, e model.Event) (model.Task, error) {
+	var workspaceID string
+	var next int
+	err := t.QueryRowContext(ctx, `
+		SELECT t.workspace_id, coalesce(max(tr.position) + 1, 0)
+		FROM tasks t LEFT JOIN task_repositories tr ON tr.task_id = t.id
+		WHERE t.id = ? GROUP BY t.id`, taskID).Scan(&workspaceID, &next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return model.Task{}, errdefs.NotFound("task", taskID)
+	} else if err != nil {
+		return model.Task{}, err
+	}
+	for i, repoID := range repoIDs {
+		field := fmt.Sprintf("repository_ids[%d]", i)
+		if err := attachable(ctx, t, workspaceID, repoID, field); err != nil {
+			return model.Task{}, err
+		}
+		_, err := t.ExecContext(ctx, `
+			INSERT INTO task_repositories (task_id, repository_id, position, is_primary) VALUES (?, ?, ?, 0)`,
+			taskID, repoID, next+i)
+		if isUnique(err) {
+			return model.Task{}, errdefs.AlreadyExists("repository %q (%s) is already attached to task %q", repoID, field, taskID)
+		} else if err != nil {
+			return model.Task{}, err
+		}
+	}
+	if _, err := t.ExecContext(ctx, `
+		UPDATE tasks SET provider_generation = provider_generation + 1, updated_at = ? WHERE id = ?`,
+		formatTime(t.now), taskID); err != nil {
+		return model.Task{}, err
+	}
+	set, err := taskProviders(ctx, t, taskID)
+	if err != nil {
+		return model.Task{}, err
+	}
+	e.TaskID, e.Kind, e.RepositoryIDs, e.Providers = taskID, model.EventSourcesAdded, repoIDs, set
+	e.Message = strings.TrimSpace(fmt.Sprintf("%d repositories attached by %s; providers now %s %s",
+		len(repoIDs), describeActor(e.Actor), describeSet(set.Set), e.Message))
+	if err := t.emit(ctx, e); err != nil {
+		return model.Task{}, err
+	}
+	return loadTask(ctx, t, taskID)
+}
+
+// describeActor renders who made a change for a message; the zero actor
+// (a change recorded before actors were) is "unknown".
+func describeActor(a model.Actor) string {
+	if a.Kind == "" {
+		return "unknown"
+	}
+	return a.String()
 }
 
 // attachable checks that repoID exists and belongs to workspaceID; field

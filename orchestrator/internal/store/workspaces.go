@@ -13,7 +13,7 @@ import (
 
 // CreateWorkspace records a new workspace named name.
 func (s *Store) CreateWorkspace(ctx context.Context, name string) (model.Workspace, error) {
-	ws := model.Workspace{ID: newID("ws"), Name: name}
+	ws := model.Workspace{ID: newID("ws"), Name: name, AgentSources: model.SourcePolicyAllow}
 	err := s.write(ctx, func(t *tx) error {
 		ws.CreatedAt = t.now
 		_, err := t.ExecContext(ctx, `INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)`,
@@ -29,7 +29,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, name string) (model.Workspa
 // GetWorkspace returns a workspace with its connections.
 func (s *Store) GetWorkspace(ctx context.Context, id string) (ws model.Workspace, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		ws, err = scanWorkspace(q.QueryRowContext(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = ?`, id))
+		ws, err = scanWorkspace(q.QueryRowContext(ctx, `SELECT id, name, agent_sources, created_at FROM workspaces WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return errdefs.NotFound("workspace", id)
 		} else if err != nil {
@@ -45,7 +45,7 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (ws model.Workspace
 // ListWorkspaces returns every workspace, oldest first.
 func (s *Store) ListWorkspaces(ctx context.Context) (out []model.Workspace, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		rows, err := q.QueryContext(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
+		rows, err := q.QueryContext(ctx, `SELECT id, name, agent_sources, created_at FROM workspaces ORDER BY created_at, id`)
 		if err != nil {
 			return err
 		}
@@ -158,7 +158,7 @@ func scanWorkspace(sc scanner) (model.Workspace, error) {
 		ws      model.Workspace
 		created string
 	)
-	if err := sc.Scan(&ws.ID, &ws.Name, &created); err != nil {
+	if err := sc.Scan(&ws.ID, &ws.Name, &ws.AgentSources, &created); err != nil {
 		return ws, err
 	}
 	var err error

@@ -49,9 +49,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 	// task_add_sources goes through the store, as the orchestrator's own
 	// AddSources does after its checks.
-	f.d.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
-		task, err := f.st.AddSources(ctx, taskID, repoIDs)
-		return task.Providers, err
+	f.d.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (SourceOutcome, error) {
+		out, err := f.st.AgentAddSources(ctx, taskID, sessionID, repoIDs)
+		return SourceOutcome{Providers: out.Task.Providers, Request: out.Request}, err
 	})
 	extra, err := f.st.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "github.com", Path: "acme/docs"})
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	// its own running session.
 	otherTask, err := f.st.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "other"}, f.github.ID)
 	require.NoError(t, err)
-	otherTask, err = f.st.AddSources(ctx, otherTask.ID, []string{f.gitlab.ID})
+	otherTask, err = f.st.AddSources(ctx, otherTask.ID, []string{f.gitlab.ID}, testActor)
 	require.NoError(t, err)
 	otherSession := running(otherTask)
 	stopped, failed := ended(model.SessionStopped), ended(model.SessionFailed)

@@ -112,9 +112,9 @@ func newFuzzFixture(tb testing.TB, root string) *fuzzFixture {
 	x.d = New(x.st, slog.New(slog.NewTextHandler(x.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	env := map[string]string{"GH_TOKEN": fuzzGitHubToken, "GL_TOKEN": fuzzGitLabToken}
 	x.d.creds = credentials.Resolver{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
-	x.d.SetSourceAdder(func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error) {
-		res, err := x.svc.AddSources(ctx, taskID, repoIDs)
-		return res.Task.Providers, err
+	x.d.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (SourceOutcome, error) {
+		res, err := x.svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
+		return SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err
 	})
 
 	x.gh = standin.NewGitHub(fuzzGitHubToken, "octo-bot")
@@ -147,7 +147,7 @@ func newFuzzFixture(tb testing.TB, root string) *fuzzFixture {
 	}
 	x.task, err = x.st.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: "fix login"}, x.ids["@repo.github"])
 	require.NoError(tb, err)
-	x.task, err = x.st.AddSources(ctx, x.task.ID, []string{x.ids["@repo.gitlab"]})
+	x.task, err = x.st.AddSources(ctx, x.task.ID, []string{x.ids["@repo.gitlab"]}, testActor)
 	require.NoError(tb, err)
 	x.sess, err = x.st.CreateSession(ctx, model.Session{TaskID: x.task.ID, Executor: "local", Mode: model.ModeTask,
 		State: model.SessionRunning, AgentArgv: []string{"/usr/bin/claude"}})

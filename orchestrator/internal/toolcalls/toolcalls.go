@@ -139,10 +139,18 @@ func inbox(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Resul
 	return Result{Text: strings.Join(lines, "\n"), Structured: out}
 }
 
-// SourceAdder attaches a batch of repositories to a task and pushes the
-// recomputed provider set to its live sessions: the orchestrator's own
-// AddSources, so the agent's batches follow the same path as the API's.
-type SourceAdder func(ctx context.Context, taskID string, repoIDs []string) (model.ProviderSet, error)
+// SourceAdder applies the task's workspace policy to a batch the agent of
+// a session asks for: the orchestrator's own path, so an attached batch
+// follows the same recompute and pushes as the API's. An error matching
+// store.ErrSourceAdditionDenied is the deny policy.
+type SourceAdder func(ctx context.Context, sessionID, taskID string, repoIDs []string) (SourceOutcome, error)
+
+// SourceOutcome is what became of an agent's batch: attached, with the
+// task's provider set after it, or held for approval as Request.
+type SourceOutcome struct {
+	Providers model.ProviderSet
+	Request   *model.SourceRequest
+}
 
 // SetSourceAdder installs the handler behind task_add_sources.
 func (d *Dispatcher) SetSourceAdder(add SourceAdder) { d.addSources = add }
@@ -155,8 +163,11 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 	if d.addSources == nil {
 		return fail(CodeInternal, "this orchestrator cannot attach sources")
 	}
-	set, err := d.addSources(ctx, s.task.ID, in.RepositoryIDs)
+	ctx = model.WithActor(ctx, model.Actor{Kind: model.ActorSession, Name: s.session.ID})
+	out, err := d.addSources(ctx, s.session.ID, s.task.ID, in.RepositoryIDs)
 	switch {
+	case errors.Is(err, store.ErrSourceAdditionDenied):
+		return fail(CodeSourceAdditionDenied, "%v", err)
 	case errors.Is(err, errdefs.ErrInvalidArgument), errors.Is(err, errdefs.ErrNotFound):
 		return fail(CodeInvalidArguments, "%v", err)
 	case errors.Is(err, errdefs.ErrAlreadyExists):
@@ -164,6 +175,15 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 	case err != nil:
 		return d.internal(ctx, Call{TaskID: s.task.ID, Tool: "task_add_sources"}, err)
 	}
+	if req := out.Request; req != nil {
+		return Result{
+			Text: fmt.Sprintf("Source request %s is pending: the workspace's policy holds agent-initiated additions for a person's approval. "+
+				"Nothing is attached yet; call task_inbox later to learn the outcome, and do not ask again meanwhile.", req.ID),
+			Structured: toolapi.AddSourcesResult{Providers: s.task.Providers.Set.Strings(), Generation: s.task.Providers.Generation,
+				Pending: true, RequestID: req.ID},
+		}
+	}
+	set := out.Providers
 	return Result{
 		Text:       fmt.Sprintf("Attached %d repositories; providers now %s (generation %d)", len(in.RepositoryIDs), describe(set.Set), set.Generation),
 		Structured: toolapi.AddSourcesResult{Providers: set.Set.Strings(), Generation: set.Generation},

@@ -77,7 +77,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	f.task, err = f.st.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "fix login"}, f.github.ID)
 	require.NoError(t, err)
-	f.task, err = f.st.AddSources(ctx, f.task.ID, []string{f.gitlab.ID})
+	f.task, err = f.st.AddSources(ctx, f.task.ID, []string{f.gitlab.ID}, testActor)
 	require.NoError(t, err)
 	f.session, err = f.st.CreateSession(ctx, model.Session{TaskID: f.task.ID, Executor: "local", Mode: model.ModeTask,
 		State: model.SessionRunning, AgentArgv: []string{"/usr/bin/claude"}})
@@ -294,3 +294,6 @@ func TestTaskAndSessionInfo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, CodeSessionEnded, f.call("task_info", nil).Code)
 }
+
+// testActor makes the tests' changes.
+var testActor = model.Actor{Kind: model.ActorPerson, Name: "test"}

@@ -22,6 +22,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AgentSourcePolicy is a workspace's rule for agent-initiated source
+// additions.
+type AgentSourcePolicy int32
+
+const (
+	AgentSourcePolicy_AGENT_SOURCE_POLICY_UNSPECIFIED AgentSourcePolicy = 0
+	// Attached at once (the default).
+	AgentSourcePolicy_AGENT_SOURCE_POLICY_ALLOW AgentSourcePolicy = 1
+	// Refused with the tool code "source_addition_denied"; the agent is told
+	// to ask a person.
+	AgentSourcePolicy_AGENT_SOURCE_POLICY_DENY AgentSourcePolicy = 2
+	// Held as a pending SourceRequest until a person approves or rejects it;
+	// the agent learns the outcome through task_inbox.
+	AgentSourcePolicy_AGENT_SOURCE_POLICY_APPROVE AgentSourcePolicy = 3
+)
+
+// Enum value maps for AgentSourcePolicy.
+var (
+	AgentSourcePolicy_name = map[int32]string{
+		0: "AGENT_SOURCE_POLICY_UNSPECIFIED",
+		1: "AGENT_SOURCE_POLICY_ALLOW",
+		2: "AGENT_SOURCE_POLICY_DENY",
+		3: "AGENT_SOURCE_POLICY_APPROVE",
+	}
+	AgentSourcePolicy_value = map[string]int32{
+		"AGENT_SOURCE_POLICY_UNSPECIFIED": 0,
+		"AGENT_SOURCE_POLICY_ALLOW":       1,
+		"AGENT_SOURCE_POLICY_DENY":        2,
+		"AGENT_SOURCE_POLICY_APPROVE":     3,
+	}
+)
+
+func (x AgentSourcePolicy) Enum() *AgentSourcePolicy {
+	p := new(AgentSourcePolicy)
+	*p = x
+	return p
+}
+
+func (x AgentSourcePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgentSourcePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[0].Descriptor()
+}
+
+func (AgentSourcePolicy) Type() protoreflect.EnumType {
+	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[0]
+}
+
+func (x AgentSourcePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgentSourcePolicy.Descriptor instead.
+func (AgentSourcePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{0}
+}
+
 // SessionMode selects which tools a session's agent is shown.
 type SessionMode int32
 
@@ -58,11 +117,11 @@ func (x SessionMode) String() string {
 }
 
 func (SessionMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[0].Descriptor()
+	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[1].Descriptor()
 }
 
 func (SessionMode) Type() protoreflect.EnumType {
-	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[0]
+	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[1]
 }
 
 func (x SessionMode) Number() protoreflect.EnumNumber {
@@ -71,7 +130,7 @@ func (x SessionMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionMode.Descriptor instead.
 func (SessionMode) EnumDescriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{0}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{1}
 }
 
 // SessionState is where a session is in its life.
@@ -118,11 +177,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[1].Descriptor()
+	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[2].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[1]
+	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[2]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -131,7 +190,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{1}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{2}
 }
 
 // TaskEventKind says what a task event records.
@@ -159,21 +218,28 @@ const (
 	// An external tool set failed to reach a session's agentctl; message says
 	// why. The session is marked for repair.
 	TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED TaskEventKind = 9
+	// An agent's batch was held for approval under the approve policy;
+	// message names the request.
+	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED TaskEventKind = 11
+	// A source request was approved or rejected; actor decided it.
+	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED TaskEventKind = 12
 )
 
 // Enum value maps for TaskEventKind.
 var (
 	TaskEventKind_name = map[int32]string{
-		0: "TASK_EVENT_KIND_UNSPECIFIED",
-		1: "TASK_EVENT_KIND_TASK_CREATED",
-		2: "TASK_EVENT_KIND_SOURCES_ADDED",
-		3: "TASK_EVENT_KIND_SESSION_STARTED",
-		4: "TASK_EVENT_KIND_SESSION_ENDED",
-		5: "TASK_EVENT_KIND_PROVIDERS_PUSHED",
-		6: "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
-		7: "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
-		8: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
-		9: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
+		0:  "TASK_EVENT_KIND_UNSPECIFIED",
+		1:  "TASK_EVENT_KIND_TASK_CREATED",
+		2:  "TASK_EVENT_KIND_SOURCES_ADDED",
+		3:  "TASK_EVENT_KIND_SESSION_STARTED",
+		4:  "TASK_EVENT_KIND_SESSION_ENDED",
+		5:  "TASK_EVENT_KIND_PROVIDERS_PUSHED",
+		6:  "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
+		7:  "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
+		8:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
+		9:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
+		11: "TASK_EVENT_KIND_SOURCES_REQUESTED",
+		12: "TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED",
 	}
 	TaskEventKind_value = map[string]int32{
 		"TASK_EVENT_KIND_UNSPECIFIED":                0,
@@ -186,6 +252,8 @@ var (
 		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":       7,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED":      8,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED": 9,
+		"TASK_EVENT_KIND_SOURCES_REQUESTED":          11,
+		"TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED":    12,
 	}
 )
 
@@ -200,11 +268,11 @@ func (x TaskEventKind) String() string {
 }
 
 func (TaskEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[2].Descriptor()
+	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[3].Descriptor()
 }
 
 func (TaskEventKind) Type() protoreflect.EnumType {
-	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[2]
+	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[3]
 }
 
 func (x TaskEventKind) Number() protoreflect.EnumNumber {
@@ -213,7 +281,61 @@ func (x TaskEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskEventKind.Descriptor instead.
 func (TaskEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{2}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{3}
+}
+
+// SourceRequestState is where a source request is in its life; approved
+// and rejected are final.
+type SourceRequestState int32
+
+const (
+	SourceRequestState_SOURCE_REQUEST_STATE_UNSPECIFIED SourceRequestState = 0
+	SourceRequestState_SOURCE_REQUEST_STATE_PENDING     SourceRequestState = 1
+	SourceRequestState_SOURCE_REQUEST_STATE_APPROVED    SourceRequestState = 2
+	SourceRequestState_SOURCE_REQUEST_STATE_REJECTED    SourceRequestState = 3
+)
+
+// Enum value maps for SourceRequestState.
+var (
+	SourceRequestState_name = map[int32]string{
+		0: "SOURCE_REQUEST_STATE_UNSPECIFIED",
+		1: "SOURCE_REQUEST_STATE_PENDING",
+		2: "SOURCE_REQUEST_STATE_APPROVED",
+		3: "SOURCE_REQUEST_STATE_REJECTED",
+	}
+	SourceRequestState_value = map[string]int32{
+		"SOURCE_REQUEST_STATE_UNSPECIFIED": 0,
+		"SOURCE_REQUEST_STATE_PENDING":     1,
+		"SOURCE_REQUEST_STATE_APPROVED":    2,
+		"SOURCE_REQUEST_STATE_REJECTED":    3,
+	}
+)
+
+func (x SourceRequestState) Enum() *SourceRequestState {
+	p := new(SourceRequestState)
+	*p = x
+	return p
+}
+
+func (x SourceRequestState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SourceRequestState) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolscope_orchestrator_v1_resources_proto_enumTypes[4].Descriptor()
+}
+
+func (SourceRequestState) Type() protoreflect.EnumType {
+	return &file_toolscope_orchestrator_v1_resources_proto_enumTypes[4]
+}
+
+func (x SourceRequestState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SourceRequestState.Descriptor instead.
+func (SourceRequestState) EnumDescriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{4}
 }
 
 // Workspace groups repositories and tasks, and holds one connection per
@@ -225,10 +347,14 @@ type Workspace struct {
 	// Human-readable name, unique across workspaces.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Connections to review providers, one per provider, in canonical order.
-	Connections   []*Connection          `protobuf:"bytes,3,rep,name=connections,proto3" json:"connections,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Connections []*Connection          `protobuf:"bytes,3,rep,name=connections,proto3" json:"connections,omitempty"`
+	CreateTime  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// What happens to repositories its agents attach themselves
+	// (task_add_sources). Additions a person makes through the API do not
+	// go through it.
+	AgentSourcePolicy AgentSourcePolicy `protobuf:"varint,5,opt,name=agent_source_policy,json=agentSourcePolicy,proto3,enum=toolscope.orchestrator.v1.AgentSourcePolicy" json:"agent_source_policy,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Workspace) Reset() {
@@ -287,6 +413,13 @@ func (x *Workspace) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *Workspace) GetAgentSourcePolicy() AgentSourcePolicy {
+	if x != nil {
+		return x.AgentSourcePolicy
+	}
+	return AgentSourcePolicy_AGENT_SOURCE_POLICY_UNSPECIFIED
 }
 
 // Connection is how a workspace talks to one review provider's API.
@@ -1135,7 +1268,12 @@ type TaskEvent struct {
 	// The provider set concerned, if any.
 	ProviderSet *ProviderSet `protobuf:"bytes,7,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
 	// Human-readable detail.
-	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// Who made the change: "person:<name>" (through the API) or
+	// "session:<id>" (an agent's tool call); empty for events nobody made
+	// (pushes, recomputes). Set on SOURCES_ADDED, SOURCES_REQUESTED and
+	// SOURCES_REQUEST_DECIDED.
+	Actor         string `protobuf:"bytes,20,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1226,6 +1364,155 @@ func (x *TaskEvent) GetMessage() string {
 	return ""
 }
 
+func (x *TaskEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+// SourceRequest is an agent's task_add_sources batch held for a person's
+// decision under the approve policy.
+type SourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned identifier, for example "sreq_7f3k2m9q4x".
+	Id          string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TaskId      string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	WorkspaceId string `protobuf:"bytes,3,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The session whose agent asked.
+	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The repositories asked for, in the agent's order.
+	RepositoryIds []string           `protobuf:"bytes,5,rep,name=repository_ids,json=repositoryIds,proto3" json:"repository_ids,omitempty"`
+	State         SourceRequestState `protobuf:"varint,6,opt,name=state,proto3,enum=toolscope.orchestrator.v1.SourceRequestState" json:"state,omitempty"`
+	// "session:<id>".
+	RequestedBy string `protobuf:"bytes,7,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// "person:<name>"; empty while pending.
+	DecidedBy string `protobuf:"bytes,8,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// Why it was rejected, if a reason was given.
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the approval attached: the requested repositories not attached
+	// by then.
+	AttachedRepositoryIds []string               `protobuf:"bytes,10,rep,name=attached_repository_ids,json=attachedRepositoryIds,proto3" json:"attached_repository_ids,omitempty"`
+	CreateTime            *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	DecideTime            *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SourceRequest) Reset() {
+	*x = SourceRequest{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceRequest) ProtoMessage() {}
+
+func (x *SourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceRequest.ProtoReflect.Descriptor instead.
+func (*SourceRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SourceRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetRepositoryIds() []string {
+	if x != nil {
+		return x.RepositoryIds
+	}
+	return nil
+}
+
+func (x *SourceRequest) GetState() SourceRequestState {
+	if x != nil {
+		return x.State
+	}
+	return SourceRequestState_SOURCE_REQUEST_STATE_UNSPECIFIED
+}
+
+func (x *SourceRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SourceRequest) GetAttachedRepositoryIds() []string {
+	if x != nil {
+		return x.AttachedRepositoryIds
+	}
+	return nil
+}
+
+func (x *SourceRequest) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *SourceRequest) GetDecideTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecideTime
+	}
+	return nil
+}
+
 // ToolProvider is an external MCP server whose tools the catalog governs.
 // Nothing it offers is usable until an administrator enables the provider
 // and the tool and assigns the tool to a workspace.
@@ -1254,7 +1541,7 @@ type ToolProvider struct {
 
 func (x *ToolProvider) Reset() {
 	*x = ToolProvider{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1553,7 @@ func (x *ToolProvider) String() string {
 func (*ToolProvider) ProtoMessage() {}
 
 func (x *ToolProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1566,7 @@ func (x *ToolProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProvider.ProtoReflect.Descriptor instead.
 func (*ToolProvider) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolProvider) GetId() string {
@@ -1389,7 +1676,7 @@ type StdioTransport struct {
 
 func (x *StdioTransport) Reset() {
 	*x = StdioTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1688,7 @@ func (x *StdioTransport) String() string {
 func (*StdioTransport) ProtoMessage() {}
 
 func (x *StdioTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1701,7 @@ func (x *StdioTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdioTransport.ProtoReflect.Descriptor instead.
 func (*StdioTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StdioTransport) GetCommand() string {
@@ -1459,7 +1746,7 @@ type EnvReference struct {
 
 func (x *EnvReference) Reset() {
 	*x = EnvReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1758,7 @@ func (x *EnvReference) String() string {
 func (*EnvReference) ProtoMessage() {}
 
 func (x *EnvReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1771,7 @@ func (x *EnvReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvReference.ProtoReflect.Descriptor instead.
 func (*EnvReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EnvReference) GetName() string {
@@ -1513,7 +1800,7 @@ type HttpTransport struct {
 
 func (x *HttpTransport) Reset() {
 	*x = HttpTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1812,7 @@ func (x *HttpTransport) String() string {
 func (*HttpTransport) ProtoMessage() {}
 
 func (x *HttpTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1825,7 @@ func (x *HttpTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTransport.ProtoReflect.Descriptor instead.
 func (*HttpTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HttpTransport) GetUrl() string {
@@ -1570,7 +1857,7 @@ type HeaderReference struct {
 
 func (x *HeaderReference) Reset() {
 	*x = HeaderReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1869,7 @@ func (x *HeaderReference) String() string {
 func (*HeaderReference) ProtoMessage() {}
 
 func (x *HeaderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1882,7 @@ func (x *HeaderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderReference.ProtoReflect.Descriptor instead.
 func (*HeaderReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeaderReference) GetName() string {
@@ -1652,7 +1939,7 @@ type CatalogTool struct {
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1951,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1964,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CatalogTool) GetId() string {
@@ -1805,7 +2092,7 @@ type DiscoveryCounts struct {
 
 func (x *DiscoveryCounts) Reset() {
 	*x = DiscoveryCounts{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +2104,7 @@ func (x *DiscoveryCounts) String() string {
 func (*DiscoveryCounts) ProtoMessage() {}
 
 func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2117,7 @@ func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryCounts.ProtoReflect.Descriptor instead.
 func (*DiscoveryCounts) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiscoveryCounts) GetNew() uint32 {
@@ -1879,13 +2166,14 @@ var File_toolscope_orchestrator_v1_resources_proto protoreflect.FileDescriptor
 
 const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	")toolscope/orchestrator/v1/resources.proto\x12\x19toolscope.orchestrator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n" +
+	")toolscope/orchestrator/v1/resources.proto\x12\x19toolscope.orchestrator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x02\n" +
 	"\tWorkspace\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12G\n" +
 	"\vconnections\x18\x03 \x03(\v2%.toolscope.orchestrator.v1.ConnectionR\vconnections\x12;\n" +
 	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xf1\x01\n" +
+	"createTime\x12\\\n" +
+	"\x13agent_source_policy\x18\x05 \x01(\x0e2,.toolscope.orchestrator.v1.AgentSourcePolicyR\x11agentSourcePolicy\"\xf1\x01\n" +
 	"\n" +
 	"Connection\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12 \n" +
@@ -1966,7 +2254,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xd9\x02\n" +
+	"updateTime\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
@@ -1976,7 +2264,26 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12%\n" +
 	"\x0erepository_ids\x18\x06 \x03(\tR\rrepositoryIds\x12I\n" +
 	"\fprovider_set\x18\a \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\vproviderSet\x12\x18\n" +
-	"\amessage\x18\b \x01(\tR\amessage\"\xc0\x03\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12\x14\n" +
+	"\x05actor\x18\x14 \x01(\tR\x05actor\"\xf2\x03\n" +
+	"\rSourceRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12!\n" +
+	"\fworkspace_id\x18\x03 \x01(\tR\vworkspaceId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x12%\n" +
+	"\x0erepository_ids\x18\x05 \x03(\tR\rrepositoryIds\x12C\n" +
+	"\x05state\x18\x06 \x01(\x0e2-.toolscope.orchestrator.v1.SourceRequestStateR\x05state\x12!\n" +
+	"\frequested_by\x18\a \x01(\tR\vrequestedBy\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\b \x01(\tR\tdecidedBy\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x126\n" +
+	"\x17attached_repository_ids\x18\n" +
+	" \x03(\tR\x15attachedRepositoryIds\x12;\n" +
+	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vdecide_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"decideTime\"\xc0\x03\n" +
 	"\fToolProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
@@ -2031,7 +2338,12 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12 \n" +
 	"\vunavailable\x18\x04 \x01(\rR\vunavailable\x12\x1a\n" +
 	"\brestored\x18\x05 \x01(\rR\brestored\x12\x14\n" +
-	"\x05total\x18\x06 \x01(\rR\x05total*Y\n" +
+	"\x05total\x18\x06 \x01(\rR\x05total*\x96\x01\n" +
+	"\x11AgentSourcePolicy\x12#\n" +
+	"\x1fAGENT_SOURCE_POLICY_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19AGENT_SOURCE_POLICY_ALLOW\x10\x01\x12\x1c\n" +
+	"\x18AGENT_SOURCE_POLICY_DENY\x10\x02\x12\x1f\n" +
+	"\x1bAGENT_SOURCE_POLICY_APPROVE\x10\x03*Y\n" +
 	"\vSessionMode\x12\x1c\n" +
 	"\x18SESSION_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SESSION_MODE_TASK\x10\x01\x12\x15\n" +
@@ -2041,7 +2353,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\x93\x03\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\xe7\x03\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2052,7 +2364,14 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06\x12(\n" +
 	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\a\x12)\n" +
 	"%TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED\x10\b\x12.\n" +
-	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\tB\x82\x02\n" +
+	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\t\x12%\n" +
+	"!TASK_EVENT_KIND_SOURCES_REQUESTED\x10\v\x12+\n" +
+	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f*\xa2\x01\n" +
+	"\x12SourceRequestState\x12$\n" +
+	" SOURCE_REQUEST_STATE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cSOURCE_REQUEST_STATE_PENDING\x10\x01\x12!\n" +
+	"\x1dSOURCE_REQUEST_STATE_APPROVED\x10\x02\x12!\n" +
+	"\x1dSOURCE_REQUEST_STATE_REJECTED\x10\x03B\x82\x02\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\x0eResourcesProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (
@@ -2067,71 +2386,78 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_resources_proto_rawDescData
 }
 
-var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
-	(SessionMode)(0),              // 0: toolscope.orchestrator.v1.SessionMode
-	(SessionState)(0),             // 1: toolscope.orchestrator.v1.SessionState
-	(TaskEventKind)(0),            // 2: toolscope.orchestrator.v1.TaskEventKind
-	(*Workspace)(nil),             // 3: toolscope.orchestrator.v1.Workspace
-	(*Connection)(nil),            // 4: toolscope.orchestrator.v1.Connection
-	(*CredentialRef)(nil),         // 5: toolscope.orchestrator.v1.CredentialRef
-	(*Repository)(nil),            // 6: toolscope.orchestrator.v1.Repository
-	(*ProviderSet)(nil),           // 7: toolscope.orchestrator.v1.ProviderSet
-	(*Task)(nil),                  // 8: toolscope.orchestrator.v1.Task
-	(*TaskRepository)(nil),        // 9: toolscope.orchestrator.v1.TaskRepository
-	(*AgentSpec)(nil),             // 10: toolscope.orchestrator.v1.AgentSpec
-	(*LaunchPlan)(nil),            // 11: toolscope.orchestrator.v1.LaunchPlan
-	(*PlanFile)(nil),              // 12: toolscope.orchestrator.v1.PlanFile
-	(*Session)(nil),               // 13: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),             // 14: toolscope.orchestrator.v1.TaskEvent
-	(*ToolProvider)(nil),          // 15: toolscope.orchestrator.v1.ToolProvider
-	(*StdioTransport)(nil),        // 16: toolscope.orchestrator.v1.StdioTransport
-	(*EnvReference)(nil),          // 17: toolscope.orchestrator.v1.EnvReference
-	(*HttpTransport)(nil),         // 18: toolscope.orchestrator.v1.HttpTransport
-	(*HeaderReference)(nil),       // 19: toolscope.orchestrator.v1.HeaderReference
-	(*CatalogTool)(nil),           // 20: toolscope.orchestrator.v1.CatalogTool
-	(*DiscoveryCounts)(nil),       // 21: toolscope.orchestrator.v1.DiscoveryCounts
-	nil,                           // 22: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(AgentSourcePolicy)(0),        // 0: toolscope.orchestrator.v1.AgentSourcePolicy
+	(SessionMode)(0),              // 1: toolscope.orchestrator.v1.SessionMode
+	(SessionState)(0),             // 2: toolscope.orchestrator.v1.SessionState
+	(TaskEventKind)(0),            // 3: toolscope.orchestrator.v1.TaskEventKind
+	(SourceRequestState)(0),       // 4: toolscope.orchestrator.v1.SourceRequestState
+	(*Workspace)(nil),             // 5: toolscope.orchestrator.v1.Workspace
+	(*Connection)(nil),            // 6: toolscope.orchestrator.v1.Connection
+	(*CredentialRef)(nil),         // 7: toolscope.orchestrator.v1.CredentialRef
+	(*Repository)(nil),            // 8: toolscope.orchestrator.v1.Repository
+	(*ProviderSet)(nil),           // 9: toolscope.orchestrator.v1.ProviderSet
+	(*Task)(nil),                  // 10: toolscope.orchestrator.v1.Task
+	(*TaskRepository)(nil),        // 11: toolscope.orchestrator.v1.TaskRepository
+	(*AgentSpec)(nil),             // 12: toolscope.orchestrator.v1.AgentSpec
+	(*LaunchPlan)(nil),            // 13: toolscope.orchestrator.v1.LaunchPlan
+	(*PlanFile)(nil),              // 14: toolscope.orchestrator.v1.PlanFile
+	(*Session)(nil),               // 15: toolscope.orchestrator.v1.Session
+	(*TaskEvent)(nil),             // 16: toolscope.orchestrator.v1.TaskEvent
+	(*SourceRequest)(nil),         // 17: toolscope.orchestrator.v1.SourceRequest
+	(*ToolProvider)(nil),          // 18: toolscope.orchestrator.v1.ToolProvider
+	(*StdioTransport)(nil),        // 19: toolscope.orchestrator.v1.StdioTransport
+	(*EnvReference)(nil),          // 20: toolscope.orchestrator.v1.EnvReference
+	(*HttpTransport)(nil),         // 21: toolscope.orchestrator.v1.HttpTransport
+	(*HeaderReference)(nil),       // 22: toolscope.orchestrator.v1.HeaderReference
+	(*CatalogTool)(nil),           // 23: toolscope.orchestrator.v1.CatalogTool
+	(*DiscoveryCounts)(nil),       // 24: toolscope.orchestrator.v1.DiscoveryCounts
+	nil,                           // 25: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
-	4,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	23, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
-	5,  // 2: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	23, // 3: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	23, // 4: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
-	9,  // 5: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
-	7,  // 6: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	23, // 7: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	23, // 8: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 9: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	22, // 10: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	12, // 11: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
-	0,  // 12: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	1,  // 13: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
-	10, // 14: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	7,  // 15: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	23, // 16: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	23, // 17: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 18: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	23, // 19: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
-	7,  // 20: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	16, // 21: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	18, // 22: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	23, // 23: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
-	23, // 24: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
-	23, // 25: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
-	17, // 26: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
-	19, // 27: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
-	5,  // 28: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
-	23, // 29: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
-	23, // 30: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	6,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
+	26, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: toolscope.orchestrator.v1.Workspace.agent_source_policy:type_name -> toolscope.orchestrator.v1.AgentSourcePolicy
+	7,  // 3: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	26, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	26, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	11, // 6: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
+	9,  // 7: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	26, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	26, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 10: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
+	25, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	14, // 12: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
+	1,  // 13: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	2,  // 14: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
+	12, // 15: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	9,  // 16: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	26, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	26, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 19: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
+	26, // 20: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	9,  // 21: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	4,  // 22: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
+	26, // 23: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
+	26, // 24: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
+	19, // 25: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	21, // 26: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	26, // 27: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	26, // 28: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	26, // 29: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	20, // 30: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	22, // 31: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	7,  // 32: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	26, // 33: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	26, // 34: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -2143,7 +2469,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_EnvVar)(nil),
 		(*CredentialRef_FilePath)(nil),
 	}
-	file_toolscope_orchestrator_v1_resources_proto_msgTypes[12].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[13].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),
 	}
@@ -2152,8 +2478,8 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   20,
+			NumEnums:      5,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
