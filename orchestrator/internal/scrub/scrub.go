@@ -75,7 +75,7 @@ type rule struct {
 	exact bool
 	// after, if set, are the bytes one of which must precede the hint.
 	after   string
-	re      *regexp.Regexp // anchored at the hint
+	re      *regexp.Regexp                    // anchored at the hint
 	replace func(text string, m []int) string // m: submatch indexes
 }
 
@@ -135,7 +135,7 @@ var rules = []rule{
 	},
 	{ // ?token=x, &access_token=x, ;client_secret=x
 		hints: []string{"token=", "secret=", "password=", "api_key=", "apikey="}, after: "?&;_",
-		re:    regexp.MustCompile(`\A(?i)((?:token|secret|password|api_key|apikey)=)([^\[\s"'&#;<>][^\s"'&#;<>]*)`),
+		re:      regexp.MustCompile(`\A(?i)((?:token|secret|password|api_key|apikey)=)([^\[\s"'&#;<>][^\s"'&#;<>]*)`),
 		replace: func(text string, m []int) string { return text[m[2]:m[3]] + Redacted },
 	},
 	{ // scheme://user:password@host
