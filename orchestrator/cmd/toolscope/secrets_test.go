@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,50 +48,17 @@ func randomToken(t *testing.T, prefix string, n int) string {
 	return prefix + string(b)
 }
 
-// leakScanner looks for secrets in raw bytes: each secret whole, its
-// base64 forms, and every fragment of fragmentLen bytes, so a truncated,
-// wrapped or partly masked secret is found too.
-type leakScanner struct {
-	needles []leakNeedle
-}
+// leakScanner is testutil.LeakScanner: each secret whole, its base64
+// forms, and every fragment of fragmentLen bytes.
+type leakScanner struct{ *testutil.LeakScanner }
 
-type leakNeedle struct {
-	label string
-	b     []byte
-}
-
-const fragmentLen = 12
+const fragmentLen = testutil.LeakFragmentLen
 
 func newLeakScanner(secrets map[string]string) *leakScanner {
-	s := &leakScanner{}
-	names := make([]string, 0, len(secrets))
-	for name := range secrets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v := secrets[name]
-		s.needles = append(s.needles,
-			leakNeedle{name, []byte(v)},
-			leakNeedle{name + " (base64)", []byte(base64.StdEncoding.EncodeToString([]byte(v)))},
-			leakNeedle{name + " (base64url)", []byte(base64.RawURLEncoding.EncodeToString([]byte(v)))})
-		for i := 0; i+fragmentLen <= len(v); i++ {
-			s.needles = append(s.needles, leakNeedle{fmt.Sprintf("%s (bytes %d-%d)", name, i, i+fragmentLen), []byte(v[i : i+fragmentLen])})
-		}
-	}
-	return s
+	return &leakScanner{testutil.NewLeakScanner(secrets)}
 }
 
-// find returns the label of every needle in data.
-func (s *leakScanner) find(data []byte) []string {
-	var hits []string
-	for _, n := range s.needles {
-		if bytes.Contains(data, n.b) {
-			hits = append(hits, n.label)
-		}
-	}
-	return hits
-}
+func (s *leakScanner) find(data []byte) []string { return s.Find(data) }
 
 // leakSources are the texts and files of a scenario, by name.
 type leakSources struct {
@@ -535,6 +500,6 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		"1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
 		"controls: found in the credential file, %d launch secret files, a planted fragment and a planted SQLite row; %s",
 		len(src.data), total, src.byKind["tool result"], src.byKind["tool error"], src.byKind["event"], src.byKind["cli"],
-		src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), len(scanner.needles), occurrences,
+		src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), scanner.Needles(), occurrences,
 		len(secretFiles), time.Since(start).Round(time.Millisecond))
 }

@@ -33,6 +33,7 @@ type GitHub struct {
 	nextID   int64
 	// PageSize is the page size the server imposes, to exercise pagination.
 	PageSize int
+	echo     bool // see EchoCredentials
 	srv      *httptest.Server
 }
 
@@ -88,6 +89,15 @@ func NewGitHub(token, login string) *GitHub {
 
 // Close stops the server.
 func (g *GitHub) Close() { g.srv.Close() }
+
+// EchoCredentials makes every error answer (status 400 or more) echo the
+// request's Authorization header in its message, as some proxies and
+// self-managed instances do.
+func (g *GitHub) EchoCredentials(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.echo = on
+}
 
 // AddRepo creates owner/name with its branches (the first is the default).
 func (g *GitHub) AddRepo(path string, branches ...string) {
@@ -160,6 +170,7 @@ var (
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	w = echo(g.echo, w, r, "Authorization")
 	g.requests = append(g.requests, r.Method+" "+r.URL.Path)
 	auth := r.Header.Get("Authorization")
 	if auth != "Bearer "+g.Token && auth != "token "+g.Token {
