@@ -112,7 +112,9 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 		code   string
 	}{{403, "provider_forbidden"}, {404, "provider_not_found"}, {422, "provider_invalid"}, {409, "provider_invalid"},
 		{400, "provider_invalid"}, {http.StatusTeapot, "provider_error"}}
-	type failer interface{ FailNext(method, contains string, status, retryAfter int) }
+	type failer interface {
+		FailNext(method, contains string, status, retryAfter int)
+	}
 	i := 0
 	for _, p := range []struct {
 		tools     [7]string
