@@ -24,6 +24,7 @@
 package scrub
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
@@ -383,8 +384,9 @@ func (s *Scrubber) fragments(text string) string {
 
 // JSON returns doc without secrets. A valid JSON document stays valid: when
 // there is anything to remove, every string in it (keys included) is
-// scrubbed and the document encoded again (object keys sorted). A document
-// that is not JSON is scrubbed as text.
+// scrubbed and the document encoded again (object keys sorted, numbers as
+// they were, HTML characters not escaped). A document that is not JSON is
+// scrubbed as text.
 func (s *Scrubber) JSON(doc []byte) []byte {
 	if len(doc) == 0 || s.String(string(doc)) == string(doc) {
 		return doc
@@ -395,11 +397,13 @@ func (s *Scrubber) JSON(doc []byte) []byte {
 	if err := dec.Decode(&v); err != nil || dec.More() {
 		return []byte(s.String(string(doc)))
 	}
-	out, err := json.Marshal(s.value(v))
-	if err != nil {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s.value(v)); err != nil {
 		return []byte(s.String(string(doc)))
 	}
-	return out
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
 }
 
 func (s *Scrubber) value(v any) any {
