@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,8 +41,10 @@ func random(t *testing.T, n int) string {
 // credential of the workspace among them: every provider tool is called
 // through its error paths (422, 403, 404, 409, 400, 418) and its success
 // path, and no result that leaves through CallHandler holds any of the
-// secrets — whole, base64 or a 12-byte piece. Positive controls: the same
-// results before scrubbing hold them.
+// secrets — whole, base64 or a 12-byte piece. Positive controls: the
+// providers' error bodies hold the credentials, and the results before
+// CallHandler's scrubbing hold the tokens pasted in comments (forge already
+// scrubs error answers as they arrive; CallHandler is the boundary behind).
 func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -97,7 +100,7 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 
 	// A token pasted in review comments: someone's GitHub token, and the
 	// workspace's own GitLab credential.
-	ghThread := strconv.FormatInt(f.gh.AddComment("acme/api", 1, "alice", "try "+planted+" or "+legacy, "login.go", 3), 10)
+	ghThread := strconv.FormatInt(f.gh.AddComment("acme/api", 1, "alice", "try "+planted+" or "+legacy+" or "+githubToken, "login.go", 3), 10)
 	glThread := gl.AddDiscussion("acme/web", 1, "frank", "the token is "+legacy+" and "+planted, "login.go", 4)
 	for _, tool := range []string{toolapi.GitHubPRComments, toolapi.GitLabMRDiscussions} {
 		out := call(tool, nil)
@@ -144,6 +147,10 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 
 	secrets := map[string]string{"github token": githubToken, "gitlab legacy token": legacy, "planted token": planted}
 	scanner := testutil.NewLeakScanner(secrets)
+	// Control: the providers did echo their credentials.
+	echoes := scanner.Find([]byte(strings.Join(append(f.gh.Echoed(), gl.Echoed()...), "\n")))
+	assert.Contains(t, echoes, "github token")
+	assert.Contains(t, echoes, "gitlab legacy token")
 	rawHits := map[string]bool{}
 	for _, b := range raw {
 		for _, h := range scanner.Find(b) {
@@ -166,5 +173,5 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 	}
 	testutil.Figure(t, "provider echoes", "%d results of provider tools (errors 403/404/409/400/418/422 echoing the credential header, "+
 		"comments holding tokens; a ghp_ token and a 40-char legacy token) scanned, %d bytes, %d needles: %d occurrences; "+
-		"control: the unscrubbed results hold %d of the %d secrets", len(scrubbed), bytes, scanner.Needles(), occurrences, found, len(secrets))
+		"controls: the echoing error bodies hold both credentials, the results before CallHandler hold %d of the %d secrets", len(scrubbed), bytes, scanner.Needles(), occurrences, found, len(secrets))
 }

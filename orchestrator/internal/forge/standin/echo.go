@@ -14,6 +14,7 @@ type echoWriter struct {
 	http.ResponseWriter
 	header, value string
 	status        int
+	record        func(body string)
 }
 
 func (e *echoWriter) WriteHeader(status int) {
@@ -42,6 +43,7 @@ func (e *echoWriter) Write(b []byte) (int, error) {
 	}
 	body["request_headers"] = map[string]string{e.header: e.value}
 	out, _ := json.Marshal(body)
+	e.record(string(out))
 	e.ResponseWriter.WriteHeader(e.status)
 	if _, err := e.ResponseWriter.Write(append(out, '\n')); err != nil {
 		return 0, err
@@ -49,10 +51,11 @@ func (e *echoWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// echo wraps w when on, for a request whose credential is in header.
-func echo(on bool, w http.ResponseWriter, r *http.Request, header string) http.ResponseWriter {
+// echo wraps w when on, for a request whose credential is in header;
+// record receives each body that echoes it.
+func echo(on bool, w http.ResponseWriter, r *http.Request, header string, record func(string)) http.ResponseWriter {
 	if !on {
 		return w
 	}
-	return &echoWriter{ResponseWriter: w, header: header, value: r.Header.Get(header), status: http.StatusOK}
+	return &echoWriter{ResponseWriter: w, header: header, value: r.Header.Get(header), status: http.StatusOK, record: record}
 }
