@@ -45,7 +45,10 @@ func TestEchoedCredentialsNeverReachAnError(t *testing.T) {
 		repo := forge.Repo{Path: p.repo}
 		missing := forge.Repo{Path: "acme/missing"}
 		for name, call := range map[string]func() error{
-			"create":    func() error { _, err := c.Create(ctx, repo, forge.CreateInput{Branch: "no-such-branch", Title: "x"}); return err },
+			"create": func() error {
+				_, err := c.Create(ctx, repo, forge.CreateInput{Branch: "no-such-branch", Title: "x"})
+				return err
+			},
 			"status":    func() error { _, err := c.Status(ctx, repo, 99); return err },
 			"comments":  func() error { _, err := c.Comments(ctx, missing, 1); return err },
 			"reply":     func() error { _, err := c.Reply(ctx, repo, 99, "123", "x"); return err },
