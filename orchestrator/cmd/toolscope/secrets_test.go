@@ -410,7 +410,12 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	// poll goes to the log, a failed GitLab auto-merge becomes an event.
 	gh.FailNext("GET", "/repos/acme/api/pulls/1", 403, 0)
 	require.Eventually(t, func() bool {
-		return strings.Contains(srv.logs.String(), "poll a change request") && strings.Contains(srv.logs.String(), "Authorization: Bearer [redacted]")
+		for _, line := range strings.Split(srv.logs.String(), "\n") {
+			if strings.Contains(line, "poll a change request") && strings.Contains(line, "Authorization: Bearer [redacted]") {
+				return true
+			}
+		}
+		return false
 	}, 30*time.Second, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
 	gl.FailNext("PUT", "/merge", 403, 0)
 	succeeds(toolapi.GitLabMRSetAutomation, map[string]any{"auto_merge": true})
