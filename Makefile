@@ -71,7 +71,8 @@ BENCHES := \
 	./executors/remote:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
-	./orchestrator/internal/lifecycle:PollingCalls:50x
+	./orchestrator/internal/lifecycle:PollingCalls:50x \
+	./orchestrator/internal/scrub:Scrub:2000x
 
 .PHONY: bench
 bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and bench/results.json
@@ -104,6 +105,7 @@ FUZZ_TARGETS := \
 	./internal/providers:FuzzUnion \
 	./orchestrator/internal/api:FuzzRequests \
 	./orchestrator/internal/toolcalls:FuzzToolArguments \
+	./orchestrator/internal/scrub:FuzzScrub \
 	./agentctl/internal/daemon:FuzzToolArgumentsValidation
 
 .PHONY: fuzz

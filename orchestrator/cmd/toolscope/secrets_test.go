@@ -6,15 +6,14 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,50 +49,17 @@ func randomToken(t *testing.T, prefix string, n int) string {
 	return prefix + string(b)
 }
 
-// leakScanner looks for secrets in raw bytes: each secret whole, its
-// base64 forms, and every fragment of fragmentLen bytes, so a truncated,
-// wrapped or partly masked secret is found too.
-type leakScanner struct {
-	needles []leakNeedle
-}
+// leakScanner is testutil.LeakScanner: each secret whole, its base64
+// forms, and every fragment of fragmentLen bytes.
+type leakScanner struct{ *testutil.LeakScanner }
 
-type leakNeedle struct {
-	label string
-	b     []byte
-}
-
-const fragmentLen = 12
+const fragmentLen = testutil.LeakFragmentLen
 
 func newLeakScanner(secrets map[string]string) *leakScanner {
-	s := &leakScanner{}
-	names := make([]string, 0, len(secrets))
-	for name := range secrets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v := secrets[name]
-		s.needles = append(s.needles,
-			leakNeedle{name, []byte(v)},
-			leakNeedle{name + " (base64)", []byte(base64.StdEncoding.EncodeToString([]byte(v)))},
-			leakNeedle{name + " (base64url)", []byte(base64.RawURLEncoding.EncodeToString([]byte(v)))})
-		for i := 0; i+fragmentLen <= len(v); i++ {
-			s.needles = append(s.needles, leakNeedle{fmt.Sprintf("%s (bytes %d-%d)", name, i, i+fragmentLen), []byte(v[i : i+fragmentLen])})
-		}
-	}
-	return s
+	return &leakScanner{testutil.NewLeakScanner(secrets)}
 }
 
-// find returns the label of every needle in data.
-func (s *leakScanner) find(data []byte) []string {
-	var hits []string
-	for _, n := range s.needles {
-		if bytes.Contains(data, n.b) {
-			hits = append(hits, n.label)
-		}
-	}
-	return hits
-}
+func (s *leakScanner) find(data []byte) []string { return s.Find(data) }
 
 // leakSources are the texts and files of a scenario, by name.
 type leakSources struct {
@@ -157,7 +123,10 @@ func (l *leakSources) addTree(t *testing.T, kind, root string, exclude func(stri
 // and GitLab (credential by file), repositories, a task, a batch, a local
 // session with the real agentctl, an agent calling every tool including
 // failing ones (bad arguments, an unknown repository, a credential that
-// no longer resolves, a revoked one), operator mistakes that paste a
+// no longer resolves, a revoked one, and every provider tool against
+// providers that echo the credential header in their error bodies, with
+// review comments holding pasted tokens; the poller meets those echoes
+// too, in its log and in an event), operator mistakes that paste a
 // token where a reference belongs, events watched, CLI commands with and
 // without --json — and then scans every tool result, error, event, CLI
 // output, the server's log and every file under the data directory (the
@@ -171,6 +140,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	ghToken := randomToken(t, "ghp_", 36)
 	glToken := randomToken(t, "glpat-", 20)
 	revoked := randomToken(t, "glpat-", 20)
+	planted := randomToken(t, "ghp_", 36) // someone else's token, pasted in a review comment
 
 	gh := forgetest.NewGitHub(t, ghToken, "octo-bot")
 	gh.AddRepo("acme/api", "main", "fix-login")
@@ -403,6 +373,57 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	waitEvent("sources added by the agent", func(e *pb.TaskEvent) bool {
 		return e.GetKind() == pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED && slices.Contains(e.GetRepositoryIds(), docsRepo)
 	})
+	// Providers that echo the credential header in their error bodies, and
+	// review comments holding tokens someone pasted: a third party's GitHub
+	// token and the workspace's own credentials.
+	gh.EchoCredentials(true)
+	gl.EchoCredentials(true)
+	gh.AddComment("acme/api", 1, "mallory", "works with "+planted+" or "+glToken, "login.go", 12)
+	gl.AddDiscussion("acme/platform/web", 1, "mallory", "try "+ghToken+" and "+planted, "login.go", 8)
+	assert.Contains(t, succeeds(toolapi.GitHubPRComments, map[string]any{"repository_id": ghRepo}), "review comments")
+	succeeds(toolapi.GitLabMRDiscussions, nil)
+	// Every provider tool through an error the provider writes (each path
+	// is one only that tool requests, so the poller cannot take it).
+	refused("provider_invalid", toolapi.GitHubPRCreate, map[string]any{"repository_id": docsRepo, "branch": "no-such-branch", "title": "x"})
+	for _, c := range []struct {
+		fail interface {
+			FailNext(method, contains string, status, retryAfter int)
+		}
+		method, path string
+		status       int
+		code, tool   string
+		args         map[string]any
+	}{
+		{gh, "GET", "/reviews", 403, "provider_forbidden", toolapi.GitHubPRStatus, map[string]any{"repository_id": ghRepo}},
+		{gh, "GET", "/comments", 404, "provider_not_found", toolapi.GitHubPRComments, map[string]any{"repository_id": ghRepo}},
+		{gh, "POST", "/comments", 422, "provider_invalid", toolapi.GitHubPRReply, map[string]any{"repository_id": ghRepo, "thread_id": ghThread, "body": "x"}},
+		{gh, "POST", "/requested_reviewers", 409, "provider_invalid", toolapi.GitHubPRRequestReviewers, map[string]any{"repository_id": ghRepo, "reviewers": []string{"carol"}}},
+		{gl, "GET", "/approvals", 403, "provider_forbidden", toolapi.GitLabMRStatus, nil},
+		{gl, "GET", "/discussions", 404, "provider_not_found", toolapi.GitLabMRDiscussions, nil},
+		{gl, "POST", "/discussions", 400, "provider_invalid", toolapi.GitLabMRReply, map[string]any{"thread_id": glThread, "body": "x"}},
+		{gl, "GET", "/users", http.StatusTeapot, "provider_error", toolapi.GitLabMRRequestReviewers, map[string]any{"reviewers": []string{"erin"}}},
+	} {
+		c.fail.FailNext(c.method, c.path, c.status, 0)
+		refused(c.code, c.tool, c.args)
+	}
+	// The poller meets the same providers: an echoed failure of the GitHub
+	// poll goes to the log, a failed GitLab auto-merge becomes an event.
+	gh.FailNext("GET", "/repos/acme/api/pulls/1", 403, 0)
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(srv.logs.String(), "\n") {
+			if strings.Contains(line, "poll a change request") && strings.Contains(line, "Authorization: Bearer [redacted]") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
+	gl.FailNext("PUT", "/merge", 403, 0)
+	succeeds(toolapi.GitLabMRSetAutomation, map[string]any{"auto_merge": true})
+	waitEvent("auto-merge failed", func(e *pb.TaskEvent) bool {
+		return strings.Contains(e.GetMessage(), "auto-merge failed") && strings.Contains(e.GetMessage(), "PRIVATE-TOKEN: [redacted]")
+	})
+	echoed := []byte(strings.Join(append(gh.Echoed(), gl.Echoed()...), "\n"))
+
 	for _, tool := range toolapi.Surface("github", "gitlab") {
 		assert.NotZero(t, called[tool], "the agent called %s", tool)
 	}
@@ -477,7 +498,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	src.addTree(t, "file (server stopped)", root, exclude)
 	assert.ElementsMatch(t, append([]string{credFile}, secretFiles...), excluded, "only the files that hold a secret by design are excluded")
 
-	secrets := map[string]string{"github token": ghToken, "gitlab token": glToken, "revoked gitlab token": revoked}
+	secrets := map[string]string{"github token": ghToken, "gitlab token": glToken, "revoked gitlab token": revoked, "planted token": planted}
 	for k, v := range launchSecrets {
 		secrets[k] = v
 	}
@@ -494,17 +515,21 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, scanner.find(b), "agentctl launch secret "+filepath.Base(filepath.Dir(f)))
 	}
-	planted := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(planted, "leak.log"),
+	// The providers did echo the credentials: their error bodies hold them.
+	echoHits := scanner.find(echoed)
+	assert.Contains(t, echoHits, "github token", "GitHub echoed its credential")
+	assert.Contains(t, echoHits, "gitlab token", "GitLab echoed its credential")
+	plantedDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(plantedDir, "leak.log"),
 		[]byte("level=ERROR msg=\"call failed\" auth=Bearer..."+ghToken[10:10+fragmentLen]+"...\n"), 0o600))
-	pdb, err := sql.Open("sqlite", filepath.Join(planted, "leak.db")+"?_pragma=journal_mode(WAL)")
+	pdb, err := sql.Open("sqlite", filepath.Join(plantedDir, "leak.db")+"?_pragma=journal_mode(WAL)")
 	require.NoError(t, err)
 	_, err = pdb.Exec(`CREATE TABLE connections (id INTEGER PRIMARY KEY, credential TEXT)`)
 	require.NoError(t, err)
 	_, err = pdb.Exec(`INSERT INTO connections (credential) VALUES (?)`, revoked)
 	require.NoError(t, err)
 	control := &leakSources{}
-	control.addTree(t, "planted", planted, func(string) bool { return false })
+	control.addTree(t, "planted", plantedDir, func(string) bool { return false })
 	require.NoError(t, pdb.Close())
 	plantedHits := map[string][]string{}
 	for i, data := range control.data {
@@ -531,10 +556,10 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	assert.Greater(t, src.byKind["tool error"], 10)
 	assert.Greater(t, src.byKind["event"], 5)
 
-	testutil.Figure(t, "secrets scan", "%d sources, %d bytes scanned (%d tool results, %d tool errors, %d events, %d CLI outputs, "+
-		"1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
-		"controls: found in the credential file, %d launch secret files, a planted fragment and a planted SQLite row; %s",
-		len(src.data), total, src.byKind["tool result"], src.byKind["tool error"], src.byKind["event"], src.byKind["cli"],
-		src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), len(scanner.needles), occurrences,
-		len(secretFiles), time.Since(start).Round(time.Millisecond))
+	testutil.Figure(t, "secrets scan", "%d sources, %d bytes scanned (%d tool results, %d tool errors incl. %d provider errors echoing the credential, "+
+		"%d events, %d CLI outputs, 1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
+		"controls: found in the credential file, %d launch secret files, %d echoing provider bodies, a planted fragment and a planted SQLite row; %s",
+		len(src.data), total, src.byKind["tool result"], src.byKind["tool error"], len(gh.Echoed())+len(gl.Echoed()), src.byKind["event"], src.byKind["cli"],
+		src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), scanner.Needles(), occurrences,
+		len(secretFiles), len(gh.Echoed())+len(gl.Echoed()), time.Since(start).Round(time.Millisecond))
 }

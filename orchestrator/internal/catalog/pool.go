@@ -22,6 +22,7 @@ import (
 	"github.com/toolscope/toolscope/internal/version"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
 // DefaultTimeout bounds one operation (connecting included) when
@@ -91,7 +92,7 @@ type entry struct {
 	sess    *mcp.ClientSession
 	dead    chan struct{} // closed when sess's connection ends
 	stderr  *tail
-	secrets *secretSet
+	secrets *scrub.Set
 }
 
 // New returns an empty pool.
@@ -196,7 +197,7 @@ func (p *Pool) Test(ctx context.Context, prov model.ToolProvider) (TestResult, e
 		return TestResult{}, err
 	}
 	defer end()
-	secrets := &secretSet{}
+	secrets := &scrub.Set{}
 	c, err := p.connect(ctx, prov, secrets)
 	if err != nil {
 		return TestResult{}, err
@@ -204,14 +205,15 @@ func (p *Pool) Test(ctx context.Context, prov model.ToolProvider) (TestResult, e
 	defer p.closeAsync(c.sess)
 	var res TestResult
 	if info := c.sess.InitializeResult().ServerInfo; info != nil {
-		res.ServerName, res.ServerVersion = secrets.scrub(info.Name), secrets.scrub(info.Version)
+		s := secrets.Scrubber()
+		res.ServerName, res.ServerVersion = s.String(info.Name), s.String(info.Version)
 	}
 	tools, err := listTools(ctx, c.sess)
 	if err != nil {
 		return TestResult{}, p.failure(ctx, prov, "list tools", err, secrets, c.stderr)
 	}
 	for _, t := range tools {
-		res.ToolNames = append(res.ToolNames, secrets.scrub(t.Name))
+		res.ToolNames = append(res.ToolNames, secrets.Scrubber().String(t.Name))
 	}
 	slices.Sort(res.ToolNames)
 	return res, nil
@@ -222,7 +224,7 @@ func (p *Pool) Test(ctx context.Context, prov model.ToolProvider) (TestResult, e
 // A broken connection is replaced and the listing retried once.
 func (p *Pool) Discover(ctx context.Context, prov model.ToolProvider) ([]model.DiscoveredTool, error) {
 	var out []model.DiscoveredTool
-	err := p.do(ctx, prov, "list tools", true, func(ctx context.Context, sess *mcp.ClientSession, secrets *secretSet) error {
+	err := p.do(ctx, prov, "list tools", true, func(ctx context.Context, sess *mcp.ClientSession, secrets *scrub.Set) error {
 		tools, err := listTools(ctx, sess)
 		if err != nil {
 			return err
@@ -247,7 +249,7 @@ func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName s
 		params.Arguments = args
 	}
 	var res *mcp.CallToolResult
-	err := p.do(ctx, prov, "call "+externalName, false, func(ctx context.Context, sess *mcp.ClientSession, secrets *secretSet) error {
+	err := p.do(ctx, prov, "call "+externalName, false, func(ctx context.Context, sess *mcp.ClientSession, secrets *scrub.Set) error {
 		r, err := sess.CallTool(ctx, params)
 		if err != nil {
 			return err
@@ -264,7 +266,7 @@ func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName s
 // server did not know the connection's session (the request was refused
 // unseen, so it cannot have run).
 func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, retry bool,
-	op func(context.Context, *mcp.ClientSession, *secretSet) error) error {
+	op func(context.Context, *mcp.ClientSession, *scrub.Set) error) error {
 	ctx, end, err := p.begin(ctx)
 	if err != nil {
 		return err
@@ -300,7 +302,7 @@ func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, ret
 // never mixes one connection's session with another's secrets.
 type conn struct {
 	sess    *mcp.ClientSession
-	secrets *secretSet
+	secrets *scrub.Set
 	stderr  *tail
 }
 
@@ -341,7 +343,7 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, co
 		p.closeAsync(e.sess)
 		e.sess = nil
 	}
-	secrets := &secretSet{}
+	secrets := &scrub.Set{}
 	c, err := p.connect(ctx, prov, secrets)
 	if err != nil {
 		return nil, conn{}, err
@@ -404,7 +406,7 @@ type connection struct {
 
 // connect makes a new client connection to the provider. Resolved secrets
 // are added to secrets, so that errors and answers can be scrubbed.
-func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *secretSet) (connection, error) {
+func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *scrub.Set) (connection, error) {
 	prov = cloneTransport(prov) // the connection outlives the caller's value
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope", Version: version.String()}, nil)
 	var (
@@ -427,7 +429,7 @@ func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *se
 			if err != nil {
 				return c, errdefs.FailedPrecondition("provider %q: header %s: %v", prov.Name, h.Name, err)
 			}
-			secrets.add(v)
+			secrets.Add(v)
 		}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint: prov.HTTP.URL,
@@ -449,7 +451,7 @@ func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *se
 
 // command builds a stdio server's process: its environment holds only
 // PATH, HOME and its references, resolved now.
-func (p *Pool) command(prov model.ToolProvider, secrets *secretSet) (*exec.Cmd, error) {
+func (p *Pool) command(prov model.ToolProvider, secrets *scrub.Set) (*exec.Cmd, error) {
 	lookup := p.opts.Credentials.Env
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -466,7 +468,7 @@ func (p *Pool) command(prov model.ToolProvider, secrets *secretSet) (*exec.Cmd, 
 				prov.Name, ref.FromEnv, ref.Name)
 		}
 		env[ref.Name] = v
-		secrets.add(v)
+		secrets.Add(v)
 	}
 	cmd := exec.Command(s.Command, s.Args...)
 	cmd.Dir = s.WorkingDir
@@ -487,7 +489,7 @@ func (p *Pool) command(prov model.ToolProvider, secrets *secretSet) (*exec.Cmd, 
 // failure turns an operation's error into an errdefs error that names the
 // provider and never carries a resolved secret: the original error is not
 // wrapped, only its scrubbed text is kept.
-func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string, err error, secrets *secretSet, stderr *tail) error {
+func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string, err error, secrets *scrub.Set, stderr *tail) error {
 	var rpcErr *jsonrpc.Error
 	class := errdefs.ErrUnavailable
 	msg := err.Error()
@@ -508,8 +510,8 @@ func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string
 		class = errdefs.ErrFailedPrecondition
 		msg = fmt.Sprintf("the server answered with error %d: %s", rpcErr.Code, rpcErr.Message)
 	}
-	msg = secrets.scrub(msg)
-	if out := secrets.scrubTail(stderr.String(), 512); out != "" {
+	msg = secrets.Scrubber().String(msg)
+	if out := secrets.Scrubber().Tail(stderr.String(), 512); out != "" {
 		msg += "; its stderr ends with: " + out
 	}
 	return fmt.Errorf("tool provider %q: %s: %s: %w", prov.Name, what, msg, class)
@@ -557,7 +559,7 @@ func isLimit(err error) bool {
 // discovered converts a tools/list answer into catalog input: canonical
 // schemas and their hash, the title from the tool or its annotations, the
 // read-only hint; secrets scrubbed.
-func discovered(tools []*mcp.Tool, secrets *secretSet) ([]model.DiscoveredTool, error) {
+func discovered(tools []*mcp.Tool, secrets *scrub.Set) ([]model.DiscoveredTool, error) {
 	out := make([]model.DiscoveredTool, 0, len(tools))
 	for _, t := range tools {
 		name := t.Name
@@ -592,8 +594,14 @@ func discovered(tools []*mcp.Tool, secrets *secretSet) ([]model.DiscoveredTool, 
 		if len(d.InputSchema)+len(d.OutputSchema) > MaxSchemaSize {
 			return nil, limitError{fmt.Sprintf("tool %q has schemas over %d bytes", name, MaxSchemaSize)}
 		}
-		d.Title, d.Description = secrets.scrub(d.Title), secrets.scrub(d.Description)
-		d.InputSchema, d.OutputSchema = secrets.scrubJSON(d.InputSchema), secrets.scrubJSON(d.OutputSchema)
+		s := secrets.Scrubber()
+		d.Title, d.Description = s.String(d.Title), s.String(d.Description)
+		if d.InputSchema, err = canonicalScrubbed(s, d.InputSchema); err != nil {
+			return nil, err
+		}
+		if d.OutputSchema, err = canonicalScrubbed(s, d.OutputSchema); err != nil {
+			return nil, err
+		}
 		d.SchemaHash = SchemaHash(d.InputSchema, d.OutputSchema)
 		out = append(out, d)
 	}
@@ -602,13 +610,23 @@ func discovered(tools []*mcp.Tool, secrets *secretSet) ([]model.DiscoveredTool, 
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
+// canonicalScrubbed returns a canonical schema scrubbed, and canonical
+// again if scrubbing changed it.
+func canonicalScrubbed(s *scrub.Scrubber, schema json.RawMessage) (json.RawMessage, error) {
+	clean := s.JSON(schema)
+	if len(clean) == 0 || string(clean) == string(schema) {
+		return schema, nil
+	}
+	return Canonical(clean)
+}
+
 // scrubResult returns r with every resolved secret replaced.
-func scrubResult(r *mcp.CallToolResult, secrets *secretSet) (*mcp.CallToolResult, error) {
+func scrubResult(r *mcp.CallToolResult, secrets *scrub.Set) (*mcp.CallToolResult, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	clean := secrets.scrubJSON(b)
+	clean := secrets.Scrubber().JSON(b)
 	if string(clean) == string(b) {
 		return r, nil
 	}
@@ -625,7 +643,7 @@ type headerTransport struct {
 	base    http.RoundTripper
 	headers []model.HeaderReference
 	creds   credentials.Resolver
-	secrets *secretSet
+	secrets *scrub.Set
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -641,97 +659,10 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 			return nil, fmt.Errorf("header %s: %v", ref.Name, err)
 		}
-		h.secrets.add(v)
+		h.secrets.Add(v)
 		r.Header.Set(ref.Name, ref.Prefix+v)
 	}
 	return h.base.RoundTrip(r)
-}
-
-// minSecret is the shortest resolved value that is scrubbed: shorter ones
-// ("1", "true") would mangle text and are no secrets anyway.
-const minSecret = 6
-
-// secretSet holds the values resolved for one connection.
-type secretSet struct {
-	mu     sync.Mutex
-	values []string
-}
-
-func (s *secretSet) add(v string) {
-	if s == nil || len(v) < minSecret {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.values, v) {
-		s.values = append(s.values, v)
-		// Longest first, so a secret containing another is replaced whole.
-		slices.SortFunc(s.values, func(a, b string) int { return len(b) - len(a) })
-	}
-}
-
-func (s *secretSet) list() []string {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.values)
-}
-
-// scrubTail scrubs the end of a longer text — a process's last output —
-// and cuts it to at most max bytes. A cut (here, or where the tail buffer
-// dropped older output) can split a secret, so a piece of one at either
-// edge is replaced too, down to minSecret bytes.
-func (s *secretSet) scrubTail(text string, max int) string {
-	text = s.scrub(text)
-	if len(text) > max {
-		text = "…" + text[len(text)-max:]
-	}
-	for _, v := range s.list() {
-		for k := len(v) - 1; k >= minSecret; k-- {
-			if i := strings.Index(text, v[len(v)-k:]); i >= 0 && i <= len("…") {
-				text = text[:i] + "[redacted]" + text[i+k:]
-				break
-			}
-		}
-		for k := len(v) - 1; k >= minSecret; k-- {
-			if strings.HasSuffix(text, v[:k]) {
-				text = text[:len(text)-k] + "[redacted]"
-				break
-			}
-		}
-	}
-	return strings.ToValidUTF8(text, "?")
-}
-
-// scrub replaces every secret in text.
-func (s *secretSet) scrub(text string) string {
-	for _, v := range s.list() {
-		text = strings.ReplaceAll(text, v, "[redacted]")
-	}
-	return text
-}
-
-// scrubJSON replaces every secret in a JSON document, as it appears there
-// (escaped inside strings).
-func (s *secretSet) scrubJSON(doc []byte) []byte {
-	if len(doc) == 0 {
-		return doc
-	}
-	out := string(doc)
-	for _, v := range s.list() {
-		quoted, err := json.Marshal(v)
-		if err != nil {
-			continue
-		}
-		out = strings.ReplaceAll(out, string(quoted[1:len(quoted)-1]), "[redacted]")
-		out = strings.ReplaceAll(out, v, "[redacted]")
-	}
-	if out == string(doc) {
-		return doc
-	}
-	return []byte(out)
 }
 
 // tail keeps the last max bytes written to it: a stdio server's stderr,
@@ -753,7 +684,7 @@ func (t *tail) Write(b []byte) (int, error) {
 }
 
 // String returns what the buffer holds, trimmed; failure scrubs and cuts
-// it (secretSet.scrubTail).
+// it (scrub.Scrubber.Tail).
 func (t *tail) String() string {
 	if t == nil {
 		return ""

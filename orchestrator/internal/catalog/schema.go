@@ -12,8 +12,9 @@
 // environment is built only from its references (plus a minimal PATH and
 // HOME), read from the orchestrator's environment when the server starts;
 // HTTP headers are resolved per request by credentials.Resolver. Resolved
-// values are replaced by "[redacted]" in every error, tool definition and
-// call result that comes back from a provider.
+// values (and token-shaped strings) are replaced by "[redacted]" in every
+// error, tool definition and call result that comes back from a provider,
+// by the orchestrator's one scrubber (package scrub).
 package catalog
 
 import (

@@ -1,7 +1,10 @@
 // Package credentials resolves a connection's credential reference — an
 // environment variable of the orchestrator process, or a file — to the
 // secret, at the moment it is needed. The secret is handed to an API
-// client and nowhere else; errors name the reference, never a value.
+// client and nowhere else; errors name the reference, never a value. Every
+// value resolved is recorded in the resolver's scrub.Set, so the
+// scrubbers at the orchestrator's boundaries (tool results, events, logs)
+// know it before anything it could be echoed in leaves.
 package credentials
 
 import (
@@ -11,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
 // Resolver reads credentials. The zero value reads the process
@@ -18,10 +22,20 @@ import (
 type Resolver struct {
 	// Env looks up an environment variable; nil means os.LookupEnv.
 	Env func(string) (string, bool)
+	// Secrets records every value resolved; nil records nothing.
+	Secrets *scrub.Set
 }
 
-// Resolve returns the secret ref points to.
+// Resolve returns the secret ref points to, and records it in Secrets.
 func (r Resolver) Resolve(ref model.CredentialRef) (string, error) {
+	v, err := r.resolve(ref)
+	if err == nil {
+		r.Secrets.Add(v)
+	}
+	return v, err
+}
+
+func (r Resolver) resolve(ref model.CredentialRef) (string, error) {
 	env := r.Env
 	if env == nil {
 		env = os.LookupEnv

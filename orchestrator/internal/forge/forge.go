@@ -4,7 +4,10 @@
 // tool handlers treat pull requests and merge requests alike.
 //
 // A Client is built per call from a connection's base URL and a token
-// resolved at call time; the token lives only in the client's transport.
+// resolved at call time; the token lives only in the client's transport,
+// and error answers are scrubbed of it (and of anything token-shaped) as
+// they arrive, so a provider that echoes the credential cannot put it in
+// an Error.
 // Provider failures become *Error values with a stable code and a message
 // an agent can act on; a Limiter keeps a rate-limited connection from
 // being called again before the provider allows it.
@@ -100,6 +103,7 @@ func New(p providers.Provider, baseURL, token string, httpClient *http.Client) (
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 30 * time.Second}
 	}
+	httpClient = withScrubbedErrors(httpClient, token)
 	switch p {
 	case providers.GitHub:
 		return newGitHub(baseURL, token, httpClient)

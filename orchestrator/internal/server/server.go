@@ -31,8 +31,10 @@ import (
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
+	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
@@ -151,6 +153,13 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Every credential the orchestrator resolves is recorded in secrets;
+	// what leaves toward an agent (tool results), a watcher (events,
+	// prompts) or the log is scrubbed of those values and of token-shaped
+	// strings (package scrub).
+	secrets := &scrub.Set{}
+	creds := credentials.Resolver{Secrets: secrets}
+	log = slog.New(scrub.NewHandler(log.Handler(), secrets))
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultAddr
 	}
@@ -163,13 +172,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish})
+	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
 	dispatcher := toolcalls.New(st, log)
+	dispatcher.SetCredentials(creds)
 	// Backends report sessions lost on their own; the service (created
 	// below, before anything is launched or re-attached) records them.
 	var eventsTo atomic.Pointer[service.Service]
@@ -217,17 +227,17 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 	// Connections to the catalog's external tool providers: made on first
 	// use, closed (stdio servers ended) when Run returns.
-	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log})
+	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool})
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Credentials: creds})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err
 	})
 	if cfg.PollInterval > 0 {
-		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log})
+		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log, Credentials: creds})
 		go poller.Run(ctx, cfg.PollInterval)
 		log.Info("lifecycle polling on", "interval", cfg.PollInterval)
 	}

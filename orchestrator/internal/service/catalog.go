@@ -15,6 +15,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
 // The governed catalog of external MCP tool providers (docs/catalog.md):
@@ -70,14 +71,7 @@ var managedHeaders = map[string]bool{
 
 // containsToken reports whether s holds something that looks like a
 // GitHub or GitLab token anywhere.
-func containsToken(s string) bool {
-	for _, p := range tokenPrefixes {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
-}
+func containsToken(s string) bool { return scrub.ContainsTokenPrefix(s) }
 
 // checkToolProvider validates a provider's transport (and its name, when
 // withName) and returns it normalized: exactly one transport, Transport

@@ -2,25 +2,14 @@ package service
 
 import (
 	"net/url"
-	"strings"
+
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
-// tokenPrefixes start GitHub and GitLab secrets. A value with one of them
+// looksLikeToken: a value starting with a token prefix (scrub.TokenPrefixes)
 // is a secret pasted where its reference (an environment variable name)
 // belongs; it is refused and never echoed back.
-var tokenPrefixes = []string{
-	"ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_",
-	"glpat-", "gldt-", "glrt-", "gloas-", "glptt-", "glcbt-", "glimt-", "glft-", "glsoat-",
-}
-
-func looksLikeToken(s string) bool {
-	for _, p := range tokenPrefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
+func looksLikeToken(s string) bool { return scrub.HasTokenPrefix(s) }
 
 // urlSecretProblem says why a URL may carry a secret (a password, a
 // token-like user, a query or a fragment), or "" if it cannot. The reason

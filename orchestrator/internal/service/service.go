@@ -196,6 +196,9 @@ func (s *Service) validate(ctx context.Context, c model.Connection) (string, err
 	}
 	user, err := client.CurrentUser(ctx)
 	var fe *forge.Error
+	if errors.As(err, &fe) {
+		fe.Message = s.creds.Secrets.Scrubber().String(fe.Message) // the provider may echo the credential
+	}
 	switch {
 	case errors.As(err, &fe) && (fe.Code == forge.CodeUnavailable || fe.Code == forge.CodeRateLimited):
 		return "", fmt.Errorf("validate the %s connection at %s: %s: %w", c.Provider, c.APIBaseURL, fe.Message, errdefs.ErrUnavailable)

@@ -73,13 +73,9 @@ func (s *Store) Act(ctx context.Context, taskID, repoID string, cp model.Checkpo
 			return err
 		}
 		for i := range prompts {
-			res, err := t.ExecContext(ctx, `INSERT INTO task_prompts (task_id, text, link, created_at) VALUES (?, ?, ?, ?)`,
-				taskID, prompts[i].Text, prompts[i].Link, formatTime(t.now))
-			if err != nil {
+			if err := t.prompt(ctx, taskID, &prompts[i]); err != nil {
 				return err
 			}
-			prompts[i].ID, _ = res.LastInsertId()
-			prompts[i].TaskID, prompts[i].CreatedAt = taskID, t.now
 		}
 		for _, e := range events {
 			e.TaskID = taskID
@@ -90,6 +86,21 @@ func (s *Store) Act(ctx context.Context, taskID, repoID string, cp model.Checkpo
 		return nil
 	})
 	return prompts, err
+}
+
+// prompt adds p to the task's inbox in this transaction and assigns its
+// id and time. Every prompt is added here, so its text is scrubbed here,
+// once, before an agent can read it.
+func (t *tx) prompt(ctx context.Context, taskID string, p *model.Prompt) error {
+	p.Text = t.scrub.String(p.Text)
+	res, err := t.ExecContext(ctx, `INSERT INTO task_prompts (task_id, text, link, created_at) VALUES (?, ?, ?, ?)`,
+		taskID, p.Text, p.Link, formatTime(t.now))
+	if err != nil {
+		return err
+	}
+	p.ID, _ = res.LastInsertId()
+	p.TaskID, p.CreatedAt = taskID, t.now
+	return nil
 }
 
 // TakePrompts returns a task's unread prompts, oldest first, and marks

@@ -36,6 +36,7 @@ import (
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
 // FileName is the database file inside the data directory.
@@ -55,6 +56,9 @@ type Options struct {
 	// OnCommit, if set, receives the events of each committed transaction,
 	// in sequence order, after the commit. It must not block for long.
 	OnCommit func([]model.Event)
+	// Secrets are the credentials event messages and prompts are scrubbed
+	// of before they are stored (token-shaped strings always are).
+	Secrets *scrub.Set
 }
 
 // Store is the orchestrator's SQLite database. It is safe for concurrent
@@ -231,6 +235,7 @@ type tx struct {
 	*sql.Tx
 	now    time.Time
 	events []model.Event
+	scrub  *scrub.Scrubber // for what agents and watchers read: event messages, prompts
 }
 
 // write runs fn in one immediate transaction on the writer, then hands the
@@ -242,7 +247,7 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 	if err != nil {
 		return hostError(s.path, err)
 	}
-	t := &tx{Tx: sqlTx, now: time.Now().UTC()}
+	t := &tx{Tx: sqlTx, now: time.Now().UTC(), scrub: s.opts.Secrets.Scrubber()}
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return hostError(s.path, err)

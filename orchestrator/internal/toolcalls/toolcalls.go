@@ -10,7 +10,10 @@
 //
 // Failures are results, not errors: an agent reads a stable code and a
 // message it can act on. Credentials are resolved from their reference at
-// call time and never appear in a result or a log line.
+// call time and never appear in a result or a log line: every result leaves
+// through CallHandler, scrubbed of the credentials the orchestrator
+// resolved and of token-shaped strings (package scrub), whatever a
+// provider echoed.
 package toolcalls
 
 import (
@@ -31,6 +34,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
@@ -91,7 +95,7 @@ func New(st *store.Store, log *slog.Logger) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter()}
+	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter(), creds: credentials.Resolver{Secrets: &scrub.Set{}}}
 }
 
 // handler answers one task tool once the call is authorized.
@@ -191,18 +195,10 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 }
 
 // CallHandler answers calls as executors deliver them; it is what the
-// orchestrator installs in every backend.
+// orchestrator installs in every backend, and the single exit of results
+// toward agents: each leaves scrubbed (see result).
 func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) executors.ToolResult {
-	res := d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments})
-	out := executors.ToolResult{IsError: res.IsError, Code: res.Code, Text: res.Text}
-	if res.Structured != nil {
-		b, err := json.Marshal(res.Structured)
-		if err != nil {
-			return executors.ToolResult{IsError: true, Code: CodeInternal, Text: "the answer could not be encoded"}
-		}
-		out.Structured = b
-	}
-	return out
+	return d.result(d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments}))
 }
 
 // Handle authorizes and answers one call.

@@ -33,6 +33,8 @@ type GitHub struct {
 	nextID   int64
 	// PageSize is the page size the server imposes, to exercise pagination.
 	PageSize int
+	echo     bool     // see EchoCredentials
+	echoed   []string // the bodies that echoed a credential
 	srv      *httptest.Server
 }
 
@@ -88,6 +90,22 @@ func NewGitHub(token, login string) *GitHub {
 
 // Close stops the server.
 func (g *GitHub) Close() { g.srv.Close() }
+
+// EchoCredentials makes every error answer (status 400 or more) echo the
+// request's Authorization header in its message, as some proxies and
+// self-managed instances do.
+func (g *GitHub) EchoCredentials(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.echo = on
+}
+
+// Echoed returns every error body that echoed a credential.
+func (g *GitHub) Echoed() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.echoed...)
+}
 
 // AddRepo creates owner/name with its branches (the first is the default).
 func (g *GitHub) AddRepo(path string, branches ...string) {
@@ -160,6 +178,7 @@ var (
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	w = echo(g.echo, w, r, "Authorization", func(body string) { g.echoed = append(g.echoed, body) })
 	g.requests = append(g.requests, r.Method+" "+r.URL.Path)
 	auth := r.Header.Get("Authorization")
 	if auth != "Bearer "+g.Token && auth != "token "+g.Token {

@@ -28,6 +28,8 @@ type GitLab struct {
 	// OmitReviewers leaves "reviewers" out of merge request answers, as
 	// some GitLab versions and endpoints do.
 	OmitReviewers bool
+	echo          bool     // see EchoCredentials
+	echoed        []string // the bodies that echoed a credential
 	srv           *httptest.Server
 }
 
@@ -90,6 +92,22 @@ func NewGitLab(token, username string) *GitLab {
 
 // Close stops the server.
 func (g *GitLab) Close() { g.srv.Close() }
+
+// EchoCredentials makes every error answer (status 400 or more) echo the
+// request's PRIVATE-TOKEN header in its message, as some proxies and
+// self-managed instances do.
+func (g *GitLab) EchoCredentials(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.echo = on
+}
+
+// Echoed returns every error body that echoed a credential.
+func (g *GitLab) Echoed() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.echoed...)
+}
 
 // AddProject creates a project (group/.../name) with branches; the first
 // is the default.
@@ -180,6 +198,7 @@ var glProjectPath = regexp.MustCompile(`^/api/v4/projects/([^/]+)(/.*)?$`)
 func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	w = echo(g.echo, w, r, "PRIVATE-TOKEN", func(body string) { g.echoed = append(g.echoed, body) })
 	path := r.URL.EscapedPath()
 	g.requests = append(g.requests, r.Method+" "+path)
 	if r.Header.Get("PRIVATE-TOKEN") != g.Token {
