@@ -267,13 +267,8 @@ func decide(ctx context.Context, t *tx, req model.SourceRequest) (model.Prompt, 
 	}); err != nil {
 		return model.Prompt{}, err
 	}
-	res, err := t.ExecContext(ctx, `INSERT INTO task_prompts (task_id, text, link, created_at) VALUES (?, ?, '', ?)`,
-		req.TaskID, prompt, formatTime(t.now))
-	if err != nil {
-		return model.Prompt{}, err
-	}
-	p := model.Prompt{TaskID: req.TaskID, Text: prompt, CreatedAt: t.now}
-	p.ID, err = res.LastInsertId()
+	p := model.Prompt{Text: prompt}
+	err = t.prompt(ctx, req.TaskID, &p)
 	return p, err
 }
 
