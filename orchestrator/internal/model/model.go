@@ -161,6 +161,11 @@ const (
 	EventPrompted                EventKind = "lifecycle.prompted"
 	EventAutoMerged              EventKind = "lifecycle.auto_merged"
 	EventLifecycleSkipped        EventKind = "lifecycle.skipped"
+	// EventToolCalled is the audit record of one tool call, allowed or
+	// refused: the session, the tool, the target repository if any, the
+	// outcome code ("ok" or the refusal or error code) and the duration.
+	// Never the arguments.
+	EventToolCalled EventKind = "tool.called"
 )
 
 // Event is one entry of a task's append-only event log.

@@ -92,7 +92,7 @@ func (f *fixture) call(tool string, args any) Result {
 }
 
 func (f *fixture) callAs(session, task, tool string, args json.RawMessage) Result {
-	r := f.d.Handle(context.Background(), Call{SessionID: session, TaskID: task, Tool: tool, Arguments: args})
+	r := f.d.Handle(context.Background(), Call{SessionID: session, TaskID: task, Tool: tool, Arguments: args, OnLink: true})
 	f.results = append(f.results, r)
 	return r
 }

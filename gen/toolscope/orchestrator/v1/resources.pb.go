@@ -159,21 +159,27 @@ const (
 	// An external tool set failed to reach a session's agentctl; message says
 	// why. The session is marked for repair.
 	TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED TaskEventKind = 9
+	// The audit record of one tool call, allowed or refused: session_id is
+	// the calling session, repository_ids the target repository if any, and
+	// message "tool=NAME outcome=CODE duration_ms=N" (outcome "ok" or the
+	// refusal or error code), never the arguments.
+	TaskEventKind_TASK_EVENT_KIND_TOOL_CALLED TaskEventKind = 10
 )
 
 // Enum value maps for TaskEventKind.
 var (
 	TaskEventKind_name = map[int32]string{
-		0: "TASK_EVENT_KIND_UNSPECIFIED",
-		1: "TASK_EVENT_KIND_TASK_CREATED",
-		2: "TASK_EVENT_KIND_SOURCES_ADDED",
-		3: "TASK_EVENT_KIND_SESSION_STARTED",
-		4: "TASK_EVENT_KIND_SESSION_ENDED",
-		5: "TASK_EVENT_KIND_PROVIDERS_PUSHED",
-		6: "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
-		7: "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
-		8: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
-		9: "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
+		0:  "TASK_EVENT_KIND_UNSPECIFIED",
+		1:  "TASK_EVENT_KIND_TASK_CREATED",
+		2:  "TASK_EVENT_KIND_SOURCES_ADDED",
+		3:  "TASK_EVENT_KIND_SESSION_STARTED",
+		4:  "TASK_EVENT_KIND_SESSION_ENDED",
+		5:  "TASK_EVENT_KIND_PROVIDERS_PUSHED",
+		6:  "TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED",
+		7:  "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
+		8:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
+		9:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
+		10: "TASK_EVENT_KIND_TOOL_CALLED",
 	}
 	TaskEventKind_value = map[string]int32{
 		"TASK_EVENT_KIND_UNSPECIFIED":                0,
@@ -186,6 +192,7 @@ var (
 		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":       7,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED":      8,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED": 9,
+		"TASK_EVENT_KIND_TOOL_CALLED":                10,
 	}
 )
 
@@ -2041,7 +2048,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\x93\x03\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\xb4\x03\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2052,7 +2059,9 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06\x12(\n" +
 	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\a\x12)\n" +
 	"%TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED\x10\b\x12.\n" +
-	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\tB\x82\x02\n" +
+	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\t\x12\x1f\n" +
+	"\x1bTASK_EVENT_KIND_TOOL_CALLED\x10\n" +
+	"B\x82\x02\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\x0eResourcesProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (
