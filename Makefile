@@ -71,7 +71,8 @@ BENCHES := \
 	./executors/remote:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
-	./orchestrator/internal/lifecycle:PollingCalls:50x
+	./orchestrator/internal/lifecycle:PollingCalls:50x \
+	./orchestrator/internal/toolcalls:ToolCallAudit:500x
 
 .PHONY: bench
 bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and bench/results.json

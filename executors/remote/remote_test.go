@@ -16,10 +16,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/remote"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -110,6 +113,15 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, h.cli.ContainerKill(ctx, h.id, "SIGKILL"))
 			_, _ = h.cli.ContainerWait(ctx, h.id, container.WaitConditionNotRunning)
 			require.NoError(t, h.cli.ContainerStart(ctx, h.id, container.StartOptions{}))
+		},
+		// Whoever holds a client certificate the daemon trusts.
+		Control: func(t *testing.T, _ executors.Handle) executortest.Controller {
+			cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
+			require.NoError(t, err)
+			conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+			return executortest.Controller{Client: agentctlv1.NewAgentctlServiceClient(conn)}
 		},
 	})
 }
