@@ -68,7 +68,7 @@ func providerTools(names [7]string, pr, prs string) []Tool {
 			OutputSchema: toolapi.OutputSchema[toolapi.ReviewersResult](), Idempotent: true, OpenWorld: true,
 			Description: "Request reviews of the task's " + pr + " from people, by username."},
 		{Name: names[5], Title: pr + " automation", InputSchema: repo, OutputSchema: toolapi.OutputSchema[toolapi.AutomationResult](),
-			Idempotent: true,
+			Idempotent:  true,
 			Description: "Show the task's automation settings for its " + pr + ": auto-merge, prompts on review request, merge, close, and auto-fix of failing checks."},
 		{Name: names[6], Title: "Set " + pr + " automation", InputSchema: toolapi.InputSchema[toolapi.SetAutomationArgs](),
 			OutputSchema: toolapi.OutputSchema[toolapi.AutomationResult](), Idempotent: true,
