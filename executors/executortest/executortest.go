@@ -361,7 +361,7 @@ func Run(t *testing.T, b Backend) {
 		assert.True(t, replayed.OnLink)
 		assert.Equal(t, s.SessionID, replayed.SessionID)
 		assert.Equal(t, "task_victim", replayed.TaskID, "the claim the orchestrator checks against its records")
-		testutil.Figure(t, e.Name()+" executor: rogue session", "sessions created with agentctl's secret: 2 of 2 calls of a session "+
+		testutil.Figure(t, e.Name()+" executor: rogue session", "sessions created directly on agentctl: 2 of 2 calls of a session "+
 			"with another workspace's ids marked not on the link, naming the link's session; a replayed CreateSession of the real "+
 			"session id arrives as that session, its task and mode left to the orchestrator's records")
 	})
