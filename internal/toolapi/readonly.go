@@ -30,9 +30,5 @@ var readOnly = map[string]bool{
 // be called by a plan-mode session. Unknown names are not read-only.
 func ReadOnly(name string) bool { return readOnly[name] }
 
-// CodeReadOnlySession is the stable code of a call to a tool that writes,
-// refused because the session is in plan (read-only) mode.
-const CodeReadOnlySession = "read_only_session"
-
 // ReadOnlyTools returns the read-only built-in tools, sorted.
 func ReadOnlyTools() []string { return slices.Sorted(maps.Keys(readOnly)) }

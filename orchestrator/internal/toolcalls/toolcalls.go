@@ -81,7 +81,7 @@ const (
 	// did not create (or re-adopt) on the agentctl link it came on.
 	CodeSessionNotOnLink = "session_not_on_link"
 	// CodeReadOnlySession: a plan-mode session called a tool that writes.
-	CodeReadOnlySession = toolapi.CodeReadOnlySession
+	CodeReadOnlySession = "read_only_session"
 )
 
 func fail(code, format string, args ...any) Result {
