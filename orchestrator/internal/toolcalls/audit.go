@@ -68,7 +68,8 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Resu
 	}
 }
 
-// shown is a claimed name or id as the audit record may hold it.
+// shown is a claimed name or id as the audit record and the log may hold
+// it: what a forged call claims never writes free text there.
 func shown(v string) string {
 	if toolapi.CheckExternalName(v) != nil {
 		return "(malformed)"

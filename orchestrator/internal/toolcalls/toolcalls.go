@@ -209,7 +209,7 @@ func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
 	var a auditRecord
 	res := d.handle(ctx, c, &a)
 	if res.IsError {
-		d.log.InfoContext(ctx, "tool call refused", "session_id", c.SessionID, "task_id", c.TaskID, "tool", c.Tool, "code", res.Code)
+		d.log.InfoContext(ctx, "tool call refused", "session_id", shown(c.SessionID), "task_id", shown(c.TaskID), "tool", shown(c.Tool), "code", res.Code)
 	}
 	d.audit(ctx, c, &a, res, time.Since(start))
 	return res
