@@ -72,7 +72,8 @@ BENCHES := \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
 	./orchestrator/internal/lifecycle:PollingCalls:50x \
-	./orchestrator/internal/scrub:Scrub:2000x
+	./orchestrator/internal/scrub:Scrub:2000x \
+	./orchestrator/internal/toolcalls:ToolCallAudit:500x
 
 .PHONY: bench
 bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and bench/results.json

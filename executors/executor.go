@@ -215,12 +215,21 @@ type Notifier interface {
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)
 
 // ToolCall is a tool call an agent made through agentctl, with the
-// identity agentctl bound to it.
+// identity agentctl bound to it and what the orchestrator knows of the
+// link it came on. SessionID and TaskID are only what agentctl claims;
+// OnLink says whether the claim holds.
 type ToolCall struct {
 	SessionID string
 	TaskID    string
 	Tool      string
 	Arguments json.RawMessage
+	// OnLink reports whether SessionID is a session this orchestrator
+	// created, or re-adopted after a restart, on the agentctl link the call
+	// arrived on. agentlink sets it; a call without it acts as no session.
+	OnLink bool
+	// LinkSessions, for a call that is not OnLink, are the sessions the
+	// link does carry: whose agentctl the call really came from.
+	LinkSessions []string
 }
 
 // ToolResult answers a ToolCall.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,9 @@ type Link struct {
 	mu   sync.Mutex
 	live chan struct{} // closed while an Attach stream is acknowledged; replaced when it ends
 	up   bool
+	// sessions are the sessions this orchestrator created or re-adopted on
+	// this agentctl: the only identities a call arriving here may claim.
+	sessions map[string]bool
 }
 
 // Dial connects to agentctl and starts keeping an Attach stream open.
@@ -88,7 +92,7 @@ func Dial(opts Options) (*Link, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Link{
 		Client: agentctlv1.NewAgentctlServiceClient(conn), conn: conn, opts: opts, cancel: cancel,
-		done: make(chan struct{}), live: make(chan struct{}),
+		done: make(chan struct{}), live: make(chan struct{}), sessions: map[string]bool{},
 	}
 	go l.attachLoop(ctx)
 	return l, nil
@@ -106,6 +110,38 @@ func (l *Link) WaitAttached(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// Adopt binds a session that runs on this agentctl to the link: tool
+// calls arriving here may then act as it. CreateSession adopts the
+// session it creates; a backend re-attaching after an orchestrator
+// restart adopts the session it re-attaches to. A session agentctl holds
+// but the orchestrator never created or adopted here (someone with
+// agentctl's secret created it) gets no tools.
+func (l *Link) Adopt(sessionID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sessions[sessionID] = true
+}
+
+// forget unbinds a session from the link.
+func (l *Link) forget(sessionID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.sessions, sessionID)
+}
+
+// bind completes a call with what the link knows: whether its session was
+// created or adopted here, and if not, which sessions were.
+func (l *Link) bind(c *executors.ToolCall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.OnLink = l.sessions[c.SessionID]; !c.OnLink {
+		for id := range l.sessions {
+			c.LinkSessions = append(c.LinkSessions, id)
+		}
+		slices.Sort(c.LinkSessions)
 	}
 }
 
@@ -177,9 +213,11 @@ func (l *Link) attachOnce(ctx context.Context) error {
 		}
 		if c := msg.GetToolCall(); c != nil && l.opts.Calls != nil {
 			calls.Go(func() {
-				r := l.opts.Calls(ctx, executors.ToolCall{
+				call := executors.ToolCall{
 					SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson(),
-				})
+				}
+				l.bind(&call)
+				r := l.opts.Calls(ctx, call)
 				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
 					CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
 				}}})
@@ -207,10 +245,14 @@ func eventKind(k agentctlv1.SessionEventKind) string {
 	return "unknown"
 }
 
-// CreateSession hands spec to agentctl.
+// CreateSession hands spec to agentctl and binds the session to the link.
+// It is bound before agentctl starts the agent, whose first call may
+// arrive before this returns, and unbound if the creation fails.
 func (l *Link) CreateSession(ctx context.Context, spec executors.Spec) (executors.Status, error) {
+	l.Adopt(spec.SessionID)
 	resp, err := l.Client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: LaunchSpec(spec)})
 	if err != nil {
+		l.forget(spec.SessionID)
 		return executors.Status{}, err
 	}
 	return FromProto(resp.GetStatus()), nil
@@ -272,8 +314,9 @@ func (l *Link) Notify(ctx context.Context, sessionID, text string) (int, error) 
 	return int(resp.GetDelivered()), err
 }
 
-// StopSession stops a session.
+// StopSession stops a session and unbinds it from the link.
 func (l *Link) StopSession(ctx context.Context, sessionID string) error {
+	l.forget(sessionID)
 	_, err := l.Client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: sessionID})
 	return err
 }

@@ -510,6 +510,8 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if err != nil {
 		return err
 	}
+	// This container was started for this session: the link may carry it.
+	s.link.Adopt(st.SessionID)
 	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := s.link.State(probe, st.SessionID); err != nil {

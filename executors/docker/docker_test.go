@@ -2,9 +2,13 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
+	"net"
+	"net/url"
 	"os"
 	"testing"
 
+	"github.com/docker/go-connections/nat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,6 +44,30 @@ func TestConformance(t *testing.T) {
 		},
 		Prepare:     func(s *executors.Spec) { s.Image = image },
 		ReportsLoss: true,
+		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
+			var st struct {
+				ContainerID string `json:"container_id"`
+				SecretFile  string `json:"secret_file"`
+			}
+			require.NoError(t, json.Unmarshal(h.State, &st))
+			inspect, err := cli.ContainerInspect(context.Background(), st.ContainerID)
+			require.NoError(t, err)
+			published := func(port string) string {
+				ports := inspect.NetworkSettings.Ports[nat.Port(port+"/tcp")]
+				require.NotEmpty(t, ports, "agentctl's port %s is published", port)
+				return net.JoinHostPort("127.0.0.1", ports[0].HostPort)
+			}
+			grpcAddr, mcpAddr := published("7077"), published("7078")
+			return executortest.Controller{
+				Client: executortest.ControlWithSecret(t, grpcAddr, st.SecretFile),
+				MCPURL: func(reported string) string {
+					u, err := url.Parse(reported)
+					require.NoError(t, err)
+					u.Host = mcpAddr
+					return u.String()
+				},
+			}
+		},
 	})
 
 	// Every container the suite created was removed.

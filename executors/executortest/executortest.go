@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,8 +20,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/agentlink"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -45,12 +51,48 @@ type Backend struct {
 	// Prepare adapts a spec to the backend (an image, for example); may
 	// be nil.
 	Prepare func(spec *executors.Spec)
+	// Control dials a launched session's agentctl as someone holding its
+	// launch secret (local, docker) or a client certificate (remote)
+	// could, without the orchestrator: issue 15's attacker who creates
+	// sessions of their own. The backend closes the connection.
+	Control func(t *testing.T, h executors.Handle) Controller
+}
+
+// Controller is a direct connection to a session's agentctl.
+type Controller struct {
+	Client agentctlv1.AgentctlServiceClient
+	// MCPURL turns an MCP URL agentctl reports into one reachable from
+	// the test (a published port); nil: as reported.
+	MCPURL func(reported string) string
+}
+
+// ControlWithSecret dials agentctl at addr with its launch secret, over
+// plain TCP (loopback), for the local and docker backends.
+func ControlWithSecret(t *testing.T, addr, secretFile string) agentctlv1.AgentctlServiceClient {
+	t.Helper()
+	secret, err := os.ReadFile(secretFile)
+	require.NoError(t, err)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer.Credentials(strings.TrimSpace(string(secret)), false)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return agentctlv1.NewAgentctlServiceClient(conn)
 }
 
 // recorder is an orchestrator's tool-call handler that records calls.
 type recorder struct {
 	mu    sync.Mutex
 	calls []executors.ToolCall
+}
+
+func (r *recorder) onLink() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []bool
+	for _, c := range r.calls {
+		out = append(out, c.OnLink)
+	}
+	return out
 }
 
 func (r *recorder) handle(_ context.Context, c executors.ToolCall) executors.ToolResult {
@@ -212,7 +254,7 @@ func Run(t *testing.T, b Backend) {
 		rec.mu.Lock()
 		require.Len(t, rec.calls, 1)
 		assert.Equal(t, executors.ToolCall{SessionID: s.SessionID, TaskID: s.TaskID, Tool: ticketsCreate.Name,
-			Arguments: []byte(`{"title":"flaky"}`)}, rec.calls[0], "the exposed name, with the session's identity")
+			Arguments: []byte(`{"title":"flaky"}`), OnLink: true}, rec.calls[0], "the exposed name, with the session's identity")
 		rec.mu.Unlock()
 
 		st, err = e.Inspect(ctx(t), h)
@@ -246,6 +288,82 @@ func Run(t *testing.T, b Backend) {
 		defer rec.mu.Unlock()
 		require.Len(t, rec.calls, 1)
 		assert.Equal(t, s.TaskID, rec.calls[0].TaskID)
+		assert.True(t, rec.calls[0].OnLink, "the session was created on the link its call came on")
+	})
+
+	t.Run("a session the orchestrator did not create gets no tools; a replayed one keeps its identity", func(t *testing.T) {
+		if b.Control == nil {
+			t.Fatal("the backend gives the suite no Control: the channel binding must be tried on every backend")
+		}
+		rec := &recorder{}
+		e := b.New(t, rec.handle, nil)
+		s := spec("github", 1)
+		s.Mode = executors.ModePlan
+		h, _ := launch(t, e, s)
+		ctl := b.Control(t, h)
+		reach := func(reported string) string {
+			if ctl.MCPURL != nil {
+				return ctl.MCPURL(reported)
+			}
+			return reported
+		}
+		// As issue 15's attacker did: stop the real session, then create
+		// sessions directly on this agentctl.
+		create := func(spec executors.Spec) *mcptest.Client {
+			t.Helper()
+			_, err := ctl.Client.StopSession(ctx(t), &agentctlv1.StopSessionRequest{SessionId: s.SessionID})
+			require.NoError(t, err)
+			created, err := ctl.Client.CreateSession(ctx(t), &agentctlv1.CreateSessionRequest{Spec: agentlink.LaunchSpec(spec)})
+			require.NoError(t, err, "agentctl accepts a session from whoever holds its secret")
+			t.Cleanup(func() {
+				_, _ = ctl.Client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: spec.SessionID})
+			})
+			return mcptest.Connect(t, mcptest.HTTP(reach(created.GetStatus().GetMcpUrl()), created.GetStatus().GetMcpBearerToken()), "")
+		}
+		call := func(c *mcptest.Client, tool string) {
+			t.Helper()
+			args := map[string]any{}
+			if tool == "github_pr_create" {
+				args = map[string]any{"branch": "x", "title": "y"}
+			}
+			_, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+			require.NoError(t, err)
+		}
+
+		// A session of its own, claiming another workspace's task.
+		rogue := spec("github,gitlab", 1)
+		rogue.TaskID, rogue.WorkspaceID = "task_victim", "ws_victim"
+		rc := create(rogue)
+		call(rc, "task_info")
+		call(rc, "github_pr_create")
+		_, err := ctl.Client.StopSession(ctx(t), &agentctlv1.StopSessionRequest{SessionId: rogue.SessionID})
+		require.NoError(t, err)
+		// The real session's id again, in task mode, on the victim's task.
+		replay := s
+		replay.Mode, replay.TaskID, replay.WorkspaceID = executors.ModeTask, "task_victim", "ws_victim"
+		call(create(replay), "github_pr_create")
+
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.calls, 3)
+		for _, c := range rec.calls[:2] {
+			assert.Equal(t, rogue.SessionID, c.SessionID)
+			assert.Equal(t, "task_victim", c.TaskID, "agentctl forwards what it was told")
+			assert.False(t, c.OnLink, "%s from a session the orchestrator did not create is not on the link", c.Tool)
+			assert.Contains(t, c.LinkSessions, s.SessionID, "the call names the link's real session")
+			assert.NotContains(t, c.LinkSessions, rogue.SessionID)
+		}
+		// The replayed session is the link's, so its call is on the link;
+		// its task and mode are the orchestrator's records, not the
+		// replayed message's (toolcalls refuses the claimed task, and the
+		// write tool to the plan session).
+		replayed := rec.calls[2]
+		assert.True(t, replayed.OnLink)
+		assert.Equal(t, s.SessionID, replayed.SessionID)
+		assert.Equal(t, "task_victim", replayed.TaskID, "the claim the orchestrator checks against its records")
+		testutil.Figure(t, e.Name()+" executor: rogue session", "sessions created directly on agentctl: 2 of 2 calls of a session "+
+			"with another workspace's ids marked not on the link, naming the link's session; a replayed CreateSession of the real "+
+			"session id arrives as that session, its task and mode left to the orchestrator's records")
 	})
 
 	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
@@ -340,9 +458,7 @@ func Run(t *testing.T, b Backend) {
 		res, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
 		require.NoError(t, err)
 		require.False(t, res.IsError, "%v", res.Content)
-		rec.mu.Lock()
-		assert.Len(t, rec.calls, 1, "calls go to the new orchestrator")
-		rec.mu.Unlock()
+		assert.Equal(t, []bool{true}, rec.onLink(), "calls go to the new orchestrator, which re-adopted the session on its link")
 		require.NoError(t, second.Stop(ctx(t), h))
 	})
 

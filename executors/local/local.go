@@ -407,6 +407,8 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if err != nil {
 		return err
 	}
+	// This agentctl was started for this session: the link may carry it.
+	link.Adopt(st.SessionID)
 	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// A dead agentctl refuses the connection at once; this fails fast

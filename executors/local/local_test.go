@@ -37,5 +37,13 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, syscall.Kill(-st.PID, syscall.SIGKILL))
 		},
 		ReportsLoss: true,
+		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
+			var st struct {
+				Addr       string `json:"addr"`
+				SecretFile string `json:"secret_file"`
+			}
+			require.NoError(t, json.Unmarshal(h.State, &st))
+			return executortest.Controller{Client: executortest.ControlWithSecret(t, st.Addr, st.SecretFile)}
+		},
 	})
 }

@@ -310,6 +310,9 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if status.Phase == executors.PhaseStopped {
 		return fmt.Errorf("session %q on %s is stopped: %w", st.SessionID, e.opts.Addr, executors.ErrLost)
 	}
+	// The orchestrator's records say it created this session on this
+	// daemon: the link may carry it again.
+	l.Adopt(st.SessionID)
 	e.mu.Lock()
 	e.known[st.SessionID], e.stopped[st.SessionID] = true, false
 	e.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +17,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/agentlink"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/remote"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -111,6 +116,15 @@ func TestConformance(t *testing.T) {
 			_, _ = h.cli.ContainerWait(ctx, h.id, container.WaitConditionNotRunning)
 			require.NoError(t, h.cli.ContainerStart(ctx, h.id, container.StartOptions{}))
 		},
+		// Whoever holds a client certificate the daemon trusts.
+		Control: func(t *testing.T, _ executors.Handle) executortest.Controller {
+			cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
+			require.NoError(t, err)
+			conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+			return executortest.Controller{Client: agentctlv1.NewAgentctlServiceClient(conn)}
+		},
 	})
 }
 
@@ -180,4 +194,49 @@ func TestWrongCertificateIsRefused(t *testing.T) {
 	_, _, err = e.Launch(context.Background(), executors.Spec{SessionID: "x", TaskID: "t", Mode: executors.ModeTask}, nil)
 	require.Error(t, err)
 	t.Log(err)
+}
+
+// TestStoppedSessionLeavesTheLink: once the orchestrator stops a session on
+// a daemon, the link no longer carries it: someone who recreates it there
+// with the same id (a daemon outlives its sessions) gets no tools, while
+// the daemon's other session keeps calling as itself.
+func TestStoppedSessionLeavesTheLink(t *testing.T) {
+	h := startHost(t)
+	var mu sync.Mutex
+	onLink := map[string][]bool{}
+	e := h.executor(t, func(_ context.Context, c executors.ToolCall) executors.ToolResult {
+		mu.Lock()
+		defer mu.Unlock()
+		onLink[c.SessionID] = append(onLink[c.SessionID], c.OnLink)
+		return executors.ToolResult{Text: "answered " + c.Tool}
+	})
+	ctx := context.Background()
+	spec := executors.Spec{SessionID: "stopped", TaskID: "task_stopped", Mode: executors.ModeTask, Providers: providers.Of("github"), Generation: 1}
+	handle, st, err := e.Launch(ctx, spec, nil)
+	require.NoError(t, err)
+	call := func(url, token string) {
+		t.Helper()
+		c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
+		_, err := c.Session.CallTool(ctx, &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+		require.NoError(t, err)
+	}
+	call(st.MCPURL, st.MCPToken)
+	require.NoError(t, e.Stop(ctx, handle))
+
+	cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
+	require.NoError(t, err)
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	require.NoError(t, err)
+	defer conn.Close()
+	created, err := agentctlv1.NewAgentctlServiceClient(conn).CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: agentlink.LaunchSpec(spec)})
+	require.NoError(t, err, "the daemon accepts the session again from a client certificate")
+	t.Cleanup(func() {
+		_, _ = agentctlv1.NewAgentctlServiceClient(conn).StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: spec.SessionID})
+	})
+	call(created.GetStatus().GetMcpUrl(), created.GetStatus().GetMcpBearerToken())
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []bool{true, false}, onLink["stopped"], "on the link while the orchestrator ran it, not after it stopped it")
+	testutil.Figure(t, "remote: stopped session leaves the link", "a session recreated on the daemon after the orchestrator stopped it: its call is not on the link")
 }

@@ -21,6 +21,7 @@ import (
 	"sort"
 
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // Mode selects the tools a session's agent is shown.
@@ -88,9 +89,19 @@ func provider(p providers.Provider) func(Spec) bool {
 
 // groups is the whole built-in surface, in one table.
 var groups = []group{
-	{name: "task", enabled: always, tools: taskTools},
-	{name: "github", enabled: provider(providers.GitHub), tools: githubTools},
-	{name: "gitlab", enabled: provider(providers.GitLab), tools: gitlabTools},
+	{name: "task", enabled: always, tools: readOnlyFromTable(taskTools)},
+	{name: "github", enabled: provider(providers.GitHub), tools: readOnlyFromTable(githubTools)},
+	{name: "gitlab", enabled: provider(providers.GitLab), tools: readOnlyFromTable(gitlabTools)},
+}
+
+// readOnlyFromTable marks each built-in tool read-only exactly when
+// toolapi.ReadOnly says so: the one table the orchestrator also checks
+// every call of a plan session against. No definition states it again.
+func readOnlyFromTable(tools []Tool) []Tool {
+	for i := range tools {
+		tools[i].ReadOnly = toolapi.ReadOnly(tools[i].Name)
+	}
+	return tools
 }
 
 // Build returns the registry for spec. Unknown modes are treated as plan

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 var (
@@ -199,4 +200,24 @@ func TestBuiltinNamesEveryBuiltInToolInAnyModeAndSet(t *testing.T) {
 	for _, name := range []string{"docs__search", "", "TASK_INFO", "task_info "} {
 		assert.False(t, registry.Builtin(name), "%q", name)
 	}
+}
+
+// TestReadOnlyIsToolapisTable: agentctl marks read-only, and shows a plan
+// session, exactly the built-in tools of toolapi.ReadOnly — the table the
+// orchestrator's dispatcher refuses plan sessions' calls from (its
+// authorization matrix checks the other side). One table, two readers.
+func TestReadOnlyIsToolapisTable(t *testing.T) {
+	t.Parallel()
+	both := providers.Of("github", "gitlab")
+	all := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: both})
+	plan := registry.Build(registry.Spec{Mode: registry.ModePlan, Providers: both})
+	var want []string
+	for _, tool := range all.Tools() {
+		assert.Equal(t, toolapi.ReadOnly(tool.Name), tool.ReadOnly, tool.Name)
+		if toolapi.ReadOnly(tool.Name) {
+			want = append(want, tool.Name)
+		}
+	}
+	assert.Equal(t, toolapi.ReadOnlyTools(), want, "every entry of the table is a built-in tool")
+	assert.Equal(t, want, plan.Names(), "a plan session is shown exactly the table's tools")
 }

@@ -238,6 +238,7 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"session", "launch", task, "--executor", "remote", "--", "claude"}, cli.ExitUnavailable, "executor backend not available"},
 		{[]string{"session", "launch", task, "--executor", "docker"}, cli.ExitUsage, "invalid image"},
 		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid after_sequence"},
+		{[]string{"events", "watch", task, "--kind", "tool.called", "--kind", "tool.caled"}, cli.ExitUsage, `invalid kind[1]: "tool.caled" is not an event kind; kinds: `},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
 	}
 	for _, c := range cases {

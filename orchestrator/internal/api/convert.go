@@ -117,6 +117,7 @@ var eventKinds = map[model.EventKind]pb.TaskEventKind{
 	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
 	model.EventExternalToolsPushed:     pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED,
 	model.EventExternalToolsPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED,
+	model.EventToolCalled:              pb.TaskEventKind_TASK_EVENT_KIND_TOOL_CALLED,
 	model.EventSourcesRequested:        pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED,
 	model.EventSourceRequestDecided:    pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED,
 }

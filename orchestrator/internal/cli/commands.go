@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -474,7 +475,7 @@ func printMCPConfig(w io.Writer, id string, m *pb.GetSessionMCPResponse) {
 
 // watchOnce prints events from one WatchTaskEvents stream, advancing
 // *after, until the stream ends. printed reports whether any event came.
-func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID string, after *uint64) (printed bool, err error) {
+func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID string, after *uint64, kinds map[pb.TaskEventKind]bool) (printed bool, err error) {
 	stream, err := c.WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: taskID, AfterSequence: *after})
 	if err != nil {
 		return false, err
@@ -487,6 +488,10 @@ func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID str
 			return printed, err
 		}
 		e := resp.GetEvent()
+		if len(kinds) > 0 && !kinds[e.GetKind()] {
+			*after = e.GetSequence()
+			continue
+		}
 		if a.json {
 			b, err := jsonLine.Marshal(e)
 			if err != nil {
@@ -502,12 +507,19 @@ func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID str
 
 func (a *app) eventsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "events", Short: "Follow task events"}
-	var after uint64
+	var (
+		after     uint64
+		kindNames []string
+	)
 	watch := &cobra.Command{
-		Use:   "watch TASK [--after SEQUENCE]",
+		Use:   "watch TASK [--after SEQUENCE] [--kind KIND]...",
 		Short: "Print a task's events, then follow new ones until interrupted (JSON lines with --json)",
 		Args:  exactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			kinds, err := eventKindFilter(kindNames)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			conn, err := a.dial(ctx)
@@ -519,7 +531,7 @@ func (a *app) eventsCmd() *cobra.Command {
 			// resumes after the last event it printed, a few times in a row
 			// at most.
 			for retries := 0; ; retries++ {
-				printed, err := a.watchOnce(ctx, events, args[0], &after)
+				printed, err := a.watchOnce(ctx, events, args[0], &after, kinds)
 				switch {
 				case err == nil || ctx.Err() != nil:
 					return nil
@@ -534,6 +546,36 @@ func (a *app) eventsCmd() *cobra.Command {
 		},
 	}
 	watch.Flags().Uint64Var(&after, "after", 0, "start after this sequence number")
+	watch.Flags().StringArrayVar(&kindNames, "kind", nil, "print only events of this kind, e.g. tool.called (repeatable)")
 	cmd.AddCommand(watch)
 	return cmd
+}
+
+// eventKindFilter turns --kind values into the kinds they name. A kind is
+// named as the orchestrator records it ("tool.called",
+// "providers.push_failed") or as the API's enum value without its prefix,
+// in any case ("TOOL_CALLED"); the names come from the API's enum, so a new
+// kind is filterable as soon as it exists.
+func eventKindFilter(names []string) (map[pb.TaskEventKind]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	const prefix = "TASK_EVENT_KIND_"
+	out := map[pb.TaskEventKind]bool{}
+	for i, name := range names {
+		key := prefix + strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(name), ".", "_"))
+		v, ok := pb.TaskEventKind_value[key]
+		if !ok || v == int32(pb.TaskEventKind_TASK_EVENT_KIND_UNSPECIFIED) {
+			var known []string
+			for k, n := range pb.TaskEventKind_value {
+				if n != int32(pb.TaskEventKind_TASK_EVENT_KIND_UNSPECIFIED) {
+					known = append(known, strings.ToLower(strings.TrimPrefix(k, prefix)))
+				}
+			}
+			slices.Sort(known)
+			return nil, errdefs.InvalidField(fmt.Sprintf("kind[%d]", i), "%q is not an event kind; kinds: %s", name, strings.Join(known, ", "))
+		}
+		out[pb.TaskEventKind(v)] = true
+	}
+	return out, nil
 }

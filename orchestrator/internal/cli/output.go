@@ -132,6 +132,7 @@ var eventKinds = map[pb.TaskEventKind]string{
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:       "providers recomputed",
 	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED:      "external tools pushed",
 	pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED: "external tools push failed",
+	pb.TaskEventKind_TASK_EVENT_KIND_TOOL_CALLED:                "tool called",
 	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED:          "sources requested",
 	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED:    "source request decided",
 }

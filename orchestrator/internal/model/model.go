@@ -168,6 +168,11 @@ const (
 	// EventSourceRequestDecided its approval or rejection.
 	EventSourcesRequested     EventKind = "sources.requested"
 	EventSourceRequestDecided EventKind = "sources.request_decided"
+	// EventToolCalled is the audit record of one tool call, allowed or
+	// refused: the session, the tool, the target repository if any, the
+	// outcome code ("ok" or the refusal or error code) and the duration.
+	// Never the arguments.
+	EventToolCalled EventKind = "tool.called"
 )
 
 // Event is one entry of a task's append-only event log.

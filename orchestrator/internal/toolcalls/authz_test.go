@@ -133,8 +133,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		code            string
 		providerOnly    bool // applies to provider tools only
 		withoutRepoArgs bool
+		offLink         bool // the call came on an agentctl link that does not carry the session
 	}
 	columns := []column{
+		{name: "not on link (the right session, on another agentctl's link)", session: f.session.ID, task: f.task.ID,
+			code: CodeSessionNotOnLink, offLink: true},
 		{name: "other task (task_id of another task)", session: f.session.ID, task: otherTask.ID, code: CodePermissionDenied},
 		{name: "other task (session of another task)", session: otherSession.ID, task: f.task.ID, code: CodePermissionDenied},
 		{name: "no session", session: "sess_doesnotexist", task: f.task.ID, code: CodeUnknownSession},
@@ -167,7 +170,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 			b, err := json.Marshal(args)
 			require.NoError(t, err)
 			before := requests()
-			res := f.callAs(session, task, tool, b)
+			var res Result
+			if col.offLink {
+				res = f.callOffLink(session, task, tool, b, otherSession.ID)
+			} else {
+				res = f.callAs(session, task, tool, b)
+			}
 			assert.True(t, res.IsError, "%s × %s was allowed: %s", tool, col.name, res.Text)
 			assert.Equal(t, col.code, res.Code, "%s × %s: %s", tool, col.name, res.Text)
 			assert.Equal(t, before, requests(), "%s × %s reached a provider", tool, col.name)
@@ -212,8 +220,36 @@ func TestAuthorizationMatrix(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, task.Repositories, 3, "task_add_sources attached the repository")
 
-	testutil.Figure(t, "authz matrix", "%d tools × %d cases (right task; other task's task_id or session; unknown or empty session; "+
-		"stopped or failed session; provider not on task, for the %d provider tools only): %d allowed and answered, %d refused "+
-		"with their codes, 0 refused calls reached a provider",
-		len(all), 1+len(columns), len(providerTools), allowed, refused)
+	// The mode column: a plan session of the same task, driven directly
+	// with forged calls as a buggy agentctl would send them (agentctl
+	// shows it only read-only tools). The orchestrator itself refuses
+	// every tool that writes, from toolapi's table, before any provider
+	// request, and answers every read-only one.
+	plan, err := f.st.CreateSession(ctx, model.Session{TaskID: f.task.ID, Executor: "local", Mode: model.ModePlan,
+		State: model.SessionRunning, AgentArgv: []string{"/usr/bin/claude"}})
+	require.NoError(t, err)
+	planRefused, planAllowed := 0, 0
+	for _, tool := range order {
+		b, err := json.Marshal(right[tool]())
+		require.NoError(t, err)
+		before := requests()
+		res := f.callAs(plan.ID, f.task.ID, tool, b)
+		if toolapi.ReadOnly(tool) {
+			if assert.False(t, res.IsError, "%s × plan mode (read-only tool) was refused: %s %s", tool, res.Code, res.Text) {
+				planAllowed++
+			}
+			continue
+		}
+		assert.True(t, res.IsError, "%s × plan mode was allowed: %s", tool, res.Text)
+		assert.Equal(t, CodeReadOnlySession, res.Code, "%s × plan mode: %s", tool, res.Text)
+		assert.Equal(t, before, requests(), "%s × plan mode reached a provider", tool)
+		planRefused++
+	}
+	assert.Equal(t, len(toolapi.ReadOnlyTools()), planAllowed, "plan mode answers exactly toolapi's read-only tools")
+
+	testutil.Figure(t, "authz matrix", "%d tools × %d cases (right task; not on the call's link; other task's task_id or session; "+
+		"unknown or empty session; stopped or failed session; provider not on task, for the %d provider tools only; plan mode): "+
+		"%d allowed and answered, %d refused with their codes, 0 refused calls reached a provider; "+
+		"plan mode: %d write tools refused read_only_session by the orchestrator, %d read-only tools answered",
+		len(all), 2+len(columns), len(providerTools), allowed+planAllowed, refused+planRefused, planRefused, planAllowed)
 }

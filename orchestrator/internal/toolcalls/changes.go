@@ -73,6 +73,13 @@ func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t p
 	if !ok {
 		return res
 	}
+	res = d.onRepository(ctx, call, s, t, repo, args)
+	res.repository = repo.ID
+	return res
+}
+
+// onRepository answers a provider tool on its target repository.
+func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t providerTool, repo model.Repository, args json.RawMessage) Result {
 	ws, err := d.store.GetWorkspace(ctx, s.task.WorkspaceID)
 	if err != nil {
 		return d.internal(ctx, call, err)

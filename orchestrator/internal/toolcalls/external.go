@@ -59,6 +59,10 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 	case model.BlockToolUnavailable:
 		return fail(string(block), "%s is no longer offered by %q (its last discovery did not list it)", c.Tool, target.Provider.Name), true
 	}
+	if readOnlySession(s.session) && !target.Tool.ReadOnly {
+		// The catalog record's read-only flag: the one agentctl is sent.
+		return readOnlyRefusal(c.Tool), true
+	}
 	out, err := d.external.Call(ctx, target.Provider, target.Tool.ExternalName, args)
 	if err != nil {
 		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "provider", target.Provider.Name, "error", err.Error())

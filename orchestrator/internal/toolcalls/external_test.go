@@ -110,3 +110,48 @@ func TestExternalResultsKeepTextAndSayWhatWasLeftOut(t *testing.T) {
 	assert.Equal(t, CodeExternalToolError, failed.Code)
 	assert.Equal(t, "index offline", failed.Text)
 }
+
+// TestPlanModeCatalogCalls: a plan session may call a catalog tool only if
+// its catalog record says read-only (the flag agentctl is sent); a forged
+// call to one that is not is refused read_only_session by the
+// orchestrator, and the external server never sees it.
+func TestPlanModeCatalogCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	server := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
+	server.SetTools(catalogtest.ToolSpec{Name: "lookup", ReadOnly: true}, catalogtest.ToolSpec{Name: "deploy"})
+	pool := catalog.New(catalog.Options{Timeout: 10 * time.Second, WorkDir: t.TempDir()})
+	t.Cleanup(func() { _ = pool.Close() })
+	f.d.SetExternalCaller(pool)
+	prov, err := f.st.CreateToolProvider(ctx, model.ToolProvider{Name: "kb", Transport: model.TransportHTTP,
+		HTTP: &model.HTTPTransport{URL: server.URL}})
+	require.NoError(t, err)
+	tools, err := pool.Discover(ctx, prov)
+	require.NoError(t, err)
+	_, err = f.st.ApplyDiscovery(ctx, prov.ID, tools, time.Now())
+	require.NoError(t, err)
+	_, _, err = f.st.SetToolProviderEnabled(ctx, "kb", true)
+	require.NoError(t, err)
+	for _, name := range []string{"kb__lookup", "kb__deploy"} {
+		_, _, err = f.st.AssignCatalogTool(ctx, name, f.ws.ID, true)
+		require.NoError(t, err)
+		_, _, err = f.st.SetCatalogToolEnabled(ctx, name, true)
+		require.NoError(t, err)
+	}
+	plan, err := f.st.CreateSession(ctx, model.Session{TaskID: f.task.ID, Executor: "local", Mode: model.ModePlan, State: model.SessionRunning})
+	require.NoError(t, err)
+
+	r := f.callAs(plan.ID, f.task.ID, "kb__deploy", json.RawMessage(`{}`))
+	assert.True(t, r.IsError, r.Text)
+	assert.Equal(t, CodeReadOnlySession, r.Code, r.Text)
+	assert.Empty(t, server.CallNames(), "the refused call never reached the server")
+
+	r = f.callAs(plan.ID, f.task.ID, "kb__lookup", json.RawMessage(`{}`))
+	require.False(t, r.IsError, "%s: %s", r.Code, r.Text)
+	r = f.callAs(f.session.ID, f.task.ID, "kb__deploy", json.RawMessage(`{}`))
+	require.False(t, r.IsError, "a task session may call it: %s: %s", r.Code, r.Text)
+	assert.Equal(t, []string{"lookup", "deploy"}, server.CallNames())
+	testutil.Figure(t, "catalog: plan mode", "a plan session's call to a catalog tool not marked read-only is refused %s with 0 calls at the server; "+
+		"its read-only tool is answered; a task session's call to the same write tool is answered", CodeReadOnlySession)
+}

@@ -154,7 +154,7 @@ func newFuzzFixture(tb testing.TB, root string) *fuzzFixture {
 	require.NoError(tb, err)
 	x.ids["@task"], x.ids["@session"], x.ids["@ws"] = x.task.ID, x.sess.ID, ws.ID
 
-	created := x.d.Handle(ctx, Call{SessionID: x.sess.ID, TaskID: x.task.ID, Tool: toolapi.GitHubPRCreate,
+	created := x.d.Handle(ctx, Call{SessionID: x.sess.ID, TaskID: x.task.ID, Tool: toolapi.GitHubPRCreate, OnLink: true,
 		Arguments: json.RawMessage(`{"branch":"fix-login","title":"Fix login"}`)})
 	require.False(tb, created.IsError, "%s: %s", created.Code, created.Text)
 	x.ids["@thread.github"] = strconv.FormatInt(x.gh.AddComment("acme/api", 1, "alice", "nit", "login.go", 3), 10)
@@ -304,7 +304,7 @@ func FuzzToolArguments(f *testing.F) {
 		x.calls++
 		name := names[int(tool)%len(names)]
 		before := x.providerRequests()
-		res := x.d.Handle(context.Background(), Call{SessionID: x.sess.ID, TaskID: x.task.ID, Tool: name, Arguments: x.expand(args)})
+		res := x.d.Handle(context.Background(), Call{SessionID: x.sess.ID, TaskID: x.task.ID, Tool: name, Arguments: x.expand(args), OnLink: true})
 
 		if testing.Verbose() {
 			t.Logf("%s(%.120q): error %v, code %q: %.200s", name, args, res.IsError, res.Code, res.Text)

@@ -38,12 +38,19 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
-// Call is one tool call, with the identity agentctl bound to it.
+// Call is one tool call, with the identity agentctl bound to it and what
+// the orchestrator knows of the link it came on.
 type Call struct {
 	SessionID string
 	TaskID    string
 	Tool      string
 	Arguments json.RawMessage
+	// OnLink: SessionID was created or re-adopted by this orchestrator on
+	// the agentctl link the call came on (executors.ToolCall.OnLink). A
+	// call without it is refused with CodeSessionNotOnLink.
+	OnLink bool
+	// LinkSessions: for a call not OnLink, the sessions its link carries.
+	LinkSessions []string
 }
 
 // Result is the answer to a call.
@@ -52,6 +59,10 @@ type Result struct {
 	Code       string // stable, machine-readable; set when IsError
 	Text       string
 	Structured any // marshalled as the structured result, if set
+
+	// repository is the repository a provider tool acted on, for the
+	// audit record.
+	repository string
 }
 
 // Stable error codes.
@@ -70,6 +81,11 @@ const (
 	CodeNoChangeRequest       = "no_change_request"
 	CodeAlreadyExists         = "already_exists"
 	CodeInternal              = "internal"
+	// CodeSessionNotOnLink: the call claims a session this orchestrator
+	// did not create (or re-adopt) on the agentctl link it came on.
+	CodeSessionNotOnLink = "session_not_on_link"
+	// CodeReadOnlySession: a plan-mode session called a tool that writes.
+	CodeReadOnlySession = "read_only_session"
 )
 
 func fail(code, format string, args ...any) Result {
@@ -198,26 +214,42 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 // orchestrator installs in every backend, and the single exit of results
 // toward agents: each leaves scrubbed (see result).
 func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) executors.ToolResult {
-	return d.result(d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments}))
+	return d.result(d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments,
+		OnLink: c.OnLink, LinkSessions: c.LinkSessions}))
 }
 
-// Handle authorizes and answers one call.
+// Handle authorizes and answers one call, and records it as a
+// tool.called event (see audit.go).
 func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
-	res := d.handle(ctx, c)
+	start := time.Now()
+	var a auditRecord
+	res := d.handle(ctx, c, &a)
 	if res.IsError {
-		d.log.InfoContext(ctx, "tool call refused", "session_id", c.SessionID, "task_id", c.TaskID, "tool", c.Tool, "code", res.Code)
+		d.log.InfoContext(ctx, "tool call refused", "session_id", shown(c.SessionID), "task_id", shown(c.TaskID), "tool", shown(c.Tool), "code", res.Code)
 	}
+	d.audit(ctx, c, &a, res, time.Since(start))
 	return res
 }
 
-func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
+func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result {
+	if !c.OnLink {
+		// Identity is the link's, not the message's: whatever this call
+		// claims, it came on an agentctl that does not carry that session.
+		return fail(CodeSessionNotOnLink, "session %q was not started by the orchestrator on this agentctl; "+
+			"this agentctl's sessions can use tools only as themselves", c.SessionID)
+	}
 	sess, err := d.store.GetSession(ctx, c.SessionID)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return fail(CodeUnknownSession, "session %q is not known to the orchestrator", c.SessionID)
 	} else if err != nil {
 		return d.internal(ctx, c, err)
 	}
+	// From here the task and the mode are the orchestrator's records of
+	// the session, never what the message (or a replayed CreateSession)
+	// says.
+	a.taskID, a.sessionID = sess.TaskID, sess.ID
 	if sess.TaskID != c.TaskID {
+		a.claimedTask = c.TaskID
 		return fail(CodePermissionDenied, "session %q does not work on task %q", c.SessionID, c.TaskID)
 	}
 	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
@@ -238,6 +270,11 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 		return d.internal(ctx, c, err)
 	}
 	s := scope{session: sess, task: task}
+	_, builtin := tools[c.Tool]
+	_, provider := providerTools[c.Tool]
+	if (builtin || provider) && readOnlySession(sess) && !toolapi.ReadOnly(c.Tool) {
+		return readOnlyRefusal(c.Tool)
+	}
 	if h, ok := tools[c.Tool]; ok {
 		return h(ctx, d, s, args)
 	}
@@ -248,6 +285,16 @@ func (d *Dispatcher) handle(ctx context.Context, c Call) Result {
 		return res
 	}
 	return fail(CodeUnknownTool, "there is no tool %q", c.Tool)
+}
+
+// readOnlySession reports whether a session may call read-only tools
+// only: plan mode, and any mode the orchestrator does not know (the
+// narrowest surface, as agentctl's registry treats it).
+func readOnlySession(s model.Session) bool { return s.Mode != model.ModeTask }
+
+func readOnlyRefusal(tool string) Result {
+	return fail(CodeReadOnlySession, "%s changes things, and this session is in plan mode (read-only tools only); "+
+		"launch a task-mode session to use it", tool)
 }
 
 func (d *Dispatcher) internal(ctx context.Context, c Call, err error) Result {

@@ -44,7 +44,7 @@ type fixture struct {
 
 // newFixture: a workspace connected to a fake GitHub and a fake GitLab, a
 // task on a GitHub repository with a GitLab one attached, a running session.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{dir: t.TempDir(), logs: &testutil.SyncBuffer{},
@@ -92,13 +92,21 @@ func (f *fixture) call(tool string, args any) Result {
 }
 
 func (f *fixture) callAs(session, task, tool string, args json.RawMessage) Result {
-	r := f.d.Handle(context.Background(), Call{SessionID: session, TaskID: task, Tool: tool, Arguments: args})
+	r := f.d.Handle(context.Background(), Call{SessionID: session, TaskID: task, Tool: tool, Arguments: args, OnLink: true})
+	f.results = append(f.results, r)
+	return r
+}
+
+// callOffLink is a call that claims session but came on the agentctl link
+// of linkSessions.
+func (f *fixture) callOffLink(session, task, tool string, args json.RawMessage, linkSessions ...string) Result {
+	r := f.d.Handle(context.Background(), Call{SessionID: session, TaskID: task, Tool: tool, Arguments: args, LinkSessions: linkSessions})
 	f.results = append(f.results, r)
 	return r
 }
 
 // assertNoTokenLeaked: no token appears in any result or log line.
-func (f *fixture) assertNoTokenLeaked(t *testing.T) {
+func (f *fixture) assertNoTokenLeaked(t testing.TB) {
 	everything := f.logs.String()
 	for _, r := range f.results {
 		b, _ := json.Marshal(r.Structured)

@@ -218,6 +218,11 @@ const (
 	// An external tool set failed to reach a session's agentctl; message says
 	// why. The session is marked for repair.
 	TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED TaskEventKind = 9
+	// The audit record of one tool call, allowed or refused: session_id is
+	// the calling session, repository_ids the target repository if any, and
+	// message "tool=NAME outcome=CODE duration_ms=N" (outcome "ok" or the
+	// refusal or error code), never the arguments.
+	TaskEventKind_TASK_EVENT_KIND_TOOL_CALLED TaskEventKind = 10
 	// An agent's batch was held for approval under the approve policy;
 	// message names the request.
 	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED TaskEventKind = 11
@@ -238,6 +243,7 @@ var (
 		7:  "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED",
 		8:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED",
 		9:  "TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED",
+		10: "TASK_EVENT_KIND_TOOL_CALLED",
 		11: "TASK_EVENT_KIND_SOURCES_REQUESTED",
 		12: "TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED",
 	}
@@ -252,6 +258,7 @@ var (
 		"TASK_EVENT_KIND_PROVIDERS_RECOMPUTED":       7,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED":      8,
 		"TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED": 9,
+		"TASK_EVENT_KIND_TOOL_CALLED":                10,
 		"TASK_EVENT_KIND_SOURCES_REQUESTED":          11,
 		"TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED":    12,
 	}
@@ -2353,7 +2360,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\xe7\x03\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\x88\x04\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2364,7 +2371,9 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"%TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED\x10\x06\x12(\n" +
 	"$TASK_EVENT_KIND_PROVIDERS_RECOMPUTED\x10\a\x12)\n" +
 	"%TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED\x10\b\x12.\n" +
-	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\t\x12%\n" +
+	"*TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED\x10\t\x12\x1f\n" +
+	"\x1bTASK_EVENT_KIND_TOOL_CALLED\x10\n" +
+	"\x12%\n" +
 	"!TASK_EVENT_KIND_SOURCES_REQUESTED\x10\v\x12+\n" +
 	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f*\xa2\x01\n" +
 	"\x12SourceRequestState\x12$\n" +

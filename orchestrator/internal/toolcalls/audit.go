@@ -1,0 +1,78 @@
+package toolcalls
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// auditRecord is what authorizing a call learned for its audit record:
+// the session it really is, from the orchestrator's records.
+type auditRecord struct {
+	taskID, sessionID string
+	// claimedTask is the task id a call claimed when it is not its
+	// session's.
+	claimedTask string
+}
+
+// audit records a call, allowed or refused, as a tool.called event on the
+// task of the session it came from: the session, the tool, the target
+// repository, the outcome code and the duration. The message is
+//
+//	tool=NAME outcome=CODE duration_ms=N [claimed_task=ID] [claimed_session=ID: session X on link of session Y]
+//
+// and never holds the arguments; the names and ids a message claims are
+// kept only if they are shaped like names (else "(malformed)"), so a
+// forged call cannot write free text into the log. A call whose session
+// is unknown, and that came on a link carrying no single session, is
+// logged instead.
+func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Result, took time.Duration) {
+	outcome := "ok"
+	if res.IsError {
+		outcome = res.Code
+		if outcome == "" {
+			outcome = CodeInternal
+		}
+	}
+	msg := fmt.Sprintf("tool=%s outcome=%s duration_ms=%.3f", shown(c.Tool), outcome, float64(took.Microseconds())/1000)
+	if a.claimedTask != "" {
+		msg += " claimed_task=" + shown(a.claimedTask)
+	}
+	taskID, sessionID := a.taskID, a.sessionID
+	if res.Code == CodeSessionNotOnLink {
+		msg += " claimed_session=" + shown(c.SessionID)
+		if len(c.LinkSessions) == 1 {
+			if real, err := d.store.GetSession(ctx, c.LinkSessions[0]); err == nil {
+				taskID, sessionID = real.TaskID, real.ID
+				msg += fmt.Sprintf(": session %s on link of session %s", shown(c.SessionID), real.ID)
+			}
+		}
+	}
+	if taskID == "" {
+		d.log.WarnContext(ctx, "tool call on no known session", "claimed_session", shown(c.SessionID),
+			"link_sessions", c.LinkSessions, "tool", shown(c.Tool), "outcome", outcome)
+		return
+	}
+	ev := model.Event{TaskID: taskID, Kind: model.EventToolCalled, SessionID: sessionID, Message: msg}
+	if res.repository != "" {
+		ev.RepositoryIDs = []string{res.repository}
+	}
+	// The record outlives the call: an agentctl that hangs up after
+	// calling does not erase it.
+	if err := d.store.AppendEvents(context.WithoutCancel(ctx), ev); err != nil {
+		d.log.ErrorContext(ctx, "tool call audit not recorded", "task_id", taskID, "session_id", sessionID,
+			"tool", shown(c.Tool), "outcome", outcome, "error", err.Error())
+	}
+}
+
+// shown is a claimed name or id as the audit record and the log may hold
+// it: what a forged call claims never writes free text there.
+func shown(v string) string {
+	if toolapi.CheckExternalName(v) != nil {
+		return "(malformed)"
+	}
+	return v
+}
