@@ -67,7 +67,7 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 		t.Helper()
 		b, err := json.Marshal(args)
 		require.NoError(t, err)
-		res := f.d.Handle(ctx, Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: tool, Arguments: b})
+		res := f.d.Handle(ctx, Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: tool, Arguments: b, OnLink: true})
 		out := f.d.result(res)
 		structured, err := json.Marshal(res.Structured)
 		require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 
 	// CallHandler is the exit, and it scrubs.
 	direct := f.d.CallHandler(ctx, executors.ToolCall{SessionID: f.session.ID, TaskID: f.task.ID, Tool: toolapi.GitHubPRCreate,
-		Arguments: json.RawMessage(`{"branch":"no-such-branch","title":"x"}`)})
+		Arguments: json.RawMessage(`{"branch":"no-such-branch","title":"x"}`), OnLink: true})
 	assert.Equal(t, "provider_invalid", direct.Code)
 	assert.Contains(t, direct.Text, "Authorization: Bearer [redacted]", "the message keeps its sense: %s", direct.Text)
 
