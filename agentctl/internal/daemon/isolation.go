@@ -1,0 +1,192 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+)
+
+// UIDRange is the uids agentctl runs agents under, one per live session
+// (`agentctl serve --agent-uids FIRST-LAST`). agentctl must run as root to
+// use it. Each session's agent then runs under a uid of its own, never
+// agentctl's: it cannot read agentctl's secret, its /proc entries
+// (environ, mem, fds), nor another session's files or processes. The zero
+// value is no range: the agent runs under agentctl's own uid.
+type UIDRange struct{ First, Last uint32 }
+
+// Set reports whether r names any uid.
+func (r UIDRange) Set() bool { return r.First != 0 }
+
+// Size is the number of uids in r.
+func (r UIDRange) Size() int {
+	if !r.Set() {
+		return 0
+	}
+	return int(r.Last-r.First) + 1
+}
+
+func (r UIDRange) String() string {
+	if !r.Set() {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", r.First, r.Last)
+}
+
+// ParseUIDRange parses "FIRST-LAST" or a single uid. Root (0) is never
+// an agent's uid.
+func ParseUIDRange(s string) (UIDRange, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return UIDRange{}, nil
+	}
+	first, last, found := strings.Cut(s, "-")
+	if !found {
+		last = first
+	}
+	f, err1 := strconv.ParseUint(strings.TrimSpace(first), 10, 32)
+	l, err2 := strconv.ParseUint(strings.TrimSpace(last), 10, 32)
+	switch {
+	case err1 != nil || err2 != nil:
+		return UIDRange{}, fmt.Errorf("--agent-uids %q: use FIRST-LAST, e.g. 100000-100999", s)
+	case f == 0:
+		return UIDRange{}, fmt.Errorf("--agent-uids %q: uid 0 is root; agents never run as root", s)
+	case l < f:
+		return UIDRange{}, fmt.Errorf("--agent-uids %q: the last uid is below the first", s)
+	case l >= 1<<31-1:
+		return UIDRange{}, fmt.Errorf("--agent-uids %q: uids must stay below 2147483647", s)
+	}
+	return UIDRange{First: uint32(f), Last: uint32(l)}, nil
+}
+
+// noUID marks a session whose agent runs under agentctl's own uid.
+const noUID = -1
+
+// allocUIDLocked returns a free uid of the range for session id, or
+// noUID without a range. d.mu is held.
+func (d *Daemon) allocUIDLocked(id string) (int, error) {
+	r := d.opts.AgentUIDs
+	if !r.Set() {
+		return noUID, nil
+	}
+	used := make(map[int]bool, len(d.sessions))
+	for _, s := range d.sessions {
+		if s.uid != noUID {
+			used[s.uid] = true
+		}
+	}
+	for u := int(r.First); u <= int(r.Last); u++ {
+		if !used[u] {
+			return u, nil
+		}
+	}
+	return noUID, fmt.Errorf("every uid of --agent-uids %s is in use by a live session; widen the range or stop a session: %w",
+		r, errdefs.ErrResourceExhausted)
+}
+
+// checkSharedUIDLocked refuses a session of a second workspace when its
+// agent would share a uid with another workspace's agents: they could read
+// each other's MCP tokens. d.mu is held.
+func (d *Daemon) checkSharedUIDLocked(workspace string) error {
+	if d.opts.AgentUIDs.Set() || d.opts.AllowSharedUID {
+		return nil
+	}
+	for _, s := range d.sessions {
+		if s.workspaceID != workspace {
+			return errdefs.FailedPrecondition("this agentctl hosts a session of workspace %q and runs every agent under its own uid, "+
+				"so an agent of workspace %q could read that session's MCP token; start agentctl with --agent-uids FIRST-LAST "+
+				"(as root) to give each session a uid of its own, or with --allow-shared-uid to accept the risk", s.workspaceID, workspace)
+		}
+	}
+	return nil
+}
+
+// prepareDir creates the session's directory: owned by the session's uid
+// (and readable by it alone), under a parent others may traverse but not
+// list. Without a uid it is agentctl's, mode 0700.
+func (s *session) prepareDir() error {
+	parent := filepath.Dir(s.dir)
+	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return err
+	}
+	if s.uid != noUID {
+		// The agent walks through it to its own directory, and lists none.
+		if err := os.Chmod(parent, 0o711); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return err
+	}
+	return s.own(s.dir)
+}
+
+// own gives path to the session's uid, if it has one.
+func (s *session) own(path string) error {
+	if s.uid == noUID {
+		return nil
+	}
+	return os.Lchown(path, s.uid, s.uid)
+}
+
+// credential is the process credential of the session's agent: its uid
+// and group, no supplementary groups. Nil runs it as agentctl.
+func (s *session) credential() *syscall.Credential {
+	if s.uid == noUID {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.uid), Groups: []uint32{}}
+}
+
+// killUID ends every process running under uid: whatever an agent left
+// behind (a daemonized child outside its process group) must not survive
+// into the next session that gets the uid.
+func killUID(uid int) {
+	if uid == noUID || uid == 0 {
+		return
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) == nil && int(st.Uid) == uid {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// mkdirAll creates dir and its missing parents inside the session's
+// directory, owned by the session's uid.
+func (s *session) mkdirAll(dir string) error {
+	rel, err := filepath.Rel(s.dir, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is outside the session's directory", dir)
+	}
+	path := s.dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." || part == "" {
+			continue
+		}
+		path = filepath.Join(path, part)
+		if err := os.Mkdir(path, 0o700); err != nil && !os.IsExist(err) {
+			return err
+		}
+		if err := s.own(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
