@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 )
@@ -51,6 +53,13 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// StopGrace is the time between SIGTERM and SIGKILL.
 	StopGrace      time.Duration
+	// AgentUIDs is the range the sessions' agents run under, one uid per
+	// session (agentctl --agent-uids), so that an agent can read neither
+	// its agentctl's secret nor another session's files. It needs root;
+	// when the orchestrator runs as root and it is unset, it is
+	// agentuid.Default. A non-root orchestrator cannot isolate: agents
+	// run as its user (docs/security.md).
+	AgentUIDs      agentuid.Range
 	Calls          executors.CallHandler
 	Events         executors.EventHandler
 	OrchestratorID string
@@ -64,6 +73,11 @@ type state struct {
 	Addr       string `json:"addr"`
 	SecretFile string `json:"secret_file"`
 	Dir        string `json:"dir"`
+	// AgentUID is the uid the session's agent runs under (0: agentctl's
+	// own); SessionsDir, then, holds its session directory, outside Dir,
+	// which the agent cannot enter.
+	AgentUID    uint32 `json:"agent_uid,omitempty"`
+	SessionsDir string `json:"sessions_dir,omitempty"`
 }
 
 // Executor is the local backend.
@@ -110,7 +124,40 @@ func New(opts Options) (*Executor, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if !opts.AgentUIDs.Set() && os.Geteuid() == 0 {
+		opts.AgentUIDs = agentuid.Default
+	}
+	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
+		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
+	}
 	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
+}
+
+// agentUID picks a uid of the range no session of this executor uses,
+// starting at a random offset so that orchestrators sharing a host rarely
+// meet. Zero: agents run as the orchestrator's user.
+func (e *Executor) agentUID() (uint32, error) {
+	r := e.opts.AgentUIDs
+	if !r.Set() {
+		return 0, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	used := map[uint32]bool{}
+	for _, s := range e.sessions {
+		if !s.gone() && !s.stopped {
+			used[s.st.AgentUID] = true
+		}
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	start := binary.BigEndian.Uint32(b[:]) % uint32(r.Size())
+	for i := range uint32(r.Size()) {
+		if u := r.First + (start+i)%uint32(r.Size()); !used[u] {
+			return u, nil
+		}
+	}
+	return 0, fmt.Errorf("every uid of the agent range %s is in use: %w", r, errdefs.ErrResourceExhausted)
 }
 
 // Name implements executors.Executor.
@@ -137,13 +184,32 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
+	var err error
+	st := state{SessionID: spec.SessionID, SecretFile: secretFile, Dir: dir}
+	if st.AgentUID, err = e.agentUID(); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	if st.AgentUID != 0 {
+		// The agent reaches its own session directory through this one
+		// (mode 0711: entered, never listed); the state directory, with
+		// the secret, stays closed to it.
+		if st.SessionsDir, err = os.MkdirTemp("", "toolscope-sessions-"); err != nil {
+			return executors.Handle{}, executors.Status{}, err
+		}
+		if err := os.Chmod(st.SessionsDir, 0o711); err != nil {
+			_ = os.RemoveAll(st.SessionsDir)
+			return executors.Handle{}, executors.Status{}, err
+		}
+	}
 	progress.Report("starting agentctl")
-	s, err := e.start(ctx, spec.SessionID, dir, secretFile)
+	s, err := e.start(ctx, st, spec.AgentctlEnv(os.Environ()))
 	if err != nil {
+		removeSessionsDir(st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	fail := func(err error) (executors.Handle, executors.Status, error) {
 		e.kill(s)
+		removeSessionsDir(s.st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	progress.Report("agentctl ready on %s; creating the session with providers %q (generation %d)", s.st.Addr, spec.Providers.String(), spec.Generation)
@@ -160,15 +226,19 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(s.st)}, status, nil
 }
 
-// start runs agentctl and waits for its readiness line.
-func (e *Executor) start(ctx context.Context, id, dir, secretFile string) (*session, error) {
+// start runs agentctl with env and waits for its readiness line.
+func (e *Executor) start(ctx context.Context, st state, env []string) (*session, error) {
+	id, dir := st.SessionID, st.Dir
 	logFile, err := os.OpenFile(filepath.Join(dir, "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.opts.Agentctl, "serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile,
-		"--state-dir", filepath.Join(dir, "agentctl"))
-	cmd.Env = os.Environ()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", st.SecretFile, "--state-dir", filepath.Join(dir, "agentctl")}
+	if st.AgentUID != 0 {
+		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
+	}
+	cmd := exec.Command(e.opts.Agentctl, args...)
+	cmd.Env = env
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -180,8 +250,8 @@ func (e *Executor) start(ctx context.Context, id, dir, secretFile string) (*sess
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start agentctl %s: %w", e.opts.Agentctl, err)
 	}
-	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}),
-		st: state{SessionID: id, PID: cmd.Process.Pid, SecretFile: secretFile, Dir: dir}}
+	st.PID = cmd.Process.Pid
+	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}), st: st}
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
@@ -332,8 +402,23 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
-	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.Dir, "agentctl", "sessions", s.id, "bridge.json")}
+	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
 	return st, err
+}
+
+// sessionsDir is where agentctl keeps the session's directory.
+func (st state) sessionsDir() string {
+	if st.SessionsDir != "" {
+		return st.SessionsDir
+	}
+	return filepath.Join(st.Dir, "agentctl", "sessions")
+}
+
+// removeSessionsDir removes the directory made for the session's agent.
+func removeSessionsDir(st state) {
+	if st.SessionsDir != "" {
+		_ = os.RemoveAll(st.SessionsDir)
+	}
 }
 
 // Stop implements executors.Executor: the session, then its agentctl.
@@ -353,6 +438,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 		cancel()
 	}
 	e.kill(s)
+	removeSessionsDir(s.st)
 	s.release()
 	e.mu.Lock()
 	s.stopped = true

@@ -2,7 +2,9 @@ package local_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -38,4 +40,44 @@ func TestConformance(t *testing.T) {
 		},
 		ReportsLoss: true,
 	})
+}
+
+// TestIsolation: an agent of a local session, run under a uid of its own
+// (the orchestrator runs as root), reaches neither its agentctl's secret
+// nor another session's files, and no secret of the orchestrator's
+// environment reaches it or its agentctl.
+func TestIsolation(t *testing.T) {
+	agentctl := executortest.Agentctl(t)
+	stateDir := t.TempDir()
+	executortest.RunIsolation(t, executortest.Isolation{
+		Backend: executortest.Backend{New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
+			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, Calls: calls, Events: events, OrchestratorID: t.Name()})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Close() })
+			return e
+		}},
+		Probe: executortest.Probe(t),
+		AgentctlEnviron: func(t *testing.T, h executors.Handle) []byte {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pidOf(t, h)))
+			require.NoError(t, err)
+			return b
+		},
+		OtherDirs: func(t *testing.T, h executors.Handle) []string {
+			var st struct {
+				SessionID   string `json:"session_id"`
+				Dir         string `json:"dir"`
+				SessionsDir string `json:"sessions_dir"`
+			}
+			require.NoError(t, json.Unmarshal(h.State, &st))
+			return []string{filepath.Join(st.SessionsDir, st.SessionID), st.Dir, filepath.Join(st.Dir, "agentctl")}
+		},
+	})
+}
+
+func pidOf(t *testing.T, h executors.Handle) int {
+	var st struct {
+		PID int `json:"pid"`
+	}
+	require.NoError(t, json.Unmarshal(h.State, &st))
+	return st.PID
 }

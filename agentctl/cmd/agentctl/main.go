@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
@@ -133,7 +134,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			if err != nil && !(tlsOn && secretFile == "") {
 				return err
 			}
-			uids, err := daemon.ParseUIDRange(agentUIDs)
+			uids, err := agentuid.Parse(agentUIDs)
 			if err != nil {
 				return usageError{err}
 			}

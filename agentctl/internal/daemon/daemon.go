@@ -38,6 +38,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/profiles"
@@ -65,7 +66,7 @@ type Options struct {
 	SessionsDir string
 	// AgentUIDs, if set, gives each live session's agent a uid of its own
 	// from the range; agentctl must then run as root.
-	AgentUIDs UIDRange
+	AgentUIDs agentuid.Range
 	// AllowSharedUID lets agents of different workspaces share agentctl's
 	// uid (no AgentUIDs): the operator accepts that they can read each
 	// other's MCP tokens.

@@ -11,58 +11,6 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 )
 
-// UIDRange is the uids agentctl runs agents under, one per live session
-// (`agentctl serve --agent-uids FIRST-LAST`). agentctl must run as root to
-// use it. Each session's agent then runs under a uid of its own, never
-// agentctl's: it cannot read agentctl's secret, its /proc entries
-// (environ, mem, fds), nor another session's files or processes. The zero
-// value is no range: the agent runs under agentctl's own uid.
-type UIDRange struct{ First, Last uint32 }
-
-// Set reports whether r names any uid.
-func (r UIDRange) Set() bool { return r.First != 0 }
-
-// Size is the number of uids in r.
-func (r UIDRange) Size() int {
-	if !r.Set() {
-		return 0
-	}
-	return int(r.Last-r.First) + 1
-}
-
-func (r UIDRange) String() string {
-	if !r.Set() {
-		return ""
-	}
-	return fmt.Sprintf("%d-%d", r.First, r.Last)
-}
-
-// ParseUIDRange parses "FIRST-LAST" or a single uid. Root (0) is never
-// an agent's uid.
-func ParseUIDRange(s string) (UIDRange, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return UIDRange{}, nil
-	}
-	first, last, found := strings.Cut(s, "-")
-	if !found {
-		last = first
-	}
-	f, err1 := strconv.ParseUint(strings.TrimSpace(first), 10, 32)
-	l, err2 := strconv.ParseUint(strings.TrimSpace(last), 10, 32)
-	switch {
-	case err1 != nil || err2 != nil:
-		return UIDRange{}, fmt.Errorf("--agent-uids %q: use FIRST-LAST, e.g. 100000-100999", s)
-	case f == 0:
-		return UIDRange{}, fmt.Errorf("--agent-uids %q: uid 0 is root; agents never run as root", s)
-	case l < f:
-		return UIDRange{}, fmt.Errorf("--agent-uids %q: the last uid is below the first", s)
-	case l >= 1<<31-1:
-		return UIDRange{}, fmt.Errorf("--agent-uids %q: uids must stay below 2147483647", s)
-	}
-	return UIDRange{First: uint32(f), Last: uint32(l)}, nil
-}
-
 // noUID marks a session whose agent runs under agentctl's own uid.
 const noUID = -1
 
