@@ -38,9 +38,12 @@ const MaxExtraEnv = 64
 // ValidateEnvName checks a name a launch passes through with --env. The
 // error names the bad name but says nothing of any value.
 func ValidateEnvName(name string) error {
+	if before, _, isAssignment := strings.Cut(name, "="); isAssignment {
+		return fmt.Errorf("%q=... is an assignment: give only the NAME; the value comes from the executor's environment and is never sent", before)
+	}
 	switch {
 	case !envName.MatchString(name):
-		return fmt.Errorf("%q is not an environment variable name (letters, digits and '_', not starting with a digit; give the NAME, the value comes from the executor's environment)", name)
+		return fmt.Errorf("this is not an environment variable name (letters, digits and '_', not starting with a digit); give the NAME, the value comes from the executor's environment")
 	case strings.HasPrefix(strings.ToUpper(name), ReservedPrefix):
 		return fmt.Errorf("%q is reserved: agentctl sets the %s* variables itself", name, ReservedPrefix)
 	}
