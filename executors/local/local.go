@@ -52,7 +52,7 @@ type Options struct {
 	// ReadyTimeout bounds the wait for agentctl's readiness line.
 	ReadyTimeout time.Duration
 	// StopGrace is the time between SIGTERM and SIGKILL.
-	StopGrace      time.Duration
+	StopGrace time.Duration
 	// AgentUIDs is the range the sessions' agents run under, one uid per
 	// session (agentctl --agent-uids), so that an agent can read neither
 	// its agentctl's secret nor another session's files. It needs root;
