@@ -86,6 +86,7 @@ type Executor struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
+	uids     map[uint32]bool     // agent uids held, from launch to agentctl's end
 }
 
 type session struct {
@@ -130,7 +131,7 @@ func New(opts Options) (*Executor, error) {
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
 	}
-	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
+	return &Executor{opts: opts, sessions: map[string]*session{}, uids: map[uint32]bool{}}, nil
 }
 
 // agentUID picks a uid of the range no session of this executor uses,
@@ -143,17 +144,12 @@ func (e *Executor) agentUID() (uint32, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	used := map[uint32]bool{}
-	for _, s := range e.sessions {
-		if !s.gone() && !s.stopped {
-			used[s.st.AgentUID] = true
-		}
-	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	start := binary.BigEndian.Uint32(b[:]) % uint32(r.Size())
 	for i := range uint32(r.Size()) {
-		if u := r.First + (start+i)%uint32(r.Size()); !used[u] {
+		if u := r.First + (start+i)%uint32(r.Size()); !e.uids[u] {
+			e.uids[u] = true
 			return u, nil
 		}
 	}
@@ -190,26 +186,26 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 	if st.AgentUID != 0 {
+		// From here on the uid is held until releaseAgent.
 		// The agent reaches its own session directory through this one
 		// (mode 0711: entered, never listed); the state directory, with
 		// the secret, stays closed to it.
 		if st.SessionsDir, err = os.MkdirTemp("", "toolscope-sessions-"); err != nil {
+			e.releaseAgent(st)
 			return executors.Handle{}, executors.Status{}, err
 		}
 		if err := os.Chmod(st.SessionsDir, 0o711); err != nil {
-			_ = os.RemoveAll(st.SessionsDir)
+			e.releaseAgent(st)
 			return executors.Handle{}, executors.Status{}, err
 		}
 	}
 	progress.Report("starting agentctl")
 	s, err := e.start(ctx, st, spec.AgentctlEnv(os.Environ()))
 	if err != nil {
-		removeSessionsDir(st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	fail := func(err error) (executors.Handle, executors.Status, error) {
 		e.kill(s)
-		removeSessionsDir(s.st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	progress.Report("agentctl ready on %s; creating the session with providers %q (generation %d)", s.st.Addr, spec.Providers.String(), spec.Generation)
@@ -226,11 +222,14 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(s.st)}, status, nil
 }
 
-// start runs agentctl with env and waits for its readiness line.
+// start runs agentctl with env and waits for its readiness line. When
+// it fails before agentctl runs, it releases the session's agent uid;
+// after, agentctl's end does.
 func (e *Executor) start(ctx context.Context, st state, env []string) (*session, error) {
 	id, dir := st.SessionID, st.Dir
 	logFile, err := os.OpenFile(filepath.Join(dir, "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
+		e.releaseAgent(st)
 		return nil, err
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", st.SecretFile, "--state-dir", filepath.Join(dir, "agentctl")}
@@ -244,10 +243,12 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		_ = logFile.Close()
+		e.releaseAgent(st)
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
+		e.releaseAgent(st)
 		return nil, fmt.Errorf("start agentctl %s: %w", e.opts.Agentctl, err)
 	}
 	st.PID = cmd.Process.Pid
@@ -256,6 +257,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		err := cmd.Wait()
 		_ = logFile.Close()
 		s.cause = fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err))
+		e.releaseAgent(st)
 		close(s.exit)
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
 		e.lost(s)
@@ -414,11 +416,20 @@ func (st state) sessionsDir() string {
 	return filepath.Join(st.Dir, "agentctl", "sessions")
 }
 
-// removeSessionsDir removes the directory made for the session's agent.
-func removeSessionsDir(st state) {
+// releaseAgent runs once agentctl is gone (or never started): it ends
+// whatever still runs under the session's agent uid (an agent outlives an
+// agentctl killed with its process group), removes the directory made
+// for it, and frees the uid.
+func (e *Executor) releaseAgent(st state) {
+	if st.AgentUID != 0 {
+		agentuid.Kill(st.AgentUID)
+	}
 	if st.SessionsDir != "" {
 		_ = os.RemoveAll(st.SessionsDir)
 	}
+	e.mu.Lock()
+	delete(e.uids, st.AgentUID)
+	e.mu.Unlock()
 }
 
 // Stop implements executors.Executor: the session, then its agentctl.
@@ -438,7 +449,6 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 		cancel()
 	}
 	e.kill(s)
-	removeSessionsDir(s.st)
 	s.release()
 	e.mu.Lock()
 	s.stopped = true
@@ -506,10 +516,13 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
 	}
 	s := &session{id: st.SessionID, st: st, link: link, exit: make(chan struct{}), done: make(chan struct{})}
-	go e.watch(s)
 	e.mu.Lock()
 	e.sessions[s.id] = s
+	if st.AgentUID != 0 {
+		e.uids[st.AgentUID] = true // until watch sees agentctl gone
+	}
 	e.mu.Unlock()
+	go e.watch(s)
 	return nil
 }
 
@@ -527,6 +540,7 @@ func (e *Executor) watch(s *session) {
 		}
 		if !alive(s.st.PID) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
+			e.releaseAgent(s.st)
 			close(s.exit)
 			e.lost(s)
 			return

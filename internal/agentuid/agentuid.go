@@ -7,8 +7,11 @@ package agentuid
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Range is the uids agentctl runs agents under, one per live session
@@ -70,3 +73,27 @@ var Default = Range{First: 1_500_000_000, Last: 1_500_065_535}
 
 // Single is the range of one uid.
 func Single(uid uint32) Range { return Range{First: uid, Last: uid} }
+
+// Kill ends every process running under uid (never root's): whatever an
+// agent left behind — a daemonized child outside its process group, or an
+// agent whose agentctl died — must not outlive its session, nor meet the
+// next session given the uid.
+func Kill(uid uint32) {
+	if uid == 0 {
+		return
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) == nil && st.Uid == uid {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

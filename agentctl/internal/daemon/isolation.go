@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -91,29 +90,6 @@ func (s *session) credential() *syscall.Credential {
 		return nil
 	}
 	return &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.uid), Groups: []uint32{}}
-}
-
-// killUID ends every process running under uid: whatever an agent left
-// behind (a daemonized child outside its process group) must not survive
-// into the next session that gets the uid.
-func killUID(uid int) {
-	if uid == noUID || uid == 0 {
-		return
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) == nil && int(st.Uid) == uid {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // mkdirAll creates dir and its missing parents inside the session's

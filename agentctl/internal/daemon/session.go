@@ -29,6 +29,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -298,7 +299,9 @@ func (s *session) stop(grace time.Duration) {
 			<-done
 		}
 	}
-	killUID(s.uid)
+	if s.uid != noUID {
+		agentuid.Kill(uint32(s.uid))
+	}
 	s.pub.Close()
 	// Close, not Shutdown: clients hold SSE streams that never end by
 	// themselves, and the session is over.
