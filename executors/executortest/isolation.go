@@ -245,7 +245,7 @@ func RunIsolation(t *testing.T, b Isolation) {
 		hits += leaks("agentctl's environment", environ)
 	}
 	testutil.Figure(t, e.Name()+" executor: agent isolation",
-		"%d reads of agentctl's secret, its /proc entries and another session's files refused; %d of agentctl's listening ports called without the secret, none answered; %d of %d secrets in the agent's reach or agentctl's environment (controls: own MCP config read, --env and credential variable present)",
+		"%d reads of agentctl's secret, its /proc entries and another session's files refused; %d TCP ports listened on by agentctl's uid (its own, the other session's agentctl) called without the secret, none answered; %d of %d secrets in the agent's reach or agentctl's environment (controls: own MCP config read, --env and credential variable present)",
 		refused, calls, hits, len(secrets))
 }
 
