@@ -142,7 +142,8 @@ func TestIsolation(t *testing.T) {
 			},
 			Prepare: func(s *executors.Spec) { s.Image = image },
 		},
-		Probe: "/probe",
+		Probe:   "/probe",
+		Refusal: "Unauthenticated",
 		AgentctlEnviron: func(t *testing.T, h executors.Handle) []byte {
 			inspect, err := cli.ContainerInspect(context.Background(), containerOf(t, h))
 			require.NoError(t, err)

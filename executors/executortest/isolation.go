@@ -81,6 +81,10 @@ type Isolation struct {
 	// AgentctlEnviron returns the environment agentctl of h runs with, as
 	// /proc/PID/environ has it (nil if the backend cannot see it).
 	AgentctlEnviron func(t *testing.T, h executors.Handle) []byte
+	// Refusal is the gRPC code agentctl's API gives a caller without the
+	// secret: Unauthenticated, or Unavailable under mutual TLS (the
+	// handshake fails).
+	Refusal string
 	// OtherDirs returns where the session of h keeps its files, as the
 	// agents of this backend would name them (nil: the same directory of
 	// sessions as the probe's).
@@ -220,14 +224,17 @@ func RunIsolation(t *testing.T, b Isolation) {
 	if r["pid1/environ"] != "" && r["agentctl_pid"] != "1" {
 		denied("pid1/environ")
 	}
-	calls := 0
+	calls, refusedByAgentctl := 0, 0
 	for k, v := range r {
 		if strings.HasPrefix(k, "grpc:") {
 			calls++
 			assert.NotContains(t, v, "=OK", "agentctl's API at %s answered a call without the secret", k)
+			if v == "stop="+b.Refusal+" create="+b.Refusal {
+				refusedByAgentctl++
+			}
 		}
 	}
-	assert.Positive(t, calls, "the probe found agentctl's gRPC port")
+	assert.Positive(t, refusedByAgentctl, "the probe reached agentctl's API and was refused with %s", b.Refusal)
 
 	// Positive controls: the agent's own MCP files, what the launch
 	// named, the MCP variables.

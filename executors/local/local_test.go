@@ -56,7 +56,8 @@ func TestIsolation(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			return e
 		}},
-		Probe: executortest.Probe(t),
+		Probe:   executortest.Probe(t),
+		Refusal: "Unauthenticated",
 		AgentctlEnviron: func(t *testing.T, h executors.Handle) []byte {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pidOf(t, h)))
 			require.NoError(t, err)

@@ -216,7 +216,8 @@ func TestIsolation(t *testing.T) {
 		}},
 		// The daemon's environment is its operator's (here: it holds the
 		// secrets on purpose); what matters is that none reaches an agent.
-		Probe: "/toolscope/probe",
+		Probe:   "/toolscope/probe",
+		Refusal: "Unavailable",
 	})
 }
 
