@@ -279,7 +279,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		d.mu.Unlock()
 		return nil, err
 	}
-	if s.uid, err = d.allocUIDLocked(s.id); err != nil {
+	if s.uid, err = d.allocUIDLocked(); err != nil {
 		d.mu.Unlock()
 		return nil, err
 	}

@@ -13,9 +13,9 @@ import (
 // noUID marks a session whose agent runs under agentctl's own uid.
 const noUID = -1
 
-// allocUIDLocked returns a free uid of the range for session id, or
+// allocUIDLocked returns a free uid of the range for a new session, or
 // noUID without a range. d.mu is held.
-func (d *Daemon) allocUIDLocked(id string) (int, error) {
+func (d *Daemon) allocUIDLocked() (int, error) {
 	r := d.opts.AgentUIDs
 	if !r.Set() {
 		return noUID, nil

@@ -1,0 +1,34 @@
+package agentuid_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/agentuid"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	r, err := agentuid.Parse(" 100000-100999 ")
+	require.NoError(t, err)
+	assert.Equal(t, agentuid.Range{First: 100000, Last: 100999}, r)
+	assert.Equal(t, 1000, r.Size())
+	assert.Equal(t, "100000-100999", r.String())
+	one, err := agentuid.Parse("4242")
+	require.NoError(t, err)
+	assert.Equal(t, agentuid.Single(4242), one)
+	none, err := agentuid.Parse("")
+	require.NoError(t, err)
+	assert.False(t, none.Set())
+	for _, bad := range []string{"0-10", "0", "10-5", "a-b", "100000-", "-5", "1-2147483647", "1-2-3"} {
+		_, err := agentuid.Parse(bad)
+		assert.Error(t, err, bad)
+		if err != nil {
+			assert.Contains(t, err.Error(), "--agent-uids", "the error names the flag")
+		}
+	}
+	assert.True(t, agentuid.Default.Set())
+	assert.Greater(t, agentuid.Default.First, uint32(165535), "above the usual /etc/subuid ranges")
+}
