@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/executors"
@@ -81,4 +83,20 @@ func pidOf(t *testing.T, h executors.Handle) int {
 	}
 	require.NoError(t, json.Unmarshal(h.State, &st))
 	return st.PID
+}
+
+// TestWorkdirTheAgentCannotEnterIsAClearError: an agent under a uid of
+// its own cannot enter a directory only root may; the launch fails naming
+// the uid and the directory, and leaves nothing running.
+func TestWorkdirTheAgentCannotEnterIsAClearError(t *testing.T) {
+	executortest.RequireRoot(t)
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer e.Close()
+	private := t.TempDir() // 0700, root's
+	_, _, err = e.Launch(context.Background(), executors.Spec{SessionID: "workdir", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{executortest.Probe(t)}, WorkDir: private}}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "as uid")
+	assert.Contains(t, err.Error(), private)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -257,6 +258,10 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.credential()}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
+		if s.uid != noUID && errors.Is(err, os.ErrPermission) {
+			return errdefs.FailedPrecondition("start agent %q as uid %d (a uid of its own, not agentctl's): %v; the command and the working directory %q must be reachable by that uid",
+				argv[0], s.uid, err, spec.GetWorkingDir())
+		}
 		return fmt.Errorf("start agent %q: %w", argv[0], err)
 	}
 	s.agent, s.agentDone = cmd, make(chan struct{})
