@@ -130,13 +130,13 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
-			secret, err := readSecret(secretFile)
-			if err != nil && !(tlsOn && secretFile == "") {
-				return err
-			}
 			uids, err := agentuid.Parse(agentUIDs)
 			if err != nil {
 				return usageError{err}
+			}
+			secret, err := readSecret(secretFile)
+			if err != nil && !(tlsOn && secretFile == "") {
+				return err
 			}
 			if stateDir == "" {
 				if stateDir, err = os.MkdirTemp("", "agentctl-"); err != nil {
