@@ -204,6 +204,8 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 			LabelSession: spec.SessionID, LabelTask: spec.TaskID},
 	}, &container.HostConfig{
 		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro"},
+		// No setuid binary of the image lifts the agent back to root.
+		SecurityOpt: []string{"no-new-privileges:true"},
 		PortBindings: nat.PortMap{
 			grpcPort + "/tcp": {{HostIP: "127.0.0.1"}},
 			mcpPort + "/tcp":  {{HostIP: "127.0.0.1"}},
