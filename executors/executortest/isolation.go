@@ -85,6 +85,10 @@ type Isolation struct {
 	// secret: Unauthenticated, or Unavailable under mutual TLS (the
 	// handshake fails).
 	Refusal string
+	// Ports returns the ports the probe calls agentctl's API on, given
+	// the other session's handle (nil: every port agentctl's uid listens
+	// on, which is right in a network namespace of agentctl's own).
+	Ports func(t *testing.T, other executors.Handle) []string
 	// OtherDirs returns where the session of h keeps its files, as the
 	// agents of this backend would name them (nil: the same directory of
 	// sessions as the probe's).
@@ -166,6 +170,9 @@ func RunIsolation(t *testing.T, b Isolation) {
 	s := spec("probe")
 	s.Agent = &executors.AgentCommand{Argv: []string{b.Probe}, CredentialEnv: EnvModelKey, PassEnv: []string{EnvPassed},
 		Env: map[string]string{"PROBE_OTHER_ID": otherSpec.SessionID, "PROBE_OTHER_DIRS": strings.Join(otherDirs, string(filepath.ListSeparator))}}
+	if b.Ports != nil {
+		s.Agent.Env["PROBE_PORTS"] = strings.Join(b.Ports(t, otherHandle), ",")
+	}
 	h, _ := launch(s)
 
 	var r map[string]string
@@ -252,7 +259,7 @@ func RunIsolation(t *testing.T, b Isolation) {
 		hits += leaks("agentctl's environment", environ)
 	}
 	testutil.Figure(t, e.Name()+" executor: agent isolation",
-		"%d reads of agentctl's secret, its /proc entries and another session's files refused; %d TCP ports listened on by agentctl's uid (its own, the other session's agentctl) called without the secret, none answered; %d of %d secrets in the agent's reach or agentctl's environment (controls: own MCP config read, --env and credential variable present)",
+		"%d reads of agentctl's secret, its /proc entries and another session's files refused; %d of agentctl's TCP ports called without the secret, none answered; %d of %d secrets in the agent's reach or agentctl's environment (controls: own MCP config read, --env and credential variable present)",
 		refused, calls, hits, len(secrets))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -60,6 +61,17 @@ func TestIsolation(t *testing.T) {
 		}},
 		Probe:   executortest.Probe(t),
 		Refusal: "Unauthenticated",
+		// The host's network: the other session's agentctl, not every
+		// port root listens on.
+		Ports: func(t *testing.T, other executors.Handle) []string {
+			var st struct {
+				Addr string `json:"addr"`
+			}
+			require.NoError(t, json.Unmarshal(other.State, &st))
+			_, port, err := net.SplitHostPort(st.Addr)
+			require.NoError(t, err)
+			return []string{port}
+		},
 		AgentctlEnviron: func(t *testing.T, h executors.Handle) []byte {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pidOf(t, h)))
 			require.NoError(t, err)

@@ -35,6 +35,7 @@ import (
 const (
 	EnvOtherDirs = "PROBE_OTHER_DIRS" // another session's directories, ':'-separated
 	EnvOtherID   = "PROBE_OTHER_ID"   // its session id
+	EnvPorts     = "PROBE_PORTS"      // ports to call agentctl's API on; empty: every port agentctl's uid listens on
 	ReportTool   = "probe__report"
 )
 
@@ -79,7 +80,11 @@ func main() {
 			r[fmt.Sprintf("other[%d]/%s", i, f)] = readAll(filepath.Join(d, f))
 		}
 	}
-	for _, port := range listeningPorts(int(st.Uid)) {
+	ports := strings.FieldsFunc(os.Getenv(EnvPorts), func(r rune) bool { return r == ',' })
+	if len(ports) == 0 {
+		ports = listeningPorts(int(st.Uid))
+	}
+	for _, port := range ports {
 		r["grpc:"+port] = callAgentctl(net.JoinHostPort("127.0.0.1", port), os.Getenv("TOOLSCOPE_SESSION_ID"), os.Getenv(EnvOtherID))
 	}
 	if err := report(r); err != nil {
