@@ -86,7 +86,6 @@ type Executor struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
-	uids     map[uint32]bool     // agent uids held, from launch to agentctl's end
 }
 
 type session struct {
@@ -131,29 +130,25 @@ func New(opts Options) (*Executor, error) {
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
 	}
-	return &Executor{opts: opts, sessions: map[string]*session{}, uids: map[uint32]bool{}}, nil
+	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
 }
 
-// agentUID picks a uid of the range no session of this executor uses,
-// starting at a random offset so that orchestrators sharing a host rarely
-// meet. Zero: agents run as the orchestrator's user.
+// agentUID claims a uid of the range no session on this host holds (a
+// host-wide claim, agentuid.Claim: orchestrators sharing a host never
+// share one), from a random offset. Zero: agents run as the
+// orchestrator's user.
 func (e *Executor) agentUID() (uint32, error) {
 	r := e.opts.AgentUIDs
 	if !r.Set() {
 		return 0, nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	start := binary.BigEndian.Uint32(b[:]) % uint32(r.Size())
-	for i := range uint32(r.Size()) {
-		if u := r.First + (start+i)%uint32(r.Size()); !e.uids[u] {
-			e.uids[u] = true
-			return u, nil
-		}
+	uid, err := agentuid.Claim(r, binary.BigEndian.Uint32(b[:]))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", err, errdefs.ErrResourceExhausted)
 	}
-	return 0, fmt.Errorf("every uid of the agent range %s is in use: %w", r, errdefs.ErrResourceExhausted)
+	return uid, nil
 }
 
 // Name implements executors.Executor.
@@ -252,6 +247,9 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		return nil, fmt.Errorf("start agentctl %s: %w", e.opts.Agentctl, err)
 	}
 	st.PID = cmd.Process.Pid
+	if st.AgentUID != 0 {
+		agentuid.Hold(st.AgentUID, st.PID) // the claim lives as long as agentctl
+	}
 	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}), st: st}
 	go func() {
 		err := cmd.Wait()
@@ -421,15 +419,13 @@ func (st state) sessionsDir() string {
 // agentctl killed with its process group), removes the directory made
 // for it, and frees the uid.
 func (e *Executor) releaseAgent(st state) {
-	if st.AgentUID != 0 {
-		agentuid.Kill(st.AgentUID)
-	}
 	if st.SessionsDir != "" {
 		_ = os.RemoveAll(st.SessionsDir)
 	}
-	e.mu.Lock()
-	delete(e.uids, st.AgentUID)
-	e.mu.Unlock()
+	if st.AgentUID != 0 {
+		agentuid.Kill(st.AgentUID)
+		agentuid.Release(st.AgentUID)
+	}
 }
 
 // Stop implements executors.Executor: the session, then its agentctl.
@@ -518,9 +514,6 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	s := &session{id: st.SessionID, st: st, link: link, exit: make(chan struct{}), done: make(chan struct{})}
 	e.mu.Lock()
 	e.sessions[s.id] = s
-	if st.AgentUID != 0 {
-		e.uids[st.AgentUID] = true // until watch sees agentctl gone
-	}
 	e.mu.Unlock()
 	go e.watch(s)
 	return nil
