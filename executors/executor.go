@@ -62,7 +62,7 @@ func (a *AgentCommand) ProfileSpec() profiles.Spec {
 	if a == nil {
 		return profiles.Spec{}
 	}
-	return profiles.Spec{Profile: a.Profile, Args: a.Argv, Model: a.Model, CredentialEnv: a.CredentialEnv, Extra: a.PassEnv}
+	return profiles.Spec{Profile: a.Profile, Args: a.Argv, Model: a.Model, CredentialEnv: a.CredentialEnv, PassEnv: a.PassEnv}
 }
 
 // AgentctlEnv is the environment an executor starts agentctl with, from

@@ -32,8 +32,8 @@ var ModelEnv = map[string][]string{
 // session's MCP endpoint): no launch may pass one through.
 const ReservedPrefix = "TOOLSCOPE_"
 
-// MaxExtraEnv bounds the names a launch may add with --env.
-const MaxExtraEnv = 64
+// MaxPassEnv bounds the names a launch may add with --env.
+const MaxPassEnv = 64
 
 // ValidateEnvName checks a name a launch passes through with --env. The
 // error names the bad name but says nothing of any value.
@@ -52,7 +52,7 @@ func ValidateEnvName(name string) error {
 
 // Allowed returns the names of the variables passed through from the
 // executor's environment for spec, sorted and without repeats: BaseEnv,
-// the profile's ModelEnv, the spec's CredentialEnv and its Extra names.
+// the profile's ModelEnv, the spec's CredentialEnv and its PassEnv names.
 // agentctl's own variables (TOOLSCOPE_*) are never among them.
 func Allowed(s Spec) []string {
 	names := slices.Clone(BaseEnv)
@@ -60,7 +60,7 @@ func Allowed(s Spec) []string {
 	if s.CredentialEnv != "" {
 		names = append(names, s.CredentialEnv)
 	}
-	names = append(names, s.Extra...)
+	names = append(names, s.PassEnv...)
 	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(strings.ToUpper(n), ReservedPrefix) })
 	slices.Sort(names)
 	return slices.Compact(names)

@@ -40,9 +40,10 @@ type Spec struct {
 	// CredentialEnv is the environment variable holding the model API key;
 	// empty means the profile's default (ANTHROPIC_API_KEY, OPENAI_API_KEY).
 	CredentialEnv string
-	// Extra names more variables to pass through from the executor's
-	// environment (`session launch --env NAME`): names, never values.
-	Extra []string
+	// PassEnv names more variables to pass through from the executor's
+	// environment (`session launch --env NAME`): names, never values. (A
+	// Plan's PassEnv is the whole list: these and the rest of Allowed.)
+	PassEnv []string
 }
 
 // Endpoint is where the agent finds its session.
@@ -88,10 +89,10 @@ func (s Spec) Validate() error {
 	if s.CredentialEnv != "" && !envName.MatchString(s.CredentialEnv) {
 		return fmt.Errorf("credential_env must be an environment variable name (the value is not shown)")
 	}
-	if len(s.Extra) > MaxExtraEnv {
-		return fmt.Errorf("at most %d --env names, not %d", MaxExtraEnv, len(s.Extra))
+	if len(s.PassEnv) > MaxPassEnv {
+		return fmt.Errorf("at most %d --env names, not %d", MaxPassEnv, len(s.PassEnv))
 	}
-	for _, n := range s.Extra {
+	for _, n := range s.PassEnv {
 		if err := ValidateEnvName(n); err != nil {
 			return fmt.Errorf("--env: %w", err)
 		}

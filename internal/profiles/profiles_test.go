@@ -48,9 +48,9 @@ func TestBadSpecs(t *testing.T) {
 
 func TestAllowedIsTheWholeList(t *testing.T) {
 	t.Parallel()
-	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", Extra: []string{"GOPROXY", "PATH"}}, ep)
+	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", PassEnv: []string{"GOPROXY", "PATH"}}, ep)
 	require.NoError(t, err)
-	assert.Equal(t, profiles.Allowed(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", Extra: []string{"GOPROXY", "PATH"}}), p.PassEnv)
+	assert.Equal(t, profiles.Allowed(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", PassEnv: []string{"GOPROXY", "PATH"}}), p.PassEnv)
 	assert.Subset(t, p.PassEnv, []string{"PATH", "HOME", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MY_KEY", "GOPROXY"})
 	assert.NotContains(t, p.PassEnv, "OPENAI_API_KEY", "another profile's credential")
 	assert.NotContains(t, p.PassEnv, "GH_TOKEN")
@@ -60,16 +60,16 @@ func TestAllowedIsTheWholeList(t *testing.T) {
 	assert.Equal(t, []string{"PATH=/bin", "GOPROXY=off", "MY_KEY=k"}, env)
 }
 
-func TestExtraNamesAreValidated(t *testing.T) {
+func TestPassEnvNamesAreValidated(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "1X", "A-B", "A=B", "TOOLSCOPE_AGENTCTL_SECRET", "toolscope_mcp_token", "ghp_abc def"} {
-		err := profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, Extra: []string{bad}}.Validate()
+		err := profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, PassEnv: []string{bad}}.Validate()
 		assert.Error(t, err, "%q", bad)
 	}
-	assert.NoError(t, profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, Extra: []string{"GOPROXY", "_X1"}}.Validate())
-	many := make([]string, profiles.MaxExtraEnv+1)
+	assert.NoError(t, profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, PassEnv: []string{"GOPROXY", "_X1"}}.Validate())
+	many := make([]string, profiles.MaxPassEnv+1)
 	for i := range many {
 		many[i] = "V"
 	}
-	assert.Error(t, profiles.Spec{Extra: many}.Validate())
+	assert.Error(t, profiles.Spec{PassEnv: many}.Validate())
 }

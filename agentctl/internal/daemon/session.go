@@ -209,7 +209,7 @@ func (s *session) writeFile(path string, b []byte) error {
 // its session directory as HOME. It runs in its own process group.
 func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32)) error {
 	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
-		CredentialEnv: spec.GetCredentialEnv(), Extra: spec.GetPassEnv()},
+		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
 		profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
 	if err != nil {
 		return err

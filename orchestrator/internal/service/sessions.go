@@ -35,7 +35,7 @@ type SessionInput struct {
 
 // profileSpec is the launch as package profiles sees it.
 func (in SessionInput) profileSpec(profile string) profiles.Spec {
-	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, Extra: in.AgentPassEnv}
+	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
 }
 
 // DryRun returns what launching in would start, through the same profile
@@ -136,8 +136,8 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 	case in.Executor != "docker" && in.Image != "":
 		return in, errdefs.InvalidField("image", "only the docker executor runs images")
 	}
-	if len(in.AgentPassEnv) > profiles.MaxExtraEnv {
-		return in, errdefs.InvalidField("agent.pass_env", "at most %d names, not %d", profiles.MaxExtraEnv, len(in.AgentPassEnv))
+	if len(in.AgentPassEnv) > profiles.MaxPassEnv {
+		return in, errdefs.InvalidField("agent.pass_env", "at most %d names, not %d", profiles.MaxPassEnv, len(in.AgentPassEnv))
 	}
 	for i, name := range in.AgentPassEnv {
 		field := fmt.Sprintf("agent.pass_env[%d]", i)
