@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 )
 
@@ -41,6 +42,34 @@ type AgentCommand struct {
 	// Profile, Model and CredentialEnv select an agent profile (package
 	// profiles); Argv then holds extra arguments.
 	Profile, Model, CredentialEnv string
+	// PassEnv names more variables of the executor's environment the
+	// agent gets (`session launch --env NAME`). The agent's environment is
+	// the allowlist profiles.Allowed of the command (see ProfileSpec);
+	// nothing else of the executor's environment reaches agentctl or it.
+	PassEnv []string
+}
+
+func (a *AgentCommand) pass() []string {
+	if a == nil {
+		return nil
+	}
+	return a.PassEnv
+}
+
+// ProfileSpec is the command as package profiles sees it: what decides
+// the agent's environment allowlist.
+func (a *AgentCommand) ProfileSpec() profiles.Spec {
+	if a == nil {
+		return profiles.Spec{}
+	}
+	return profiles.Spec{Profile: a.Profile, Args: a.Argv, Model: a.Model, CredentialEnv: a.CredentialEnv, PassEnv: a.PassEnv}
+}
+
+// AgentctlEnv is the environment an executor starts agentctl with, from
+// its own: the allowlist of the session's agent, no more. agentctl passes
+// the same names on to the agent.
+func (s Spec) AgentctlEnv(environ []string) []string {
+	return profiles.Filter(environ, profiles.Allowed(s.Agent.ProfileSpec()))
 }
 
 // Spec is everything a backend needs to launch (or relaunch) a session.
@@ -95,6 +124,11 @@ func (s Spec) Validate() error {
 		return errdefs.InvalidField("mode", "%q is not a session mode", s.Mode)
 	case s.Agent != nil && len(s.Agent.Argv) == 0 && s.Agent.Profile == "":
 		return errdefs.InvalidField("agent.argv", "is empty")
+	}
+	for i, name := range s.Agent.pass() {
+		if err := profiles.ValidateEnvName(name); err != nil {
+			return errdefs.InvalidField(fmt.Sprintf("agent.pass_env[%d]", i), "%v", err)
+		}
 	}
 	return nil
 }

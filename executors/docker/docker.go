@@ -6,8 +6,12 @@
 // The host's static agentctl is bind-mounted read-only and is the
 // container's entrypoint (`agentctl serve`); it starts the agent inside the
 // container. agentctl's gRPC port and the session's MCP port are published
-// on 127.0.0.1 only. The per-launch secret reaches agentctl as a read-only
-// bind-mounted file. Containers carry labels (toolscope.session,
+// on 127.0.0.1 only. agentctl runs as root in the container and the agent
+// under a uid of its own (agentuid.Default's first), so the per-launch
+// secret, a read-only bind-mounted file readable by root alone, and
+// agentctl's /proc entries are out of the agent's reach. The container's
+// environment is the agent's allowlist (profiles.Allowed) without the base
+// variables, which stay the image's. Containers carry labels (toolscope.session,
 // toolscope.task) so a restarted orchestrator finds, re-attaches or cleans
 // them. A container's death is noticed at once (the engine's wait API).
 package docker
@@ -25,6 +29,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +43,9 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 )
 
@@ -175,24 +182,30 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 	secretFile := filepath.Join(dir, "secret")
-	// Readable inside the container whatever user the image runs as; the
-	// directory (0700) keeps other host users out.
-	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o644); err != nil {
+	// Readable by root alone: agentctl runs as root in the container, the
+	// agent does not.
+	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
-	_ = os.Chmod(secretFile, 0o644)
 
 	progress.Report("creating container from %s", spec.Image)
 	created, err := e.cli.ContainerCreate(ctx, &container.Config{
 		Image:      spec.Image,
 		Entrypoint: []string{mountDir + "/agentctl"},
 		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
-			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort},
+			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort,
+			"--agent-uids", agentuid.Single(agentuid.Default.First).String()},
+		// agentctl is root in the container, whatever the image's USER,
+		// so that it can run the agent under another uid.
+		User:         "0:0",
+		Env:          containerEnv(spec),
 		ExposedPorts: nat.PortSet{grpcPort + "/tcp": {}, mcpPort + "/tcp": {}},
 		Labels: map[string]string{LabelManaged: "true", LabelOrchestrator: e.opts.OrchestratorID,
 			LabelSession: spec.SessionID, LabelTask: spec.TaskID},
 	}, &container.HostConfig{
 		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro"},
+		// No setuid binary of the image lifts the agent back to root.
+		SecurityOpt: []string{"no-new-privileges:true"},
 		PortBindings: nat.PortMap{
 			grpcPort + "/tcp": {{HostIP: "127.0.0.1"}},
 			mcpPort + "/tcp":  {{HostIP: "127.0.0.1"}},
@@ -590,6 +603,14 @@ func (e *Executor) Kill(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	return e.cli.ContainerKill(ctx, st.ContainerID, "SIGKILL")
+}
+
+// containerEnv is what of the orchestrator's environment the container
+// gets: the agent's allowlist, except the base variables (PATH, HOME, ...),
+// which are the image's.
+func containerEnv(spec executors.Spec) []string {
+	names := slices.DeleteFunc(profiles.Allowed(spec.Agent.ProfileSpec()), func(n string) bool { return slices.Contains(profiles.BaseEnv, n) })
+	return profiles.Filter(os.Environ(), names)
 }
 
 func containerName(sessionID string) string {

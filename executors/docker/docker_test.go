@@ -3,9 +3,11 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/docker/go-connections/nat"
@@ -139,4 +141,44 @@ func TestSweepRemovesContainersNoSessionNeeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, left, "sweep-keep")
 	assert.NotContains(t, left, "sweep-drop")
+}
+
+// TestIsolation: the agent of a docker session runs under another uid
+// than agentctl (root in the container), so the bind-mounted secret,
+// agentctl's /proc entries and its API are out of its reach; the
+// container's environment holds no secret of the orchestrator's.
+func TestIsolation(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildProbeImage(t, cli)
+	agentctl := executortest.Agentctl(t)
+	stateDir := t.TempDir()
+	containerOf := func(t *testing.T, h executors.Handle) string {
+		var st struct {
+			ContainerID string `json:"container_id"`
+		}
+		require.NoError(t, json.Unmarshal(h.State, &st))
+		return st.ContainerID
+	}
+	executortest.RunIsolation(t, executortest.Isolation{
+		Backend: executortest.Backend{
+			New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
+				e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: t.Name()})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = e.Close() })
+				return e
+			},
+			Prepare: func(s *executors.Spec) { s.Image = image },
+		},
+		Probe:   "/probe",
+		Refusal: "Unauthenticated",
+		AgentctlEnviron: func(t *testing.T, h executors.Handle) []byte {
+			inspect, err := cli.ContainerInspect(context.Background(), containerOf(t, h))
+			require.NoError(t, err)
+			environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", inspect.State.Pid))
+			require.NoError(t, err)
+			return append(environ, []byte(strings.Join(inspect.Config.Env, "\x00"))...)
+		},
+		// Another session's files are in another container: the probe
+		// tries their path in its own (OtherDirs nil).
+	})
 }

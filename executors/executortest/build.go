@@ -16,4 +16,4 @@ func Agentctl(t testing.TB) string {
 }
 
 // RemoveBuilds deletes what Agentctl built; call it from TestMain.
-func RemoveBuilds() { agentctl.Remove() }
+func RemoveBuilds() { agentctl.Remove(); probe.Remove() }

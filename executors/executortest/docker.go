@@ -51,48 +51,80 @@ const TestImage = "toolscope-test-scratch:1"
 func BuildTestImage(t testing.TB, cli *client.Client) string {
 	t.Helper()
 	imageOnce.Do(func() {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for name, body := range map[string]string{
-			"Dockerfile": "FROM scratch\nCOPY marker /marker\n",
-			"marker":     "toolscope test image\n",
-		} {
-			_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))})
-			_, _ = tw.Write([]byte(body))
-		}
-		_ = tw.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{TestImage}, Remove: true, Version: build.BuilderV1})
-		if err != nil {
-			imageErr = err
-			return
-		}
-		defer resp.Body.Close()
-		dec := json.NewDecoder(resp.Body)
-		for {
-			var msg struct {
-				Error string `json:"error"`
-			}
-			if err := dec.Decode(&msg); err == io.EOF {
-				return
-			} else if err != nil {
-				imageErr = err
-				return
-			}
-			if msg.Error != "" {
-				imageErr = io.ErrUnexpectedEOF
-				if strings.TrimSpace(msg.Error) != "" {
-					imageErr = &buildError{msg.Error}
-				}
-				return
-			}
-		}
+		imageErr = buildImage(cli, TestImage, map[string]file{
+			"Dockerfile": {"FROM scratch\nCOPY marker /marker\n", 0o644},
+			"marker":     {"toolscope test image\n", 0o644},
+		})
 	})
 	if imageErr != nil {
 		t.Fatalf("build the test image: %v", imageErr)
 	}
 	return TestImage
+}
+
+// ProbeImage is TestImage with the probe agent (package probe) at
+// /probe, for RunIsolation.
+const ProbeImage = "toolscope-test-probe:1"
+
+var (
+	probeImageOnce sync.Once
+	probeImageErr  error
+)
+
+// BuildProbeImage builds ProbeImage once per test process.
+func BuildProbeImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	probeImageOnce.Do(func() {
+		var bin []byte
+		if bin, probeImageErr = os.ReadFile(Probe(t)); probeImageErr != nil {
+			return
+		}
+		probeImageErr = buildImage(cli, ProbeImage, map[string]file{
+			"Dockerfile": {"FROM scratch\nCOPY probe /probe\n", 0o644},
+			"probe":      {string(bin), 0o755},
+		})
+	})
+	if probeImageErr != nil {
+		t.Fatalf("build the probe image: %v", probeImageErr)
+	}
+	return ProbeImage
+}
+
+type file struct {
+	body string
+	mode int64
+}
+
+// buildImage builds tag from the files of a build context.
+func buildImage(cli *client.Client, tag string, files map[string]file) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, f := range files {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: f.mode, Size: int64(len(f.body))})
+		_, _ = tw.Write([]byte(f.body))
+	}
+	_ = tw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, Version: build.BuilderV1})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if strings.TrimSpace(msg.Error) != "" {
+			return &buildError{msg.Error}
+		}
+	}
 }
 
 type buildError struct{ msg string }

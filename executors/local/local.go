@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 )
@@ -50,7 +52,14 @@ type Options struct {
 	// ReadyTimeout bounds the wait for agentctl's readiness line.
 	ReadyTimeout time.Duration
 	// StopGrace is the time between SIGTERM and SIGKILL.
-	StopGrace      time.Duration
+	StopGrace time.Duration
+	// AgentUIDs is the range the sessions' agents run under, one uid per
+	// session (agentctl --agent-uids), so that an agent can read neither
+	// its agentctl's secret nor another session's files. It needs root;
+	// when the orchestrator runs as root and it is unset, it is
+	// agentuid.Default. A non-root orchestrator cannot isolate: agents
+	// run as its user (docs/security.md).
+	AgentUIDs      agentuid.Range
 	Calls          executors.CallHandler
 	Events         executors.EventHandler
 	OrchestratorID string
@@ -64,6 +73,11 @@ type state struct {
 	Addr       string `json:"addr"`
 	SecretFile string `json:"secret_file"`
 	Dir        string `json:"dir"`
+	// AgentUID is the uid the session's agent runs under (0: agentctl's
+	// own); SessionsDir, then, holds its session directory, outside Dir,
+	// which the agent cannot enter.
+	AgentUID    uint32 `json:"agent_uid,omitempty"`
+	SessionsDir string `json:"sessions_dir,omitempty"`
 }
 
 // Executor is the local backend.
@@ -110,7 +124,31 @@ func New(opts Options) (*Executor, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if !opts.AgentUIDs.Set() && os.Geteuid() == 0 {
+		opts.AgentUIDs = agentuid.Default
+	}
+	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
+		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
+	}
 	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
+}
+
+// agentUID claims a uid of the range no session on this host holds (a
+// host-wide claim, agentuid.Claim: orchestrators sharing a host never
+// share one), from a random offset. Zero: agents run as the
+// orchestrator's user.
+func (e *Executor) agentUID() (uint32, error) {
+	r := e.opts.AgentUIDs
+	if !r.Set() {
+		return 0, nil
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	uid, err := agentuid.Claim(r, binary.BigEndian.Uint32(b[:]))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", err, errdefs.ErrResourceExhausted)
+	}
+	return uid, nil
 }
 
 // Name implements executors.Executor.
@@ -137,8 +175,27 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
+	var err error
+	st := state{SessionID: spec.SessionID, SecretFile: secretFile, Dir: dir}
+	if st.AgentUID, err = e.agentUID(); err != nil {
+		return executors.Handle{}, executors.Status{}, err
+	}
+	if st.AgentUID != 0 {
+		// From here on the uid is held until releaseAgent.
+		// The agent reaches its own session directory through this one
+		// (mode 0711: entered, never listed); the state directory, with
+		// the secret, stays closed to it.
+		if st.SessionsDir, err = os.MkdirTemp("", "toolscope-sessions-"); err != nil {
+			e.releaseAgent(st)
+			return executors.Handle{}, executors.Status{}, err
+		}
+		if err := os.Chmod(st.SessionsDir, 0o711); err != nil {
+			e.releaseAgent(st)
+			return executors.Handle{}, executors.Status{}, err
+		}
+	}
 	progress.Report("starting agentctl")
-	s, err := e.start(ctx, spec.SessionID, dir, secretFile)
+	s, err := e.start(ctx, st, spec.AgentctlEnv(os.Environ()))
 	if err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
@@ -160,32 +217,45 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(s.st)}, status, nil
 }
 
-// start runs agentctl and waits for its readiness line.
-func (e *Executor) start(ctx context.Context, id, dir, secretFile string) (*session, error) {
+// start runs agentctl with env and waits for its readiness line. When
+// it fails before agentctl runs, it releases the session's agent uid;
+// after, agentctl's end does.
+func (e *Executor) start(ctx context.Context, st state, env []string) (*session, error) {
+	id, dir := st.SessionID, st.Dir
 	logFile, err := os.OpenFile(filepath.Join(dir, "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
+		e.releaseAgent(st)
 		return nil, err
 	}
-	cmd := exec.Command(e.opts.Agentctl, "serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile,
-		"--state-dir", filepath.Join(dir, "agentctl"))
-	cmd.Env = os.Environ()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", st.SecretFile, "--state-dir", filepath.Join(dir, "agentctl")}
+	if st.AgentUID != 0 {
+		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
+	}
+	cmd := exec.Command(e.opts.Agentctl, args...)
+	cmd.Env = env
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		_ = logFile.Close()
+		e.releaseAgent(st)
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
+		e.releaseAgent(st)
 		return nil, fmt.Errorf("start agentctl %s: %w", e.opts.Agentctl, err)
 	}
-	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}),
-		st: state{SessionID: id, PID: cmd.Process.Pid, SecretFile: secretFile, Dir: dir}}
+	st.PID = cmd.Process.Pid
+	if st.AgentUID != 0 {
+		agentuid.Hold(st.AgentUID, st.PID) // the claim lives as long as agentctl
+	}
+	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}), st: st}
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
 		s.cause = fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err))
+		e.releaseAgent(st)
 		close(s.exit)
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
 		e.lost(s)
@@ -332,8 +402,30 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
-	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.Dir, "agentctl", "sessions", s.id, "bridge.json")}
+	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
 	return st, err
+}
+
+// sessionsDir is where agentctl keeps the session's directory.
+func (st state) sessionsDir() string {
+	if st.SessionsDir != "" {
+		return st.SessionsDir
+	}
+	return filepath.Join(st.Dir, "agentctl", "sessions")
+}
+
+// releaseAgent runs once agentctl is gone (or never started): it ends
+// whatever still runs under the session's agent uid (an agent outlives an
+// agentctl killed with its process group), removes the directory made
+// for it, and frees the uid.
+func (e *Executor) releaseAgent(st state) {
+	if st.SessionsDir != "" {
+		_ = os.RemoveAll(st.SessionsDir)
+	}
+	if st.AgentUID != 0 {
+		agentuid.Kill(st.AgentUID)
+		agentuid.Release(st.AgentUID)
+	}
 }
 
 // Stop implements executors.Executor: the session, then its agentctl.
@@ -422,10 +514,10 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
 	}
 	s := &session{id: st.SessionID, st: st, link: link, exit: make(chan struct{}), done: make(chan struct{})}
-	go e.watch(s)
 	e.mu.Lock()
 	e.sessions[s.id] = s
 	e.mu.Unlock()
+	go e.watch(s)
 	return nil
 }
 
@@ -443,6 +535,7 @@ func (e *Executor) watch(s *session) {
 		}
 		if !alive(s.st.PID) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
+			e.releaseAgent(s.st)
 			close(s.exit)
 			e.lost(s)
 			return

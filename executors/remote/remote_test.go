@@ -25,6 +25,7 @@ import (
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/remote"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -55,7 +56,18 @@ func freePort(t testing.TB) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-func startHost(t testing.TB) *host {
+func startHost(t testing.TB) *host { return startHostWith(t, hostOptions{}) }
+
+// hostOptions vary a host: more agentctl flags, its environment and
+// mounts.
+type hostOptions struct {
+	args, env, binds []string
+	// mcpPerSession lets the daemon pick a port per session (unpublished:
+	// only agents inside the host reach them), so it hosts several.
+	mcpPerSession bool
+}
+
+func startHostWith(t testing.TB, o hostOptions) *host {
 	t.Helper()
 	cli := executortest.RequireDocker(t)
 	image := executortest.BuildTestImage(t, cli)
@@ -72,14 +84,19 @@ func startHost(t testing.TB) *host {
 	}
 	grpcPort, mcpPort := freePort(t), freePort(t)
 	ctx := context.Background()
+	cmd := []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--tls-cert", "/certs/server.crt", "--tls-key", "/certs/server.key",
+		"--client-ca", "/certs/ca.crt", "--mcp-host", "0.0.0.0", "--state-dir", "/tmp/agentctl"}
+	if !o.mcpPerSession {
+		cmd = append(cmd, "--mcp-port", mcpPort)
+	}
 	created, err := cli.ContainerCreate(ctx, &container.Config{
 		Image: image, Entrypoint: []string{"/toolscope/agentctl"},
-		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--tls-cert", "/certs/server.crt", "--tls-key", "/certs/server.key",
-			"--client-ca", "/certs/ca.crt", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort, "--state-dir", "/tmp/agentctl"},
+		Cmd:          append(cmd, o.args...),
+		Env:          o.env,
 		ExposedPorts: nat.PortSet{nat.Port(grpcPort + "/tcp"): {}, nat.Port(mcpPort + "/tcp"): {}},
 		Labels:       map[string]string{"toolscope.test": "remote-host"},
 	}, &container.HostConfig{
-		Binds: []string{agentctl + ":/toolscope/agentctl:ro", certs + ":/certs:ro"},
+		Binds: append([]string{agentctl + ":/toolscope/agentctl:ro", certs + ":/certs:ro"}, o.binds...),
 		PortBindings: nat.PortMap{
 			nat.Port(grpcPort + "/tcp"): {{HostIP: "127.0.0.1", HostPort: grpcPort}},
 			nat.Port(mcpPort + "/tcp"):  {{HostIP: "127.0.0.1", HostPort: mcpPort}},
@@ -239,4 +256,61 @@ func TestStoppedSessionLeavesTheLink(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []bool{true, false}, onLink["stopped"], "on the link while the orchestrator ran it, not after it stopped it")
 	testutil.Figure(t, "remote: stopped session leaves the link", "a session recreated on the daemon after the orchestrator stopped it: its call is not on the link")
+}
+
+// TestIsolation: a remote daemon given a uid range runs each session's
+// agent under a uid of its own: an agent cannot read another session's
+// files (they share the daemon's directory of sessions) nor the daemon's
+// /proc entries, and the daemon's API refuses it (mutual TLS).
+func TestIsolation(t *testing.T) {
+	h := startHostWith(t, hostOptions{
+		args:          []string{"--agent-uids", "200000-200009"},
+		env:           executortest.CanaryEnv(),
+		binds:         []string{executortest.Probe(t) + ":/toolscope/probe:ro"},
+		mcpPerSession: true,
+	})
+	executortest.RunIsolation(t, executortest.Isolation{
+		Backend: executortest.Backend{New: func(t *testing.T, calls executors.CallHandler, _ executors.EventHandler) executors.Executor {
+			return h.executor(t, calls)
+		}},
+		// The daemon's environment is its operator's (here: it holds the
+		// secrets on purpose); what matters is that none reaches an agent.
+		Probe:   "/toolscope/probe",
+		Refusal: "Unavailable",
+	})
+}
+
+// TestSharedUIDNeedsOptIn: a daemon without a uid range runs every agent
+// under its own uid, so it refuses a session of a second workspace unless
+// the operator started it with --allow-shared-uid.
+func TestSharedUIDNeedsOptIn(t *testing.T) {
+	ctx := context.Background()
+	spec := func(id, ws string) executors.Spec {
+		return executors.Spec{SessionID: id, TaskID: "task_" + id, WorkspaceID: ws, Mode: executors.ModeTask, Providers: providers.Of("github"), Generation: 1}
+	}
+	for _, optIn := range []bool{false, true} {
+		o := hostOptions{mcpPerSession: true}
+		if optIn {
+			o.args = []string{"--allow-shared-uid"}
+		}
+		h := startHostWith(t, o)
+		e := h.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+		first, _, err := e.Launch(ctx, spec("a1", "ws_a"), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Stop(context.Background(), first) })
+		same, _, err := e.Launch(ctx, spec("a2", "ws_a"), nil)
+		require.NoError(t, err, "the same workspace shares the daemon")
+		t.Cleanup(func() { _ = e.Stop(context.Background(), same) })
+		other, _, err := e.Launch(ctx, spec("b1", "ws_b"), nil)
+		if optIn {
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Stop(context.Background(), other) })
+			continue
+		}
+		require.Error(t, err)
+		assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+		assert.Contains(t, err.Error(), "--agent-uids")
+		assert.Contains(t, err.Error(), "--allow-shared-uid")
+		assert.Contains(t, err.Error(), `"ws_b"`)
+	}
 }

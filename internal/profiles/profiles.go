@@ -6,7 +6,8 @@
 // shows exactly what a launch starts.
 //
 // Model credentials are references: the names of environment variables the
-// agent reads, passed through from agentctl's environment, never values.
+// agent reads, passed through from the executor's environment, never
+// values. What passes through is an allowlist (Allowed, in env.go).
 package profiles
 
 import (
@@ -39,6 +40,10 @@ type Spec struct {
 	// CredentialEnv is the environment variable holding the model API key;
 	// empty means the profile's default (ANTHROPIC_API_KEY, OPENAI_API_KEY).
 	CredentialEnv string
+	// PassEnv names more variables to pass through from the executor's
+	// environment (`session launch --env NAME`): names, never values. (A
+	// Plan's PassEnv is the whole list: these and the rest of Allowed.)
+	PassEnv []string
 }
 
 // Endpoint is where the agent finds its session.
@@ -61,8 +66,9 @@ type File struct {
 type Plan struct {
 	Argv []string          `json:"argv"`
 	Env  map[string]string `json:"env"`
-	// PassEnv names the variables passed through from agentctl's
-	// environment: references to credentials, never their values.
+	// PassEnv names every variable passed through from the executor's
+	// environment (Allowed): nothing else of it reaches the agent. Names
+	// only, never values.
 	PassEnv []string `json:"pass_env"`
 	Files   []File   `json:"files"`
 }
@@ -72,7 +78,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Validate checks a spec before anything is rendered or started.
 func (s Spec) Validate() error {
 	switch s.Profile {
-	case ClaudeCode, Codex:
+	case ClaudeCode, Codex, "":
 	case Command:
 		if len(s.Args) == 0 {
 			return fmt.Errorf("profile %q needs the agent command", Command)
@@ -83,6 +89,14 @@ func (s Spec) Validate() error {
 	if s.CredentialEnv != "" && !envName.MatchString(s.CredentialEnv) {
 		return fmt.Errorf("credential_env must be an environment variable name (the value is not shown)")
 	}
+	if len(s.PassEnv) > MaxPassEnv {
+		return fmt.Errorf("at most %d --env names, not %d", MaxPassEnv, len(s.PassEnv))
+	}
+	for _, n := range s.PassEnv {
+		if err := ValidateEnvName(n); err != nil {
+			return fmt.Errorf("--env: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -91,7 +105,7 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 	if err := s.Validate(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Env: map[string]string{}, PassEnv: []string{}, Files: []File{}}
+	p := Plan{Env: map[string]string{}, PassEnv: Allowed(s), Files: []File{}}
 	switch s.Profile {
 	case ClaudeCode:
 		cfg := filepath.Join(ep.Dir, "claude-mcp.json")
@@ -108,7 +122,6 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 			p.Argv = append(p.Argv, "--model", s.Model)
 		}
 		p.Argv = append(p.Argv, s.Args...)
-		p.PassEnv = append(p.PassEnv, orDefault(s.CredentialEnv, "ANTHROPIC_API_KEY"))
 	case Codex:
 		home := filepath.Join(ep.Dir, "codex")
 		var toml strings.Builder
@@ -122,19 +135,8 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 		p.Files = append(p.Files, File{Path: filepath.Join(home, "config.toml"), Content: toml.String()})
 		p.Env["CODEX_HOME"] = home
 		p.Argv = append([]string{"codex"}, s.Args...)
-		p.PassEnv = append(p.PassEnv, orDefault(s.CredentialEnv, "OPENAI_API_KEY"))
-	case Command:
+	case Command, "":
 		p.Argv = append([]string(nil), s.Args...)
-		if s.CredentialEnv != "" {
-			p.PassEnv = append(p.PassEnv, s.CredentialEnv)
-		}
 	}
 	return p, nil
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -16,7 +16,7 @@ func TestClaudeCode(t *testing.T) {
 	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, Args: []string{"-p", "fix it"}, Model: "claude-sonnet"}, ep)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"claude", "--mcp-config", "/s/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet", "-p", "fix it"}, p.Argv)
-	assert.Equal(t, []string{"ANTHROPIC_API_KEY"}, p.PassEnv)
+	assert.Contains(t, p.PassEnv, "ANTHROPIC_API_KEY")
 	require.Len(t, p.Files, 1)
 	assert.JSONEq(t, `{"mcpServers":{"toolscope":{"type":"http","url":"http://127.0.0.1:4242/mcp","headers":{"Authorization":"Bearer tok"}}}}`, p.Files[0].Content)
 }
@@ -27,7 +27,7 @@ func TestCodex(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"codex", "exec", "fix it"}, p.Argv)
 	assert.Equal(t, map[string]string{"CODEX_HOME": "/s/codex"}, p.Env)
-	assert.Equal(t, []string{"MY_OPENAI_KEY"}, p.PassEnv)
+	assert.Contains(t, p.PassEnv, "MY_OPENAI_KEY")
 	require.Len(t, p.Files, 1)
 	assert.Equal(t, "/s/codex/config.toml", p.Files[0].Path)
 	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"/bin/agentctl\"\nargs = [\"mcp\", \"--config\", \"/s/bridge.json\"]\n", p.Files[0].Content)
@@ -44,4 +44,32 @@ func TestBadSpecs(t *testing.T) {
 		_, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "sk-ant-123 456"}, ep)
 		return err.Error()
 	}(), "sk-ant")
+}
+
+func TestAllowedIsTheWholeList(t *testing.T) {
+	t.Parallel()
+	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", PassEnv: []string{"GOPROXY", "PATH"}}, ep)
+	require.NoError(t, err)
+	assert.Equal(t, profiles.Allowed(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MY_KEY", PassEnv: []string{"GOPROXY", "PATH"}}), p.PassEnv)
+	assert.Subset(t, p.PassEnv, []string{"PATH", "HOME", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MY_KEY", "GOPROXY"})
+	assert.NotContains(t, p.PassEnv, "OPENAI_API_KEY", "another profile's credential")
+	assert.NotContains(t, p.PassEnv, "GH_TOKEN")
+	assert.IsNonDecreasing(t, p.PassEnv)
+
+	env := profiles.Filter([]string{"PATH=/bin", "GH_TOKEN=ghp_x", "GOPROXY=off", "TOOLSCOPE_AGENTCTL_SECRET=s", "MY_KEY=k", "BROKEN"}, p.PassEnv)
+	assert.Equal(t, []string{"PATH=/bin", "GOPROXY=off", "MY_KEY=k"}, env)
+}
+
+func TestPassEnvNamesAreValidated(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"", "1X", "A-B", "A=B", "TOOLSCOPE_AGENTCTL_SECRET", "toolscope_mcp_token", "ghp_abc def"} {
+		err := profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, PassEnv: []string{bad}}.Validate()
+		assert.Error(t, err, "%q", bad)
+	}
+	assert.NoError(t, profiles.Spec{Profile: profiles.Command, Args: []string{"x"}, PassEnv: []string{"GOPROXY", "_X1"}}.Validate())
+	many := make([]string, profiles.MaxPassEnv+1)
+	for i := range many {
+		many[i] = "V"
+	}
+	assert.Error(t, profiles.Spec{PassEnv: many}.Validate())
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
 )
@@ -96,6 +97,8 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
+		sessionsDir, agentUIDs                          string
+		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
 	)
@@ -106,6 +109,10 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 secret, read from --secret-file or from $` + daemon.EnvSecret + ` (which is then removed
 from the environment, so agents never inherit it), or, on remote hosts, with a
 client certificate under mutual TLS (--tls-cert, --tls-key, --client-ca).
+Run as root with --agent-uids, each session's agent runs under a uid of its
+own, so it can read neither agentctl's secret and /proc entries nor another
+session's files. Without a range, agentctl refuses sessions of a second
+workspace unless --allow-shared-uid says the operator accepts the risk.
 Once the daemon accepts connections it prints one JSON line on stdout:
 {"protocol","addr","pid","version"}.`,
 		Args: cobra.NoArgs,
@@ -123,6 +130,10 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
+			uids, err := agentuid.Parse(agentUIDs)
+			if err != nil {
+				return usageError{err}
+			}
 			secret, err := readSecret(secretFile)
 			if err != nil && !(tlsOn && secretFile == "") {
 				return err
@@ -135,7 +146,8 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
-				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
+				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
+				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, MaxSessions: maxSessions, Logger: log,
 			})
 			if err != nil {
@@ -179,6 +191,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "gRPC address (port 0 picks a free port, announced in the readiness line)")
 	f.StringVar(&secretFile, "secret-file", "", "file holding the per-launch orchestrator secret (default: $"+daemon.EnvSecret+")")
 	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
+	f.StringVar(&sessionsDir, "sessions-dir", "", "directory for the sessions' directories, each owned by its agent's uid (default: STATE_DIR/sessions)")
+	f.StringVar(&agentUIDs, "agent-uids", "", "run each session's agent under a uid of its own from FIRST-LAST (e.g. 100000-100999); needs root")
+	f.BoolVar(&allowSharedUID, "allow-shared-uid", false, "without --agent-uids, host sessions of several workspaces anyway (their agents can read each other's MCP tokens)")
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
 	f.IntVar(&mcpPort, "mcp-port", 0, "fixed MCP port (one session only, for containers that publish it); 0 picks one per session")
 	f.IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "most sessions hosted at once; more are refused with RESOURCE_EXHAUSTED")

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +69,17 @@ func TestServeRefusesToRunWithoutASecret(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut.String(), "no orchestrator secret")
 	assert.Empty(t, out.String(), "no readiness line")
+}
+
+func TestServeRefusesABadAgentUIDRange(t *testing.T) {
+	t.Setenv(daemon.EnvSecret, "s3cret")
+	for _, bad := range []string{"0-99", "200-100", "many"} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--agent-uids", bad}, nil, &out, &errOut)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, errOut.String(), "--agent-uids "+strconv.Quote(bad))
+		assert.Empty(t, out.String(), "no readiness line")
+	}
 }
 
 // daemonProcess is a running `agentctl serve`.

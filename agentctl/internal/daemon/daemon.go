@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
@@ -48,8 +50,6 @@ import (
 // --secret-file is given. It is never passed on to agents.
 const EnvSecret = "TOOLSCOPE_AGENTCTL_SECRET"
 
-func isSecretEnv(kv string) bool { return strings.HasPrefix(kv, EnvSecret+"=") }
-
 // Options configure a Daemon.
 type Options struct {
 	// Secret authenticates the orchestrator. Required unless TLSClientAuth.
@@ -57,8 +57,20 @@ type Options struct {
 	// TLSClientAuth accepts calls whose peer presented a client certificate
 	// that the gRPC server's mutual TLS verified.
 	TLSClientAuth bool
-	// StateDir holds one directory per session (configs, agent logs).
+	// StateDir holds agentctl's state; sessions' directories (configs,
+	// agent logs) are in SessionsDir.
 	StateDir string
+	// SessionsDir holds one directory per session, owned by the session's
+	// uid; StateDir/sessions if empty. Its parents must let the agents'
+	// uids through (mode o+x) when AgentUIDs is set.
+	SessionsDir string
+	// AgentUIDs, if set, gives each live session's agent a uid of its own
+	// from the range; agentctl must then run as root.
+	AgentUIDs agentuid.Range
+	// AllowSharedUID lets agents of different workspaces share agentctl's
+	// uid (no AgentUIDs): the operator accepts that they can read each
+	// other's MCP tokens.
+	AllowSharedUID bool
 	// MCPHost is the address sessions' MCP endpoints bind; 127.0.0.1 if
 	// empty.
 	MCPHost string
@@ -106,6 +118,12 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.StateDir == "" {
 		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.SessionsDir == "" {
+		opts.SessionsDir = filepath.Join(opts.StateDir, "sessions")
+	}
+	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
+		return nil, errdefs.InvalidField("agent_uids", "needs agentctl to run as root (it runs as uid %d), to start agents under other uids", os.Geteuid())
 	}
 	if opts.MCPHost == "" {
 		opts.MCPHost = "127.0.0.1"
@@ -228,6 +246,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 			return nil, errdefs.InvalidField("spec.agent.profile", "%v", err)
 		}
 	}
+	for i, name := range spec.GetAgent().GetPassEnv() {
+		if err := profiles.ValidateEnvName(name); err != nil {
+			return nil, errdefs.InvalidField(fmt.Sprintf("spec.agent.pass_env[%d]", i), "%v", err)
+		}
+	}
 	set := providers.Of(spec.GetProviderSet().GetProviders()...)
 	external, err := d.externalTools("spec.external_tools", spec.GetExternalTools())
 	if err != nil {
@@ -235,7 +258,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	}
 	s := &session{
 		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
-		dir: filepath.Join(d.opts.StateDir, "sessions", spec.GetSessionId()), token: newToken(),
+		dir: filepath.Join(d.opts.SessionsDir, spec.GetSessionId()), token: newToken(), uid: noUID,
 		providers: set, gen: spec.GetProviderSet().GetGeneration(), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 	}
@@ -251,6 +274,14 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		d.mu.Unlock()
 		return nil, fmt.Errorf("this agentctl already hosts %d sessions, its limit (agentctl serve --max-sessions); stop one or use another host: %w",
 			n, errdefs.ErrResourceExhausted)
+	}
+	if err := d.checkSharedUIDLocked(s.workspaceID); err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	if s.uid, err = d.allocUIDLocked(); err != nil {
+		d.mu.Unlock()
+		return nil, err
 	}
 	d.sessions[s.id] = s // reserved; removed again if the start fails
 	d.mu.Unlock()
@@ -283,6 +314,9 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Unlock()
 	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort); err != nil {
 		return err
+	}
+	if err := s.prepareDir(); err != nil {
+		return fmt.Errorf("create the directory of session %q: %w", s.id, err)
 	}
 	if err := s.writeConfigs(d.opts.AgentctlPath); err != nil {
 		return fmt.Errorf("write MCP config for session %q: %w", s.id, err)

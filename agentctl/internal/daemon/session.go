@@ -29,6 +29,8 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -50,6 +52,7 @@ type session struct {
 	dir                     string // holds mcp.json, bridge.json and the agent's logs
 	token                   string
 	url                     string
+	uid                     int // the agent's uid; noUID: agentctl's own
 
 	pub  *mcpserver.Publisher
 	http *http.Server
@@ -165,11 +168,8 @@ type MCPServerEntry struct {
 // writeConfigs writes mcp.json (HTTP, plus the stdio bridge when
 // agentctlPath is known) and bridge.json, readable by the owner only.
 func (s *session) writeConfigs(agentctlPath string) error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return err
-	}
 	bridge := filepath.Join(s.dir, "bridge.json")
-	if err := writeJSON(bridge, mcpbridge.Config{URL: s.url, Token: s.token, SessionID: s.id}); err != nil {
+	if err := s.writeJSON(bridge, mcpbridge.Config{URL: s.url, Token: s.token, SessionID: s.id}); err != nil {
 		return err
 	}
 	cfg := MCPConfig{MCPServers: map[string]MCPServerEntry{
@@ -178,43 +178,51 @@ func (s *session) writeConfigs(agentctlPath string) error {
 	if agentctlPath != "" {
 		cfg.MCPServers["toolscope-stdio"] = MCPServerEntry{Type: "stdio", Command: agentctlPath, Args: []string{"mcp", "--config", bridge}}
 	}
-	return writeJSON(filepath.Join(s.dir, "mcp.json"), cfg)
+	return s.writeJSON(filepath.Join(s.dir, "mcp.json"), cfg)
 }
 
-func writeJSON(path string, v any) error {
+func (s *session) writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
+	return s.writeFile(path, append(b, '\n'))
+}
+
+// writeFile writes a file of the session's directory, readable by the
+// session's uid alone.
+func (s *session) writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := s.own(tmp); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
 }
 
 // startAgent starts the agent command with the MCP endpoint injected. The
-// agent gets agentctl's environment minus its secret, then the spec's env,
-// then the MCP variables. It runs in its own process group.
+// agent's environment is an allowlist (profiles.Allowed): the listed
+// variables of agentctl's environment, then the spec's env and the plan's,
+// then the MCP variables. With a uid of its own, it runs under it, with
+// its session directory as HOME. It runs in its own process group.
 func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32)) error {
-	argv := spec.GetArgv()
-	extraEnv := map[string]string{}
-	if spec.GetProfile() != "" {
-		plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: argv, Model: spec.GetModel(), CredentialEnv: spec.GetCredentialEnv()},
-			profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
-		if err != nil {
+	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
+		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
+		profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
+	if err != nil {
+		return err
+	}
+	for _, f := range plan.Files {
+		if err := s.mkdirAll(filepath.Dir(f.Path)); err != nil {
 			return err
 		}
-		for _, f := range plan.Files {
-			if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-				return err
-			}
-			if err := os.WriteFile(f.Path, []byte(f.Content), 0o600); err != nil {
-				return err
-			}
+		if err := s.writeFile(f.Path, []byte(f.Content)); err != nil {
+			return err
 		}
-		argv, extraEnv = plan.Argv, plan.Env
 	}
+	argv, extraEnv := plan.Argv, plan.Env
 	if len(argv) == 0 {
 		return fmt.Errorf("no agent command")
 	}
@@ -224,11 +232,9 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Dir = spec.GetWorkingDir()
-	env := make([]string, 0, len(os.Environ())+len(spec.GetEnv())+5)
-	for _, kv := range os.Environ() {
-		if !isSecretEnv(kv) {
-			env = append(env, kv)
-		}
+	env := profiles.Filter(os.Environ(), plan.PassEnv)
+	if s.uid != noUID {
+		env = append(env, "HOME="+s.dir) // agentctl's home is not the agent's
 	}
 	for k, v := range spec.GetEnv() {
 		env = append(env, k+"="+v)
@@ -244,10 +250,18 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	if err != nil {
 		return err
 	}
+	if err := s.own(logFile.Name()); err != nil {
+		_ = logFile.Close()
+		return err
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.credential()}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
+		if s.uid != noUID && errors.Is(err, os.ErrPermission) {
+			return errdefs.FailedPrecondition("start agent %q as uid %d (a uid of its own, not agentctl's): %v; the command and the working directory %q must be reachable by that uid",
+				argv[0], s.uid, err, spec.GetWorkingDir())
+		}
 		return fmt.Errorf("start agent %q: %w", argv[0], err)
 	}
 	s.agent, s.agentDone = cmd, make(chan struct{})
@@ -289,6 +303,9 @@ func (s *session) stop(grace time.Duration) {
 			_ = syscall.Kill(-agent.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
+	}
+	if s.uid != noUID {
+		agentuid.Kill(uint32(s.uid))
 	}
 	s.pub.Close()
 	// Close, not Shutdown: clients hold SSE streams that never end by

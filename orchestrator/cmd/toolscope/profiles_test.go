@@ -31,7 +31,8 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 		"--model", "claude-sonnet-4", "--dry-run", "--", "-p", "fix the login bug")), &claude))
 	assert.Equal(t, []string{"claude", "--mcp-config", "<session dir>/claude-mcp.json", "--strict-mcp-config",
 		"--model", "claude-sonnet-4", "-p", "fix the login bug"}, claude.Argv)
-	assert.Equal(t, []string{"ANTHROPIC_API_KEY"}, claude.PassEnv)
+	assert.Equal(t, []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+		"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}, claude.PassEnv, "the whole allowlist, names only")
 	require.Len(t, claude.Files, 1)
 	assert.Equal(t, "<session dir>/claude-mcp.json", claude.Files[0].Path)
 	assert.Equal(t, `{
@@ -49,10 +50,11 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 
 	var codex plan
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--agent", "codex",
-		"--credential-env", "MY_OPENAI_KEY", "--dry-run", "--", "exec", "fix the login bug")), &codex))
+		"--credential-env", "MY_OPENAI_KEY", "--env", "GOPROXY", "--env", "NPM_CONFIG_REGISTRY", "--dry-run", "--", "exec", "fix the login bug")), &codex))
 	assert.Equal(t, []string{"codex", "exec", "fix the login bug"}, codex.Argv)
 	assert.Equal(t, map[string]string{"CODEX_HOME": "<session dir>/codex"}, codex.Env)
-	assert.Equal(t, []string{"MY_OPENAI_KEY"}, codex.PassEnv)
+	assert.Equal(t, []string{"GOPROXY", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "MY_OPENAI_KEY", "NPM_CONFIG_REGISTRY",
+		"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}, codex.PassEnv)
 	require.Len(t, codex.Files, 1)
 	assert.Equal(t, "<session dir>/codex/config.toml", codex.Files[0].Path)
 	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"<agentctl>\"\nargs = [\"mcp\", \"--config\", \"<session dir>/bridge.json\"]\n", codex.Files[0].Content)
@@ -65,4 +67,13 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	r := srv.run(t, "session", "launch", task, "--agent", "aider", "--dry-run")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "unknown agent profile")
+
+	// --env takes names: a value, a reserved name or a bad name is
+	// refused, naming what was typed and nothing else.
+	for _, bad := range []string{"GH_TOKEN=ghp_abc", "TOOLSCOPE_AGENTCTL_SECRET", "1BAD", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"} {
+		r := srv.run(t, "session", "launch", task, "--env", bad, "--dry-run", "--", "/bin/agent")
+		assert.Equal(t, 2, r.code, "--env %s: %s", bad, r.stderr)
+		assert.Contains(t, r.stderr, "agent.pass_env[0]")
+		assert.NotContains(t, r.stderr, "ghp_", "a value is never echoed")
+	}
 }

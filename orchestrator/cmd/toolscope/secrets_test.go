@@ -156,7 +156,12 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	writeCred := func(v string) { require.NoError(t, os.WriteFile(credFile, []byte(v+"\n"), 0o600)) }
 
 	src := &leakSources{}
-	srv := startServerEnv(t, dataDir, []string{"SCAN_GH_TOKEN=" + ghToken},
+	// The orchestrator's environment holds the forges' tokens under their
+	// usual names too, and a canary: none may reach an agent or agentctl.
+	canary := randomToken(t, "canary", 32)
+	passed := randomToken(t, "passed", 32)
+	srv := startServerEnv(t, dataDir, []string{"SCAN_GH_TOKEN=" + ghToken, "GH_TOKEN=" + ghToken, "GITLAB_TOKEN=" + glToken,
+		"SCAN_CANARY=" + canary, "SCAN_PASSED=" + passed},
 		"--agentctl", executortest.Agentctl(t), "--poll-interval", "100ms", "--log-level", "debug")
 
 	// The CLI, every output kept.
@@ -268,9 +273,37 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	ok("task", "list", "--workspace", ws)
 	ok("--json", "task", "list", "--workspace", ws)
 
+	// The session runs an agent, which gets one more variable by name.
+	agent := []string{"--env", "SCAN_PASSED", "--", "sleep", "600"}
+	var dry plan
+	require.NoError(t, json.Unmarshal([]byte(ok(append([]string{"--json", "session", "launch", task, "--executor", "local", "--dry-run"}, agent...)...)), &dry))
 	var launched map[string]any
-	require.NoError(t, json.Unmarshal([]byte(ok("--json", "session", "launch", task, "--executor", "local")), &launched))
+	require.NoError(t, json.Unmarshal([]byte(ok(append([]string{"--json", "session", "launch", task, "--executor", "local"}, agent...)...)), &launched))
 	sid := launched["id"].(string)
+
+	// The process environments: agentctl's and the agent's, as
+	// /proc/PID/environ has them.
+	agentctl := agentctlPID(t, dataDir, sid)
+	var agentPID int
+	require.Eventually(t, func() bool { agentPID = childOf(agentctl); return agentPID != 0 }, 10*time.Second, 10*time.Millisecond, "the agent runs")
+	environs := map[string][]byte{}
+	for name, pid := range map[string]int{"agentctl": agentctl, "agent": agentPID} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		require.NoError(t, err)
+		environs[name] = b
+		src.add("process environment", name, b)
+	}
+	assert.Contains(t, string(environs["agent"]), "SCAN_PASSED="+passed, "--env NAME reaches the agent")
+	assert.Contains(t, string(environs["agentctl"]), "SCAN_PASSED="+passed, "and its agentctl, to pass it on")
+	assert.Contains(t, string(environs["agent"]), "TOOLSCOPE_MCP_TOKEN=", "the agent gets its MCP token")
+	setByAgentctl := []string{"TOOLSCOPE_MCP_URL", "TOOLSCOPE_MCP_TOKEN", "TOOLSCOPE_MCP_CONFIG", "TOOLSCOPE_SESSION_ID", "TOOLSCOPE_TASK_ID", "HOME"}
+	for _, kv := range strings.Split(strings.TrimRight(string(environs["agent"]), "\x00"), "\x00") {
+		name, _, _ := strings.Cut(kv, "=")
+		assert.True(t, slices.Contains(dry.PassEnv, name) || slices.Contains(setByAgentctl, name),
+			"the agent has %s, which --dry-run did not list", name)
+	}
+	serverEnv, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", srv.cmd.Process.Pid))
+	require.NoError(t, err)
 	ok("session", "get", sid)
 	ok("--json", "session", "list", task)
 	ok("session", "list", task)
@@ -498,7 +531,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	src.addTree(t, "file (server stopped)", root, exclude)
 	assert.ElementsMatch(t, append([]string{credFile}, secretFiles...), excluded, "only the files that hold a secret by design are excluded")
 
-	secrets := map[string]string{"github token": ghToken, "gitlab token": glToken, "revoked gitlab token": revoked, "planted token": planted}
+	secrets := map[string]string{"github token": ghToken, "gitlab token": glToken, "revoked gitlab token": revoked, "planted token": planted, "canary": canary}
 	for k, v := range launchSecrets {
 		secrets[k] = v
 	}
@@ -519,6 +552,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	echoHits := scanner.find(echoed)
 	assert.Contains(t, echoHits, "github token", "GitHub echoed its credential")
 	assert.Contains(t, echoHits, "gitlab token", "GitLab echoed its credential")
+	assert.Subset(t, scanner.find(serverEnv), []string{"github token", "gitlab token", "canary"}, "the orchestrator's own environment holds them")
 	plantedDir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(plantedDir, "leak.log"),
 		[]byte("level=ERROR msg=\"call failed\" auth=Bearer..."+ghToken[10:10+fragmentLen]+"...\n"), 0o600))
@@ -556,10 +590,32 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	assert.Greater(t, src.byKind["tool error"], 10)
 	assert.Greater(t, src.byKind["event"], 5)
 
+	assert.Equal(t, 2, src.byKind["process environment"])
 	testutil.Figure(t, "secrets scan", "%d sources, %d bytes scanned (%d tool results, %d tool errors incl. %d provider errors echoing the credential, "+
-		"%d events, %d CLI outputs, 1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
-		"controls: found in the credential file, %d launch secret files, %d echoing provider bodies, a planted fragment and a planted SQLite row; %s",
+		"%d events, %d CLI outputs, %d process environments (agentctl, agent), 1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
+		"controls: found in the credential file, %d launch secret files, %d echoing provider bodies, the orchestrator's environment, a planted fragment and a planted SQLite row; %s",
 		len(src.data), total, src.byKind["tool result"], src.byKind["tool error"], len(gh.Echoed())+len(gl.Echoed()), src.byKind["event"], src.byKind["cli"],
-		src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), scanner.Needles(), occurrences,
+		src.byKind["process environment"], src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), scanner.Needles(), occurrences,
 		len(secretFiles), len(gh.Echoed())+len(gl.Echoed()), time.Since(start).Round(time.Millisecond))
+}
+
+// childOf returns a child process of pid, or 0.
+func childOf(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
 }

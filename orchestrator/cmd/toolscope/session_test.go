@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,10 +63,25 @@ func (o *orchestrator) launchLocal(t *testing.T, task string) string {
 func bridgeConfig(t *testing.T, dataDir, sessionID string) (url, token string) {
 	t.Helper()
 	var cfg struct{ URL, Token string }
-	b, err := os.ReadFile(filepath.Join(dataDir, "sessions", sessionID, "agentctl", "sessions", sessionID, "bridge.json"))
+	b, err := os.ReadFile(filepath.Join(sessionDir(t, dataDir, sessionID), "bridge.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &cfg))
 	return cfg.URL, cfg.Token
+}
+
+// sessionDir is the directory agentctl keeps a local session's MCP files
+// in: under its state directory, or, when the agent runs under a uid of
+// its own (the orchestrator is root), under the --sessions-dir on its
+// command line.
+func sessionDir(t *testing.T, dataDir, sessionID string) string {
+	t.Helper()
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", agentctlPID(t, dataDir, sessionID)))
+	require.NoError(t, err)
+	args := strings.Split(string(cmdline), "\x00")
+	if i := slices.Index(args, "--sessions-dir"); i >= 0 && i+1 < len(args) {
+		return filepath.Join(args[i+1], sessionID)
+	}
+	return filepath.Join(dataDir, "sessions", sessionID, "agentctl", "sessions", sessionID)
 }
 
 // agentctlPID finds the agentctl serving a session from its command line.

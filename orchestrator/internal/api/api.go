@@ -220,6 +220,7 @@ func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {
 		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode, Image: req.GetImage(),
 		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
 		AgentProfile: req.GetAgent().GetProfile(), AgentModel: req.GetAgent().GetModel(), AgentCredentialEnv: req.GetAgent().GetCredentialEnv(),
+		AgentPassEnv: req.GetAgent().GetPassEnv(),
 	}, nil
 }
 

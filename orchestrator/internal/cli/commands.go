@@ -327,6 +327,7 @@ func (a *app) sessionCmd() *cobra.Command {
 	var (
 		executor, mode, workdir, image string
 		profile, modelName, credEnv    string
+		passEnv                        []string
 		dryRun                         bool
 	)
 	launch := &cobra.Command{
@@ -348,7 +349,7 @@ func (a *app) sessionCmd() *cobra.Command {
 				return usagef("invalid --mode %q: use task or plan", mode)
 			}
 			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image, DryRun: dryRun,
-				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv}}
+				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv, PassEnv: passEnv}}
 			if dryRun {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 					resp, err := a.sessions(conn).LaunchSession(ctx, req)
@@ -387,7 +388,8 @@ func (a *app) sessionCmd() *cobra.Command {
 	launch.Flags().StringVar(&profile, "agent", "", "agent profile: claude-code, codex or command (writes the MCP config that agent reads)")
 	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
 	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")
-	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started, and start nothing")
+	launch.Flags().StringArrayVar(&passEnv, "env", nil, "NAME of a variable of the executor's environment the agent gets as well; repeatable (the value is never stored or shown)")
+	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started and the whole environment allowlist, and start nothing")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
 		return &cobra.Command{
@@ -452,10 +454,9 @@ func printPlan(w io.Writer, p *pb.LaunchPlan) {
 	for k, v := range p.GetEnv() {
 		fmt.Fprintf(w, "  env\t%s=%s\n", k, v)
 	}
-	fmt.Fprintf(w, "  env\tTOOLSCOPE_MCP_URL, TOOLSCOPE_MCP_TOKEN, TOOLSCOPE_MCP_CONFIG (set by agentctl)\n")
-	if len(p.GetPassEnv()) > 0 {
-		fmt.Fprintf(w, "  passes through\t%s (names only; values come from the executor's environment)\n", strings.Join(p.GetPassEnv(), ", "))
-	}
+	fmt.Fprintf(w, "  env\tTOOLSCOPE_MCP_URL, TOOLSCOPE_MCP_TOKEN, TOOLSCOPE_MCP_CONFIG, TOOLSCOPE_SESSION_ID, TOOLSCOPE_TASK_ID (set by agentctl; HOME too, the session directory, when the agent runs under a uid of its own)\n")
+	fmt.Fprintf(w, "  passes through\t%s (names only; values come from the executor's environment, nothing else of it reaches the agent)\n",
+		strings.Join(p.GetPassEnv(), ", "))
 	for _, f := range p.GetFiles() {
 		fmt.Fprintf(w, "writes %s:\n%s", f.GetPath(), f.GetContent())
 	}

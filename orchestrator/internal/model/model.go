@@ -125,9 +125,14 @@ type Session struct {
 	// AgentProfile, AgentModel and AgentCredentialEnv select an agent
 	// profile (package profiles); the credential is a variable name.
 	AgentProfile, AgentModel, AgentCredentialEnv string
-	Image                                        string // container image, for the docker executor
-	Handle                                       Handle
-	Pushed                                       ProviderSet // the set the session's agentctl last applied
+	// AgentPassEnv names more variables of the executor's environment the
+	// agent gets (`session launch --env NAME`); names, never values. It
+	// holds for the launch that named them: it is not stored, so a
+	// relaunch by resume passes only the profile's allowlist.
+	AgentPassEnv []string
+	Image        string // container image, for the docker executor
+	Handle       Handle
+	Pushed       ProviderSet // the set the session's agentctl last applied
 	// ExternalGeneration is the catalog generation of the external tool
 	// set the session's agentctl last applied (0: none).
 	ExternalGeneration uint64

@@ -27,12 +27,22 @@ type SessionInput struct {
 	// AgentProfile ("claude-code", "codex", "command"), AgentModel and
 	// AgentCredentialEnv (a variable name) select an agent profile.
 	AgentProfile, AgentModel, AgentCredentialEnv string
-	Image                                        string // docker only
+	// AgentPassEnv names more variables of the executor's environment the
+	// agent gets (--env NAME): names, never values.
+	AgentPassEnv []string
+	Image        string // docker only
+}
+
+// profileSpec is the launch as package profiles sees it.
+func (in SessionInput) profileSpec(profile string) profiles.Spec {
+	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
 }
 
 // DryRun returns what launching in would start, through the same profile
 // rendering agentctl runs, with placeholders for the session's endpoint;
-// nothing is recorded or started.
+// nothing is recorded or started. Its PassEnv is the whole allowlist of
+// the executor's environment (profiles.Allowed), which the executor and
+// agentctl apply.
 func (s *Service) DryRun(ctx context.Context, in SessionInput) (profiles.Plan, error) {
 	if _, err := s.validateLaunch(ctx, in); err != nil {
 		return profiles.Plan{}, err
@@ -40,12 +50,12 @@ func (s *Service) DryRun(ctx context.Context, in SessionInput) (profiles.Plan, e
 	profile := in.AgentProfile
 	if profile == "" {
 		if len(in.AgentArgv) == 0 {
-			return profiles.Plan{Env: map[string]string{}, PassEnv: []string{}, Files: []profiles.File{}}, nil
+			return profiles.Plan{Env: map[string]string{}, PassEnv: profiles.Allowed(in.profileSpec("")), Files: []profiles.File{}}, nil
 		}
 		profile = profiles.Command
 	}
 	dir := "<session dir>"
-	return profiles.Render(profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv},
+	return profiles.Render(in.profileSpec(profile),
 		profiles.Endpoint{URL: "http://127.0.0.1:<port>/mcp", Token: "<session token>", Bridge: dir + "/bridge.json",
 			Agentctl: "<agentctl>", Dir: dir})
 }
@@ -94,6 +104,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	if err != nil {
 		return model.Session{}, err
 	}
+	sess.AgentPassEnv = in.AgentPassEnv
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
 	return s.start(ctx, exec, sess, progress, "launched")
@@ -125,9 +136,20 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 	case in.Executor != "docker" && in.Image != "":
 		return in, errdefs.InvalidField("image", "only the docker executor runs images")
 	}
+	if len(in.AgentPassEnv) > profiles.MaxPassEnv {
+		return in, errdefs.InvalidField("agent.pass_env", "at most %d names, not %d", profiles.MaxPassEnv, len(in.AgentPassEnv))
+	}
+	for i, name := range in.AgentPassEnv {
+		field := fmt.Sprintf("agent.pass_env[%d]", i)
+		if looksLikeToken(name) {
+			return in, errdefs.InvalidField(field, "looks like a token, not a variable name; give the NAME of the variable that holds it")
+		}
+		if err := profiles.ValidateEnvName(name); err != nil {
+			return in, errdefs.InvalidField(field, "%v", err)
+		}
+	}
 	if in.AgentProfile != "" {
-		spec := profiles.Spec{Profile: in.AgentProfile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv}
-		if err := spec.Validate(); err != nil {
+		if err := in.profileSpec(in.AgentProfile).Validate(); err != nil {
 			return in, errdefs.InvalidField("agent.profile", "%v", err)
 		}
 	}
@@ -153,7 +175,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
-			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv}
+			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}
 	}
 	handle, status, launchErr := exec.Launch(ctx, spec, progress)
 	if launchErr != nil {

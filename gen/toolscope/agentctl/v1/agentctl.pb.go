@@ -262,6 +262,11 @@ type AgentCommand struct {
 	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	// Name of the environment variable holding the model API key.
 	CredentialEnv string `protobuf:"bytes,6,opt,name=credential_env,json=credentialEnv,proto3" json:"credential_env,omitempty"`
+	// More environment variables to pass through from agentctl's own
+	// environment, by name (`session launch --env NAME`). With the base set,
+	// the profile's model variables and credential_env, they are the whole
+	// allowlist: nothing else of agentctl's environment reaches the agent.
+	PassEnv       []string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +341,13 @@ func (x *AgentCommand) GetCredentialEnv() string {
 		return x.CredentialEnv
 	}
 	return ""
+}
+
+func (x *AgentCommand) GetPassEnv() []string {
+	if x != nil {
+		return x.PassEnv
+	}
+	return nil
 }
 
 // LaunchSpec is everything agentctl needs to start a session.
@@ -1811,7 +1823,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\x92\x02\n" +
+	"generation\"\xad\x02\n" +
 	"\fAgentCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12>\n" +
 	"\x03env\x18\x02 \x03(\v2,.toolscope.agentctl.v1.AgentCommand.EnvEntryR\x03env\x12\x1f\n" +
@@ -1819,7 +1831,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"workingDir\x12\x18\n" +
 	"\aprofile\x18\x04 \x01(\tR\aprofile\x12\x14\n" +
 	"\x05model\x18\x05 \x01(\tR\x05model\x12%\n" +
-	"\x0ecredential_env\x18\x06 \x01(\tR\rcredentialEnv\x1a6\n" +
+	"\x0ecredential_env\x18\x06 \x01(\tR\rcredentialEnv\x12\x19\n" +
+	"\bpass_env\x18\a \x03(\tR\apassEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +

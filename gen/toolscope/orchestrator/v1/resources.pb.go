@@ -936,6 +936,12 @@ type AgentSpec struct {
 	// Name of the environment variable holding the model API key (a
 	// reference; the value is never stored or shown).
 	CredentialEnv string `protobuf:"bytes,5,opt,name=credential_env,json=credentialEnv,proto3" json:"credential_env,omitempty"`
+	// More environment variables the agent gets from the executor's
+	// environment, by name (`session launch --env NAME`); the values are
+	// never stored or shown. Nothing else of that environment reaches the
+	// agent but a small base, the profile's model variables and
+	// credential_env (see LaunchPlan.pass_env).
+	PassEnv       []string `protobuf:"bytes,6,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1005,14 +1011,21 @@ func (x *AgentSpec) GetCredentialEnv() string {
 	return ""
 }
 
+func (x *AgentSpec) GetPassEnv() []string {
+	if x != nil {
+		return x.PassEnv
+	}
+	return nil
+}
+
 // LaunchPlan is what a launch would start: the agent command, the
 // environment it gets, and the MCP configuration files written for it.
 type LaunchPlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Argv  []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
 	Env   map[string]string      `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Variables passed through from the executor's environment: references
-	// to credentials, never their values.
+	// Every variable passed through from the executor's environment (names,
+	// never values): the whole allowlist, nothing else reaches the agent.
 	PassEnv       []string    `protobuf:"bytes,3,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
 	Files         []*PlanFile `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2227,14 +2240,15 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"repository\x18\x01 \x01(\v2%.toolscope.orchestrator.v1.RepositoryR\n" +
 	"repository\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x18\n" +
-	"\aprimary\x18\x03 \x01(\bR\aprimary\"\x97\x01\n" +
+	"\aprimary\x18\x03 \x01(\bR\aprimary\"\xb2\x01\n" +
 	"\tAgentSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x1f\n" +
 	"\vworking_dir\x18\x02 \x01(\tR\n" +
 	"workingDir\x12\x18\n" +
 	"\aprofile\x18\x03 \x01(\tR\aprofile\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12%\n" +
-	"\x0ecredential_env\x18\x05 \x01(\tR\rcredentialEnv\"\xf0\x01\n" +
+	"\x0ecredential_env\x18\x05 \x01(\tR\rcredentialEnv\x12\x19\n" +
+	"\bpass_env\x18\x06 \x03(\tR\apassEnv\"\xf0\x01\n" +
 	"\n" +
 	"LaunchPlan\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12@\n" +

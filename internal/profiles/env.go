@@ -1,0 +1,79 @@
+package profiles
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The agent environment is an allowlist: nothing of the environment of
+// whatever starts agentctl (the orchestrator, a container image, an
+// operator's shell on a remote host) reaches agentctl or the agent unless
+// its name is listed by Allowed. The executors start agentctl with
+// Filter(environ, Allowed(spec)), and agentctl starts the agent with the
+// same filter over its own environment, plus the variables it sets
+// itself (the plan's Env and the TOOLSCOPE_MCP_* endpoint): one rule, two
+// places that apply it.
+
+// BaseEnv is what every agent gets from its executor's environment: the
+// shell basics, never a credential.
+var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ"}
+
+// ModelEnv lists, per profile, the variables that carry the profile's
+// model credentials and endpoints: passed through by name, so the agent
+// can reach its model; their values are never stored or shown.
+var ModelEnv = map[string][]string{
+	ClaudeCode: {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+		"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+	Codex: {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+}
+
+// ReservedPrefix starts the names agentctl owns (its launch secret, the
+// session's MCP endpoint): no launch may pass one through.
+const ReservedPrefix = "TOOLSCOPE_"
+
+// MaxPassEnv bounds the names a launch may add with --env.
+const MaxPassEnv = 64
+
+// ValidateEnvName checks a name a launch passes through with --env. The
+// error names the bad name but says nothing of any value.
+func ValidateEnvName(name string) error {
+	if before, _, isAssignment := strings.Cut(name, "="); isAssignment {
+		return fmt.Errorf("%q=... is an assignment: give only the NAME; the value comes from the executor's environment and is never sent", before)
+	}
+	switch {
+	case !envName.MatchString(name):
+		return fmt.Errorf("this is not an environment variable name (letters, digits and '_', not starting with a digit); give the NAME, the value comes from the executor's environment")
+	case strings.HasPrefix(strings.ToUpper(name), ReservedPrefix):
+		return fmt.Errorf("%q is reserved: agentctl sets the %s* variables itself", name, ReservedPrefix)
+	}
+	return nil
+}
+
+// Allowed returns the names of the variables passed through from the
+// executor's environment for spec, sorted and without repeats: BaseEnv,
+// the profile's ModelEnv, the spec's CredentialEnv and its PassEnv names.
+// agentctl's own variables (TOOLSCOPE_*) are never among them.
+func Allowed(s Spec) []string {
+	names := slices.Clone(BaseEnv)
+	names = append(names, ModelEnv[s.Profile]...)
+	if s.CredentialEnv != "" {
+		names = append(names, s.CredentialEnv)
+	}
+	names = append(names, s.PassEnv...)
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(strings.ToUpper(n), ReservedPrefix) })
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Filter keeps the NAME=value entries of environ whose name is in names.
+func Filter(environ []string, names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if ok && slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
