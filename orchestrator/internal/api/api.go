@@ -23,6 +23,7 @@ func Register(s grpc.ServiceRegistrar, svc *service.Service) {
 	pb.RegisterSessionServiceServer(s, &sessions{svc: svc})
 	pb.RegisterEventServiceServer(s, &eventsServer{svc: svc})
 	pb.RegisterCatalogServiceServer(s, &catalogServer{svc: svc})
+	pb.RegisterAuthServiceServer(s, &authServer{svc: svc})
 }
 
 // ServiceNames lists the fully qualified names of the public services.
@@ -33,6 +34,7 @@ var ServiceNames = []string{
 	pb.SessionService_ServiceDesc.ServiceName,
 	pb.EventService_ServiceDesc.ServiceName,
 	pb.CatalogService_ServiceDesc.ServiceName,
+	pb.AuthService_ServiceDesc.ServiceName,
 }
 
 type workspaces struct {
