@@ -98,8 +98,11 @@ func rank(r model.Role) int {
 	return 0
 }
 
-// Allows reports whether role has at least the rank of least.
-func Allows(role, least model.Role) bool { return rank(role) > 0 && rank(role) >= rank(least) }
+// Allows reports whether role has at least the rank of least; an unknown
+// role (either one) allows nothing.
+func Allows(role, least model.Role) bool {
+	return rank(role) > 0 && rank(least) > 0 && rank(role) >= rank(least)
+}
 
 // ParseRole returns the role s names (viewer, member or admin), and
 // whether it names one.

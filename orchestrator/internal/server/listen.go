@@ -8,7 +8,10 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"sort"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 )
@@ -105,4 +108,25 @@ func listenSocket(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return lis, nil
+}
+
+// Method is one RPC the server serves.
+type Method struct {
+	Name                       string // full name: /package.Service/Method
+	ClientStream, ServerStream bool
+}
+
+// Methods lists every RPC the server registers (the public API, health
+// checking and reflection), sorted by name: what access.Table must cover.
+func Methods() []Method {
+	srv := grpc.NewServer()
+	registerServices(srv, nil)
+	var out []Method
+	for svc, info := range srv.GetServiceInfo() {
+		for _, m := range info.Methods {
+			out = append(out, Method{Name: "/" + svc + "/" + m.Name, ClientStream: m.IsClientStream, ServerStream: m.IsServerStream})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

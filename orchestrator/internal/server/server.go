@@ -156,6 +156,20 @@ func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, ev executors.EventHandl
 	return remote.New(remote.Options{Addr: rc.Addr, TLS: tlsCfg, Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log})
 }
 
+// registerServices registers everything the server serves: the public
+// API, health checking and reflection. Every method of these must be in
+// access.Table or access.Open (TestEveryMethodHasARole).
+func registerServices(srv *grpc.Server, svc *service.Service) *health.Server {
+	api.Register(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	for _, name := range api.ServiceNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	reflection.Register(srv)
+	return hs
+}
+
 // Ready describes a server that accepts connections.
 type Ready struct {
 	Socket string // the Unix socket's path
@@ -280,13 +294,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
 	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)))
 	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
-	api.Register(srv, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	for _, name := range api.ServiceNames {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	}
-	reflection.Register(srv)
+	hs := registerServices(srv, svc)
 
 	serveErr := make(chan error, 2)
 	r := Ready{Socket: sock.Addr().String(), DBPath: st.Path()}
