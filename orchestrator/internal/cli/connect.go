@@ -251,7 +251,7 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 			return nil, usagef("server %q: a socket address is unix:// followed by an absolute path", t.server)
 		}
 		network, addr = "unix", path
-	} else if _, _, err := net.SplitHostPort(t.server); err != nil {
+	} else if _, _, err := net.SplitHostPort(t.server); err != nil || strings.Contains(t.server, "://") {
 		return nil, usagef("server %q is neither unix:///path nor host:port", t.server)
 	}
 	var d net.Dialer
