@@ -36,6 +36,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
+	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
@@ -72,7 +73,7 @@ func (o *orchestrator) createToken(t *testing.T, name, role, ttl string) string 
 		Secret string `json:"secret"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(o.ok(t, "--json", "token", "create", name, "--role", role, "--ttl", ttl)), &resp))
-	require.Regexp(t, access.TokenPattern, resp.Secret)
+	require.Regexp(t, apitoken.Pattern, resp.Secret)
 	return resp.Secret
 }
 
@@ -164,7 +165,7 @@ func TestEveryRPCRefusedOverTCP(t *testing.T) {
 	expired := srv.createToken(t, "expiring", "admin", "1s")
 	revoked := srv.createToken(t, "revoked", "admin", "1h")
 	srv.ok(t, "token", "revoke", "revoked")
-	id, _, _ := access.NewToken()
+	id, _, _ := apitoken.New()
 	wrong := "tsat_" + strings.TrimPrefix(id, "tok_") + "_" + strings.Repeat("ab", 32)
 	// Wait, with a deadline, for the expiring token to expire.
 	expiredConn := tcpConn(t, srv.tcp, expired)

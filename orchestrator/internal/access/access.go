@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -96,7 +97,7 @@ func (a *Authenticator) Authorize(ctx context.Context, method string) (context.C
 	least, ok := Table[method]
 	if !ok {
 		err = fmt.Errorf("%s is not in the orchestrator's access table, so nobody may call it: %w", method, errdefs.ErrPermissionDenied)
-	} else if !Allows(actor.Role, least) {
+	} else if !actor.Role.AtLeast(least) {
 		err = fmt.Errorf("%s has role %s; %s needs role %s: %w", actor.Name, actor.Role, method, least, errdefs.ErrPermissionDenied)
 	}
 	if err != nil {
@@ -151,7 +152,7 @@ func (a *Authenticator) authenticate(ctx context.Context) (model.Actor, string, 
 func CertRole(units []string) (model.Role, error) {
 	var found []model.Role
 	for _, u := range units {
-		if r, ok := ParseRole(u); ok {
+		if r := model.Role(u); r.Valid() {
 			found = append(found, r)
 		}
 	}
@@ -169,7 +170,7 @@ func (a *Authenticator) token(ctx context.Context, header string) (model.Actor, 
 		return model.Actor{}, fmt.Errorf("the authorization metadata must be \"Bearer <API token>\": %w", errdefs.ErrUnauthenticated)
 	}
 	token := header[len(scheme):]
-	id, ok := ParseToken(token)
+	id, ok := apitoken.Parse(token)
 	if !ok {
 		return model.Actor{}, errBadToken
 	}
@@ -179,7 +180,7 @@ func (a *Authenticator) token(ctx context.Context, header string) (model.Actor, 
 	} else if err != nil {
 		return model.Actor{}, err
 	}
-	if subtle.ConstantTimeCompare(HashToken(token), hash) != 1 {
+	if subtle.ConstantTimeCompare(apitoken.Hash(token), hash) != 1 {
 		return model.Actor{}, errBadToken
 	}
 	now := time.Now

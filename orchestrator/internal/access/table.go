@@ -84,29 +84,3 @@ var Open = map[string]bool{
 	healthpb.Health_Watch_FullMethodName: true,
 	healthpb.Health_List_FullMethodName:  true,
 }
-
-// rank orders roles; an unknown role ranks below every known one.
-func rank(r model.Role) int {
-	switch r {
-	case model.RoleViewer:
-		return 1
-	case model.RoleMember:
-		return 2
-	case model.RoleAdmin:
-		return 3
-	}
-	return 0
-}
-
-// Allows reports whether role has at least the rank of least; an unknown
-// role (either one) allows nothing.
-func Allows(role, least model.Role) bool {
-	return rank(role) > 0 && rank(least) > 0 && rank(role) >= rank(least)
-}
-
-// ParseRole returns the role s names (viewer, member or admin), and
-// whether it names one.
-func ParseRole(s string) (model.Role, bool) {
-	r := model.Role(s)
-	return r, rank(r) > 0
-}

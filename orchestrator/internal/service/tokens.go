@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/orchestrator/internal/access"
+	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -33,7 +33,7 @@ func (s *Service) CreateAPIToken(ctx context.Context, name string, role model.Ro
 	if role == "" {
 		role = model.RoleMember
 	}
-	if _, ok := access.ParseRole(string(role)); !ok {
+	if !role.Valid() {
 		return model.APIToken{}, "", errdefs.InvalidField("role", "%q is not viewer, member or admin", role)
 	}
 	switch {
@@ -42,7 +42,7 @@ func (s *Service) CreateAPIToken(ctx context.Context, name string, role model.Ro
 	case ttl < time.Second || ttl > MaxTokenTTL:
 		return model.APIToken{}, "", errdefs.InvalidField("ttl", "%s is not between 1s and %s", ttl, MaxTokenTTL)
 	}
-	id, secret, hash := access.NewToken()
+	id, secret, hash := apitoken.New()
 	tok := model.APIToken{ID: id, Name: name, Role: role, ExpiresAt: time.Now().UTC().Add(ttl)}
 	if a, ok := model.ActorFrom(ctx); ok {
 		tok.CreatedBy = a.String()

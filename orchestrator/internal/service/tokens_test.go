@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/orchestrator/internal/access"
+	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -69,7 +69,7 @@ func TestCreateAPIToken(t *testing.T) {
 	ctx := model.WithActor(t.Context(), model.Actor{Kind: model.ActorPerson, Name: "local:0", Role: model.RoleAdmin})
 	tok, secret, err := svc.CreateAPIToken(ctx, "ci", "", 0)
 	require.NoError(t, err)
-	assert.Regexp(t, access.TokenPattern, secret)
+	assert.Regexp(t, apitoken.Pattern, secret)
 	assert.Equal(t, model.RoleMember, tok.Role, "member by default")
 	assert.Equal(t, "person:local:0", tok.CreatedBy)
 	assert.WithinDuration(t, time.Now().Add(service.DefaultTokenTTL), tok.ExpiresAt, time.Minute)

@@ -1,4 +1,6 @@
-package access
+// Package apitoken makes and reads API tokens: "tsat_", the token's id,
+// "_", 256 random bits in hex. The store keeps only Hash of a token.
+package apitoken
 
 import (
 	"crypto/rand"
@@ -10,9 +12,9 @@ import (
 
 // An API token as sent is "tsat_", the token's id without its "tok_"
 // prefix (10 lower-case base32 characters), "_", and 64 hex digits of
-// secret (256 random bits). TokenPattern matches exactly that, so that
+// secret (256 random bits). Pattern matches exactly that, so that
 // scrubbers can recognise one anywhere.
-var TokenPattern = regexp.MustCompile(`tsat_[a-z2-7]{10}_[0-9a-f]{64}`)
+var Pattern = regexp.MustCompile(`tsat_[a-z2-7]{10}_[0-9a-f]{64}`)
 
 const (
 	tokenPrefix = "tsat_"
@@ -20,9 +22,9 @@ const (
 	idChars     = 10
 )
 
-// NewToken returns a new token's id, the token to hand to its user (once),
+// New returns a new token's id, the token to hand to its user (once),
 // and the hash to store.
-func NewToken() (id, token string, hash []byte) {
+func New() (id, token string, hash []byte) {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	var idb [idChars]byte
 	_, _ = rand.Read(idb[:]) // never fails (crypto/rand)
@@ -32,18 +34,18 @@ func NewToken() (id, token string, hash []byte) {
 	var secret [32]byte
 	_, _ = rand.Read(secret[:])
 	token = tokenPrefix + string(idb[:]) + "_" + hex.EncodeToString(secret[:])
-	return idPrefix + string(idb[:]), token, HashToken(token)
+	return idPrefix + string(idb[:]), token, Hash(token)
 }
 
-// HashToken is the stored form of a token: SHA-256 of the whole token.
-func HashToken(token string) []byte {
+// Hash is the stored form of a token: SHA-256 of the whole token.
+func Hash(token string) []byte {
 	sum := sha256.Sum256([]byte(token))
 	return sum[:]
 }
 
-// ParseToken returns the id a well-formed token names.
-func ParseToken(token string) (id string, ok bool) {
-	if len(token) != len(tokenPrefix)+idChars+1+64 || !TokenPattern.MatchString(token) || !strings.HasPrefix(token, tokenPrefix) {
+// Parse returns the id a well-formed token names.
+func Parse(token string) (id string, ok bool) {
+	if len(token) != len(tokenPrefix)+idChars+1+64 || !Pattern.MatchString(token) || !strings.HasPrefix(token, tokenPrefix) {
 		return "", false
 	}
 	return idPrefix + token[len(tokenPrefix):len(tokenPrefix)+idChars], true
