@@ -242,7 +242,7 @@ func (x *CreateAPITokenRequest) GetTtl() *durationpb.Duration {
 type CreateAPITokenResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	ApiToken *APIToken              `protobuf:"bytes,1,opt,name=api_token,json=apiToken,proto3" json:"api_token,omitempty"`
-	// The bearer secret, "tsat_" followed by 81 characters. Shown once.
+	// The bearer secret, "tsat_" followed by 75 characters (see ADR 0010). Shown once.
 	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
