@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolscope/toolscope/executors"
@@ -55,7 +56,7 @@ func unary[Req, Res proto.Message](method string, h func(*fuzzEnv) func(context.
 	}
 }
 
-// fuzzRPCs lists every RPC of services.proto; a test checks it against the
+// fuzzRPCs lists every RPC of services.proto and auth.proto; a test checks it against the
 // file descriptor. The order picks the RPC from the fuzzed kind, so new
 // RPCs go at the end to keep the committed corpus meaningful.
 var fuzzRPCs = []fuzzRPC{
@@ -184,6 +185,18 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.CatalogService.AssignCatalogTool", func(e *fuzzEnv) func(context.Context, *pb.AssignCatalogToolRequest) (*pb.AssignCatalogToolResponse, error) {
 		return e.catalog.AssignCatalogTool
 	}),
+	unary("toolscope.orchestrator.v1.AuthService.CreateAPIToken", func(e *fuzzEnv) func(context.Context, *pb.CreateAPITokenRequest) (*pb.CreateAPITokenResponse, error) {
+		return e.auth.CreateAPIToken
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.ListAPITokens", func(e *fuzzEnv) func(context.Context, *pb.ListAPITokensRequest) (*pb.ListAPITokensResponse, error) {
+		return e.auth.ListAPITokens
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.RevokeAPIToken", func(e *fuzzEnv) func(context.Context, *pb.RevokeAPITokenRequest) (*pb.RevokeAPITokenResponse, error) {
+		return e.auth.RevokeAPIToken
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.WhoAmI", func(e *fuzzEnv) func(context.Context, *pb.WhoAmIRequest) (*pb.WhoAmIResponse, error) {
+		return e.auth.WhoAmI
+	}),
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")
@@ -299,6 +312,7 @@ type fuzzEnv struct {
 	sessions     *sessions
 	events       *eventsServer
 	catalog      *catalogServer
+	auth         *authServer
 
 	// ids maps a placeholder such as "@task" to the id of the record it
 	// stands for; FuzzRequests substitutes every string field that equals
@@ -333,6 +347,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
 	e.catalog = &catalogServer{svc: e.svc}
+	e.auth = &authServer{svc: e.svc}
 
 	ws, err := e.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(tb, err)
@@ -663,6 +678,14 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "@ws"}},
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool", WorkspaceId: "ws_nope", Assigned: true}},
 		{"AssignCatalogTool", &pb.AssignCatalogToolRequest{Tool: "@tool"}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "ci", Role: pb.Role_ROLE_MEMBER, Ttl: durationpb.New(time.Hour)}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "ci", Role: pb.Role(42)}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "x", Ttl: &durationpb.Duration{Seconds: -1, Nanos: 5}}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "local:0", Role: pb.Role_ROLE_ADMIN}},
+		{"ListAPITokens", &pb.ListAPITokensRequest{}},
+		{"RevokeAPIToken", &pb.RevokeAPITokenRequest{ApiToken: "tok_nope"}},
+		{"RevokeAPIToken", &pb.RevokeAPITokenRequest{}},
+		{"WhoAmI", &pb.WhoAmIRequest{}},
 	}
 	out := []testutil.FuzzSeed{}
 	count := map[string]int{}
@@ -727,17 +750,21 @@ func FuzzRequests(f *testing.F) {
 }
 
 // TestFuzzRequestsCoverEveryRPC: FuzzRequests drives every RPC of every
-// service in services.proto with that RPC's request type, so a new RPC
-// cannot be added without fuzz coverage.
+// service in services.proto and auth.proto with that RPC's request type,
+// so a new RPC cannot be added without fuzz coverage.
 func TestFuzzRequestsCoverEveryRPC(t *testing.T) {
 	t.Parallel()
 	want := map[string]protoreflect.FullName{}
-	services := pb.File_toolscope_orchestrator_v1_services_proto.Services()
-	for i := range services.Len() {
-		methods := services.Get(i).Methods()
-		for j := range methods.Len() {
-			m := methods.Get(j)
-			want[string(m.FullName())] = m.Input().FullName()
+	serviceCount := 0
+	for _, file := range []protoreflect.FileDescriptor{pb.File_toolscope_orchestrator_v1_services_proto, pb.File_toolscope_orchestrator_v1_auth_proto} {
+		services := file.Services()
+		serviceCount += services.Len()
+		for i := range services.Len() {
+			methods := services.Get(i).Methods()
+			for j := range methods.Len() {
+				m := methods.Get(j)
+				want[string(m.FullName())] = m.Input().FullName()
+			}
 		}
 	}
 	got := map[string]protoreflect.FullName{}
@@ -747,5 +774,5 @@ func TestFuzzRequestsCoverEveryRPC(t *testing.T) {
 		got[r.method] = r.req().ProtoReflect().Descriptor().FullName()
 	}
 	assert.Equal(t, want, got, "fuzzRPCs must list every RPC of services.proto with its request type")
-	assert.Equal(t, services.Len(), len(ServiceNames), "every service is registered")
+	assert.Equal(t, serviceCount, len(ServiceNames), "every service is registered")
 }

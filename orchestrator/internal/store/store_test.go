@@ -276,7 +276,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 	assert.Equal(t, events, gotEvents)
 	v, err := s2.SchemaVersion(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(6), v)
+	assert.Equal(t, int64(7), v)
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
