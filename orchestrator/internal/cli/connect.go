@@ -133,8 +133,12 @@ type target struct {
 // variable, then the context (--context, else $TOOLSCOPE_CONTEXT, else the
 // config file's current context). A context chosen with --context counts
 // as a flag: its settings beat the environment's.
+//
+// Only the root's persistent flags count: a subcommand's own flag of the
+// same name (workspace connect --token-file, a provider credential's
+// reference) shadows the global one there and is never an API credential.
 func (a *app) resolve(cmd *cobra.Command) (target, error) {
-	flags := cmd.Flags()
+	flags := cmd.Root().PersistentFlags()
 	path, cfg, err := loadConfig()
 	if err != nil {
 		return target{}, err
