@@ -504,6 +504,7 @@ func TestTokensAndContexts(t *testing.T) {
 		{nil, []string{"context", "use", "prod"}, cli.ExitUsage, `no context "prod"`},
 		{nil, []string{"--server", "tcp://nowhere", "whoami"}, cli.ExitUsage, `server "tcp://nowhere" is neither`},
 		{[]string{"TOOLSCOPE_TOKEN=tsat_nope"}, []string{"--server", srv.tcp, "whoami"}, cli.ExitDenied, "API token is not valid"},
+		{[]string{"TOOLSCOPE_TOKEN=" + secret}, []string{"--server", "192.0.2.1:7733", "whoami"}, cli.ExitUsage, "refusing to send the API token in clear text to 192.0.2.1:7733"},
 	}
 	for _, e := range errs {
 		r := runEnv(t, append(env, e.env...), e.args...)

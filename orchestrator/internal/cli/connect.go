@@ -258,6 +258,12 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 	} else if _, _, err := net.SplitHostPort(t.server); err != nil || strings.Contains(t.server, "://") {
 		return nil, usagef("server %q is neither unix:///path nor host:port", t.server)
 	}
+	useTLS := network == "tcp" && (t.ca != "" || t.cert != "")
+	host, _, _ := net.SplitHostPort(addr)
+	plainOK := network == "unix" || host == "localhost" || net.ParseIP(host).IsLoopback()
+	if t.token != "" && !plainOK && !useTLS {
+		return nil, usagef("refusing to send the API token in clear text to %s: give the server's CA with --tls-ca (or the context's --ca)", t.server)
+	}
 	var d net.Dialer
 	probeCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -273,7 +279,6 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 	_ = probe.Close()
 
 	opts := grpcerr.DialOptions()
-	useTLS := network == "tcp" && (t.ca != "" || t.cert != "")
 	if useTLS {
 		tc, err := clientTLS(t)
 		if err != nil {
@@ -284,9 +289,7 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if t.token != "" {
-		// Never in clear text beyond this host.
-		host, _, _ := net.SplitHostPort(addr)
-		plainOK := network == "unix" || host == "localhost" || net.ParseIP(host).IsLoopback()
+		// Never in clear text beyond this host (checked above, and again by gRPC).
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer.Credentials(t.token, !plainOK)))
 	}
 	conn, err := grpc.NewClient(grpcTarget, opts...)
