@@ -1,11 +1,15 @@
 package server
 
 import (
+	"net"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 )
@@ -54,4 +58,37 @@ func TestCheckListen(t *testing.T) {
 			assert.Contains(t, err.Error(), c.listen)
 		}
 	}
+}
+
+// TestSocketIsReplacedOnlyWhenStale: a socket left by a crash is replaced;
+// a live one (another orchestrator on the same data directory) is an
+// error, and so is a file that is not a socket.
+func TestSocketIsReplacedOnlyWhenStale(t *testing.T) {
+	dir := t.TempDir()
+	path := SocketPath(dir)
+	stale, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, stale.Close())
+
+	live, err := listenSocket(path)
+	require.NoError(t, err, "a stale socket is replaced")
+	info, err := os.Lstat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	_, err = listenSocket(path)
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "another orchestrator serves on "+path)
+	require.NoError(t, live.Close())
+	_, err = os.Lstat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist, "closing the listener removes the socket")
+
+	require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+	_, err = listenSocket(path)
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "is not a socket")
+
+	_, err = listenSocket("/" + strings.Repeat("d", 120) + "/toolscope.sock")
+	assert.Equal(t, "data_dir", errdefs.FieldOf(err))
 }
