@@ -444,6 +444,7 @@ func TestTokensAndContexts(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(list), &tokens))
 	require.Len(t, tokens.APITokens, 1)
+	assert.Len(t, strings.Fields(srv.ok(t, "token", "list")), 7+6, "a header (CREATED BY is two words) and one token, no secret")
 	assert.Equal(t, "ci", tokens.APITokens[0].Name)
 	assert.Regexp(t, `^person:local:\d+$`, tokens.APITokens[0].CreatedBy)
 	r = srv.run(t, "token", "create", "x", "--ttl", "9000h")
@@ -451,6 +452,12 @@ func TestTokensAndContexts(t *testing.T) {
 	assert.Contains(t, r.stderr, "invalid ttl")
 	r = srv.run(t, "token", "create", "ci")
 	assert.Equal(t, cli.ExitAlreadyExists, r.code)
+
+	// Without --json, stdout is the token alone: '> file' keeps just it.
+	r = srv.run(t, "token", "create", "shell", "--role", "viewer")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^tsat_[a-z2-7]{10}_[0-9a-f]{64}\n$`, r.stdout)
+	assert.Contains(t, r.stderr, "this is the only time it is shown")
 
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "ci.token")

@@ -58,12 +58,16 @@ tsat_<10 characters>_<64 hex digits>.`,
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) {
-					t := resp.GetApiToken()
-					fmt.Fprintf(w, "%s\n", resp.GetSecret())
-					fmt.Fprintf(w, "token %s (%s, role %s) expires %s; this is the only time it is shown\n",
-						t.GetId(), t.GetName(), roleName(t.GetRole()), t.GetExpireTime().AsTime().Format(time.RFC3339))
-				})
+				if a.json {
+					return a.emit(resp, nil)
+				}
+				// The token alone on stdout, so that '> file' keeps just it;
+				// the note on stderr.
+				t := resp.GetApiToken()
+				fmt.Fprintf(a.stderr, "token %s (%s, role %s) expires %s; this is the only time it is shown\n",
+					t.GetId(), t.GetName(), roleName(t.GetRole()), t.GetExpireTime().AsTime().Format(time.RFC3339))
+				_, err = fmt.Fprintln(a.stdout, resp.GetSecret())
+				return err
 			})
 		},
 	}
