@@ -533,3 +533,15 @@ func TestTokensAndContexts(t *testing.T) {
 	assert.Empty(t, listed.Current)
 	assert.Len(t, listed.Contexts, 1)
 }
+
+// TestSecondServerOnTheSameDataDirIsRefused: the live socket stops a
+// second orchestrator before it opens the store or touches a session.
+func TestSecondServerOnTheSameDataDirIsRefused(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	srv := startServer(t, dataDir)
+	r := runEnv(t, nil, "serve", "--data-dir", dataDir)
+	assert.Equal(t, cli.ExitPrecondition, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "another orchestrator serves on "+srv.socket)
+	srv.ok(t, "workspace", "list") // the first one still serves
+}

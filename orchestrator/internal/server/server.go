@@ -202,6 +202,21 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Warn("the data directory is open to other users; it holds the socket and agentctl secrets (chmod 700 it)",
 			"dir", cfg.DataDir, "mode", info.Mode().Perm().String())
 	}
+	// Bound first, so that a second orchestrator on the same data
+	// directory stops here, before it touches the store or any session;
+	// connections wait in the backlog until Serve.
+	sock, err := listenSocket(SocketPath(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	var tcp net.Listener
+	if cfg.Listen != "" {
+		if tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s (set --listen to another address): %w", cfg.Listen, err)
+		}
+		defer tcp.Close()
+	}
 
 	broker := &events.Broker{}
 	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish})
@@ -278,18 +293,6 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
 	}
 
-	sock, err := listenSocket(SocketPath(cfg.DataDir))
-	if err != nil {
-		return err
-	}
-	defer sock.Close()
-	var tcp net.Listener
-	if cfg.Listen != "" {
-		if tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen on %s (set --listen to another address): %w", cfg.Listen, err)
-		}
-		defer tcp.Close()
-	}
 
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
 	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)))
