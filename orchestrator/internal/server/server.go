@@ -293,7 +293,6 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
 	}
 
-
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
 	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)))
 	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
