@@ -16,7 +16,9 @@ TOOLS_BIN := $(CURDIR)/.bin
 BUF := $(TOOLS_BIN)/buf
 OUT := $(CURDIR)/bin
 
-LISTEN ?= 127.0.0.1:7733
+# The orchestrator always serves on <data-dir>/toolscope.sock (yours only);
+# LISTEN adds an authenticated TCP listener (e.g. LISTEN=127.0.0.1:7733).
+LISTEN ?=
 DATA_DIR ?=
 
 .PHONY: help
@@ -30,11 +32,11 @@ build: ## build bin/toolscope and a static bin/agentctl
 
 .PHONY: run
 run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenario (LISTEN=, DATA_DIR=)
-	$(OUT)/toolscope demo --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+	$(OUT)/toolscope demo $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: serve
 serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
-	$(OUT)/toolscope serve --listen $(LISTEN) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+	$(OUT)/toolscope serve $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 # Reliability tests record one figure per case (testutil.Figure); `make
 # test` collects them here and prints them after the run.

@@ -97,9 +97,14 @@ func (ca *CA) IssueServer(commonName string, hosts []string, validFor time.Durat
 	return ca.issue(tmpl)
 }
 
-// IssueClient issues a client certificate for an orchestrator.
-func (ca *CA) IssueClient(commonName string, validFor time.Duration) (Pair, error) {
-	return ca.issue(ca.leaf(commonName, validFor, x509.ExtKeyUsageClientAuth))
+// IssueClient issues a client certificate: an orchestrator's, for
+// agentctl daemons, or an API caller's. units, if any, become the
+// Subject's OrganizationalUnit; the orchestrator's API reads a caller's
+// role there (viewer, member or admin).
+func (ca *CA) IssueClient(commonName string, validFor time.Duration, units ...string) (Pair, error) {
+	tmpl := ca.leaf(commonName, validFor, x509.ExtKeyUsageClientAuth)
+	tmpl.Subject.OrganizationalUnit = units
+	return ca.issue(tmpl)
 }
 
 func (ca *CA) leaf(commonName string, validFor time.Duration, usage x509.ExtKeyUsage) *x509.Certificate {

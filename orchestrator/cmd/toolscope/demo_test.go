@@ -17,14 +17,14 @@ import (
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
-// runDemo runs `toolscope demo` as `make run` does (on a free port) and
+// runDemo runs `toolscope demo` as `make run` does (on its socket) and
 // returns its output lines up to the closing hints; the demo keeps
 // serving, and is stopped with SIGTERM, which must end it cleanly.
 func runDemo(t *testing.T, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := command(ctx, append([]string{"demo", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+	cmd := command(ctx, append([]string{"demo", "--data-dir", t.TempDir(),
 		"--agentctl", executortest.Agentctl(t)}, args...)...)
 	stderr := &testutil.SyncBuffer{}
 	cmd.Stderr = stderr
@@ -75,6 +75,7 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	assert.Contains(t, calls["github_pr_create"], "Created pull request #1")
 	assert.Contains(t, calls["gitlab_mr_create"], "Created merge request #1")
 	assert.NotEmpty(t, steps["next"]["session_id"])
+	assert.Regexp(t, `^unix:///.*/toolscope\.sock$`, steps["next"]["server"], "the demo serves on its socket")
 
 	story := strings.Join(runDemo(t), "\n")
 	for _, want := range []string{"no real GitHub or GitLab is contacted", "lists 11 tools", "received 1 notifications/tools/list_changed",

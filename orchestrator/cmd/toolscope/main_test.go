@@ -53,9 +53,11 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 
 // orchestrator is a running `toolscope serve` process.
 type orchestrator struct {
-	addr string
-	cmd  *exec.Cmd
-	logs *testutil.SyncBuffer
+	addr   string // the socket, as --server takes it: unix:///path
+	socket string // its path
+	tcp    string // the TCP address, with --listen
+	cmd    *exec.Cmd
+	logs   *testutil.SyncBuffer
 }
 
 func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
@@ -63,10 +65,11 @@ func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
 	return startServerEnv(t, dataDir, nil, args...)
 }
 
-// startServerEnv starts `toolscope serve` with extra environment.
+// startServerEnv starts `toolscope serve` with extra environment. It
+// serves on its Unix socket in dataDir; tests that need TCP pass --listen.
 func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *orchestrator {
 	t.Helper()
-	cmd := command(context.Background(), append([]string{"serve", "--json", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
+	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
 	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
@@ -85,10 +88,11 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	}()
 	select {
 	case line := <-ready:
-		var r struct{ Addr, Database string }
+		var r struct{ Socket, Addr, Database string }
 		require.NoError(t, json.Unmarshal([]byte(line), &r), "ready line %q; logs: %s", line, logs)
 		assert.Equal(t, filepath.Join(dataDir, "toolscope.db"), r.Database)
-		o.addr = r.Addr
+		assert.Equal(t, filepath.Join(dataDir, "toolscope.sock"), r.Socket)
+		o.addr, o.socket, o.tcp = "unix://"+r.Socket, r.Socket, r.Addr
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server not ready; logs: %s", logs)
 	}

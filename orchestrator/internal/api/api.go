@@ -24,6 +24,7 @@ func Register(s grpc.ServiceRegistrar, svc *service.Service) {
 	pb.RegisterEventServiceServer(s, &eventsServer{svc: svc})
 	pb.RegisterCatalogServiceServer(s, &catalogServer{svc: svc})
 	pb.RegisterSourcePolicyServiceServer(s, &sourcePolicy{svc: svc})
+	pb.RegisterAuthServiceServer(s, &authServer{svc: svc})
 }
 
 // ServiceNames lists the fully qualified names of the public services.
@@ -35,6 +36,7 @@ var ServiceNames = []string{
 	pb.EventService_ServiceDesc.ServiceName,
 	pb.CatalogService_ServiceDesc.ServiceName,
 	pb.SourcePolicyService_ServiceDesc.ServiceName,
+	pb.AuthService_ServiceDesc.ServiceName,
 }
 
 type workspaces struct {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolscope/toolscope/executors"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
@@ -55,7 +56,7 @@ func unary[Req, Res proto.Message](method string, h func(*fuzzEnv) func(context.
 	}
 }
 
-// fuzzRPCs lists every RPC of services.proto; a test checks it against the
+// fuzzRPCs lists every RPC of services.proto and auth.proto; a test checks it against the
 // file descriptor. The order picks the RPC from the fuzzed kind, so new
 // RPCs go at the end to keep the committed corpus meaningful.
 var fuzzRPCs = []fuzzRPC{
@@ -199,6 +200,18 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.SourcePolicyService.RejectSourceRequest", func(e *fuzzEnv) func(context.Context, *pb.RejectSourceRequestRequest) (*pb.RejectSourceRequestResponse, error) {
 		return e.sources.RejectSourceRequest
 	}),
+	unary("toolscope.orchestrator.v1.AuthService.CreateAPIToken", func(e *fuzzEnv) func(context.Context, *pb.CreateAPITokenRequest) (*pb.CreateAPITokenResponse, error) {
+		return e.auth.CreateAPIToken
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.ListAPITokens", func(e *fuzzEnv) func(context.Context, *pb.ListAPITokensRequest) (*pb.ListAPITokensResponse, error) {
+		return e.auth.ListAPITokens
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.RevokeAPIToken", func(e *fuzzEnv) func(context.Context, *pb.RevokeAPITokenRequest) (*pb.RevokeAPITokenResponse, error) {
+		return e.auth.RevokeAPIToken
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.WhoAmI", func(e *fuzzEnv) func(context.Context, *pb.WhoAmIRequest) (*pb.WhoAmIResponse, error) {
+		return e.auth.WhoAmI
+	}),
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")
@@ -315,6 +328,7 @@ type fuzzEnv struct {
 	events       *eventsServer
 	catalog      *catalogServer
 	sources      *sourcePolicy
+	auth         *authServer
 
 	// ids maps a placeholder such as "@task" to the id of the record it
 	// stands for; FuzzRequests substitutes every string field that equals
@@ -349,6 +363,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
 	e.catalog, e.sources = &catalogServer{svc: e.svc}, &sourcePolicy{svc: e.svc}
+	e.auth = &authServer{svc: e.svc}
 
 	ws, err := e.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(tb, err)
@@ -698,6 +713,14 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{RequestId: "@request", Reason: "not this one"}},
 		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{RequestId: "@request", Reason: "bad\x00reason"}},
 		{"RejectSourceRequest", &pb.RejectSourceRequestRequest{}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "ci", Role: pb.Role_ROLE_MEMBER, Ttl: durationpb.New(time.Hour)}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "ci", Role: pb.Role(42)}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "x", Ttl: &durationpb.Duration{Seconds: -1, Nanos: 5}}},
+		{"CreateAPIToken", &pb.CreateAPITokenRequest{Name: "local:0", Role: pb.Role_ROLE_ADMIN}},
+		{"ListAPITokens", &pb.ListAPITokensRequest{}},
+		{"RevokeAPIToken", &pb.RevokeAPITokenRequest{ApiToken: "tok_nope"}},
+		{"RevokeAPIToken", &pb.RevokeAPITokenRequest{}},
+		{"WhoAmI", &pb.WhoAmIRequest{}},
 	}
 	out := []testutil.FuzzSeed{}
 	count := map[string]int{}
@@ -762,13 +785,13 @@ func FuzzRequests(f *testing.F) {
 }
 
 // TestFuzzRequestsCoverEveryRPC: FuzzRequests drives every RPC of every
-// service in services.proto and sources.proto with that RPC's request
+// service in services.proto, sources.proto and auth.proto with that RPC's request
 // type, so a new RPC cannot be added without fuzz coverage.
 func TestFuzzRequestsCoverEveryRPC(t *testing.T) {
 	t.Parallel()
 	want := map[string]protoreflect.FullName{}
 	nServices := 0
-	for _, file := range []protoreflect.FileDescriptor{pb.File_toolscope_orchestrator_v1_services_proto, pb.File_toolscope_orchestrator_v1_sources_proto} {
+	for _, file := range []protoreflect.FileDescriptor{pb.File_toolscope_orchestrator_v1_services_proto, pb.File_toolscope_orchestrator_v1_sources_proto, pb.File_toolscope_orchestrator_v1_auth_proto} {
 		services := file.Services()
 		nServices += services.Len()
 		for i := range services.Len() {

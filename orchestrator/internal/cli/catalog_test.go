@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// orchestrator is server.Run in this process, on a loopback port, with
+// orchestrator is server.Run in this process, on its Unix socket, with
 // its logs captured; run drives it with the command line.
 type orchestrator struct {
 	addr string
@@ -40,13 +40,13 @@ func startOrchestrator(t *testing.T) *orchestrator {
 	ready := make(chan server.Ready, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- server.Run(ctx, server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Agentctl: "",
+		done <- server.Run(ctx, server.Config{DataDir: t.TempDir(), Agentctl: "",
 			Logger: slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 			func(r server.Ready) { ready <- r })
 	}()
 	select {
 	case r := <-ready:
-		o.addr = r.Addr
+		o.addr = "unix://" + r.Socket
 	case err := <-done:
 		t.Fatalf("server: %v; logs: %s", err, o.logs)
 	case <-time.After(30 * time.Second):

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,10 +21,14 @@ import (
 func (a *app) certsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Create the CA and certificates for agentctl daemons on remote hosts (mutual TLS)",
-		Long: `Create the certificates a remote agentctl host needs. 'certs init' creates a CA and
-the orchestrator's client certificate; 'certs server' issues a certificate for
-one agentctl host. Private keys are written with mode 0600 and never printed.`,
+		Short: "Create the CA and certificates for mutual TLS (remote agentctl hosts, the API over TCP)",
+		Long: `Create TLS certificates. 'certs init' creates a CA and the orchestrator's client
+certificate for remote agentctl hosts; 'certs server' issues a server certificate
+(for an agentctl host, or for the orchestrator's own 'serve --listen' with
+--name); 'certs client' issues an API caller's client certificate carrying a
+role in its Subject's OrganizationalUnit (OU=viewer, member or admin), which
+'serve --client-ca' accepts. Private keys are written with mode 0600 and never
+printed.`,
 	}
 	var dir, name string
 	var validFor time.Duration
@@ -63,7 +68,7 @@ one agentctl host. Private keys are written with mode 0600 and never printed.`,
 	initCmd.Flags().StringVar(&name, "name", "toolscope orchestrator", "common name of the orchestrator's certificate")
 	initCmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "validity of the certificates")
 
-	var sdir string
+	var sdir, sname string
 	var hosts []string
 	var svalid time.Duration
 	serverCmd := &cobra.Command{
@@ -90,6 +95,12 @@ one agentctl host. Private keys are written with mode 0600 and never printed.`,
 				return err
 			}
 			base := "agentctl-" + strings.NewReplacer(":", "_", "/", "_").Replace(hosts[0])
+			if sname != "" {
+				base = sname
+			}
+			if !fileBase.MatchString(base) {
+				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", base)
+			}
 			files := []certFile{{base + ".crt", pair.CertPEM, 0o644}, {base + ".key", pair.KeyPEM, 0o600}}
 			if err := writeCerts(sdir, files); err != nil {
 				return err
@@ -103,9 +114,60 @@ one agentctl host. Private keys are written with mode 0600 and never printed.`,
 	serverCmd.Flags().StringVar(&sdir, "dir", "", "directory holding the CA (from 'certs init')")
 	serverCmd.Flags().StringSliceVar(&hosts, "host", nil, "DNS name or IP address the orchestrator dials (repeatable)")
 	serverCmd.Flags().DurationVar(&svalid, "valid-for", 365*24*time.Hour, "validity of the certificate")
-	cmd.AddCommand(initCmd, serverCmd)
+	serverCmd.Flags().StringVar(&sname, "name", "", "base name of the files (default agentctl-HOST; e.g. 'orchestrator-api' for 'serve --tls-cert')")
+
+	var cdir, cname, crole string
+	var cvalid time.Duration
+	clientCmd := &cobra.Command{
+		Use:   "client --dir DIR --name NAME --role ROLE",
+		Short: "Issue an API caller's client certificate, with its role, signed by the CA in DIR",
+		Args:  exactArgs(),
+		RunE: func(*cobra.Command, []string) error {
+			if cdir == "" || cname == "" {
+				return usagef("--dir and --name are required")
+			}
+			if !fileBase.MatchString(cname) {
+				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", cname)
+			}
+			if _, err := parseRole(crole); err != nil {
+				return err
+			}
+			certPEM, err := os.ReadFile(filepath.Join(cdir, "ca.crt"))
+			if err != nil {
+				return fmt.Errorf("read the CA (run 'toolscope certs init --dir %s' first): %w", cdir, err)
+			}
+			keyPEM, err := os.ReadFile(filepath.Join(cdir, "ca.key"))
+			if err != nil {
+				return fmt.Errorf("read the CA key: %w", err)
+			}
+			ca, err := pki.LoadCA(certPEM, keyPEM)
+			if err != nil {
+				return err
+			}
+			pair, err := ca.IssueClient(cname, cvalid, crole)
+			if err != nil {
+				return err
+			}
+			base := "client-" + cname
+			files := []certFile{{base + ".crt", pair.CertPEM, 0o644}, {base + ".key", pair.KeyPEM, 0o600}}
+			if err := writeCerts(cdir, files); err != nil {
+				return err
+			}
+			return a.certsReport(cdir, files, fmt.Sprintf(
+				"the orchestrator accepts it with 'serve --listen ADDR --tls-cert ... --tls-key ... --client-ca %s'; the caller runs:\n"+
+					"  toolscope context set NAME --server ADDR --ca %s --cert %s --key %s",
+				filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, files[0].name), filepath.Join(cdir, files[1].name)))
+		},
+	}
+	clientCmd.Flags().StringVar(&cdir, "dir", "", "directory holding the CA (from 'certs init')")
+	clientCmd.Flags().StringVar(&cname, "name", "", "the caller's name (the certificate's common name; the actor in events and logs)")
+	clientCmd.Flags().StringVar(&crole, "role", "member", "viewer, member or admin (the Subject's OrganizationalUnit)")
+	clientCmd.Flags().DurationVar(&cvalid, "valid-for", 90*24*time.Hour, "validity of the certificate")
+	cmd.AddCommand(initCmd, serverCmd, clientCmd)
 	return cmd
 }
+
+var fileBase = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 type certFile struct {
 	name string

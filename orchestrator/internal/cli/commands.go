@@ -28,10 +28,16 @@ func (a *app) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite",
-		Long: `Run the orchestrator until interrupted. It serves the public gRPC API on a
-loopback address, with gRPC health checking and server reflection, so
-'grpcurl -plaintext ADDR list' shows the services. Records live in an SQLite
-database under --data-dir.`,
+		Long: `Run the orchestrator until interrupted. It serves the public gRPC API, with
+gRPC health checking and server reflection, on the Unix socket
+<data-dir>/toolscope.sock (mode 0600, in a 0700 directory): the account the
+orchestrator runs as (and root) connects there with no setup and has the admin
+role. Records live in an SQLite database under --data-dir.
+
+--listen ADDR also serves TCP. Every caller there authenticates, with an API
+token ('toolscope token create') or a client certificate (--client-ca; see
+'toolscope certs client'). A non-loopback address needs TLS (--tls-cert and
+--tls-key).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -44,18 +50,29 @@ database under --data-dir.`,
 			return server.Run(ctx, cfg, func(r server.Ready) {
 				if a.json {
 					_ = json.NewEncoder(a.stdout).Encode(struct {
-						Addr     string `json:"addr"`
+						Socket   string `json:"socket"`
+						Addr     string `json:"addr,omitempty"`
 						Database string `json:"database"`
-					}{r.Addr, r.DBPath})
+					}{r.Socket, r.Addr, r.DBPath})
 					return
 				}
-				fmt.Fprintf(a.stdout, "toolscope serving on %s (database %s)\n", r.Addr, r.DBPath)
-				fmt.Fprintf(a.stdout, "try: toolscope --server %s workspace create demo\n", r.Addr)
+				fmt.Fprintf(a.stdout, "toolscope serving on unix://%s (database %s)\n", r.Socket, r.DBPath)
+				if r.Addr != "" {
+					fmt.Fprintf(a.stdout, "and on %s (TCP: API token or client certificate required)\n", r.Addr)
+				}
+				if def, err := server.DefaultDataDir(); err == nil && server.SocketPath(def) == r.Socket {
+					fmt.Fprintf(a.stdout, "try: toolscope workspace create demo\n")
+				} else {
+					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s workspace create demo\n", r.Socket)
+				}
 			})
 		},
 	}
-	cmd.Flags().StringVar(&cfg.Listen, "listen", server.DefaultAddr, "TCP address to serve on (port 0 picks a free port)")
-	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
+	cmd.Flags().StringVar(&cfg.Listen, "listen", "", "also serve TCP on this address, authenticated (port 0 picks a free port); a non-loopback address needs --tls-cert")
+	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen (e.g. from 'toolscope certs server')")
+	cmd.Flags().StringVar(&cfg.TLS.KeyFile, "tls-key", "", "its private key")
+	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen (role in the Subject's OU)")
+	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
@@ -523,7 +540,7 @@ func (a *app) eventsCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			conn, err := a.dial(ctx)
+			conn, err := a.dial(ctx, cmd)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolscope/toolscope/orchestrator/internal/demo"
-	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
 
 func (a *app) demoCmd() *cobra.Command {
@@ -34,8 +33,8 @@ The orchestrator keeps running afterwards for you to explore.`,
 			return demo.Run(ctx, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Listen, "listen", server.DefaultAddr, "address the orchestrator serves on")
-	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory (default: a new temporary one)")
+	cmd.Flags().StringVar(&opts.Listen, "listen", "", "also serve TCP on this loopback address (callers there need an API token)")
+	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one)")
 	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "also print the orchestrator's logs (stderr)")
 	return cmd

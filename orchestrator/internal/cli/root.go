@@ -11,28 +11,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/version"
-	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
 
 // app holds what every subcommand shares.
 type app struct {
-	server  string
-	json    bool
-	timeout time.Duration
-	stdout  io.Writer
-	stderr  io.Writer
+	server      string
+	contextName string
+	tokenFile   string
+	tlsCA       string
+	tlsCert     string
+	tlsKey      string
+	json        bool
+	timeout     time.Duration
+	stdout      io.Writer
+	stderr      io.Writer
 
 	conn *grpc.ClientConn
 }
@@ -60,12 +60,13 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	defaultServer := server.DefaultAddr
-	if env := os.Getenv("TOOLSCOPE_ADDR"); env != "" {
-		defaultServer = env
-	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.server, "server", defaultServer, "orchestrator address (env TOOLSCOPE_ADDR)")
+	pf.StringVar(&a.server, "server", "", "orchestrator address: unix:///path or host:port (env TOOLSCOPE_ADDR; default: the context's, else the local socket <data-dir>/toolscope.sock)")
+	pf.StringVar(&a.contextName, "context", "", "context of the config file to use (env TOOLSCOPE_CONTEXT; see 'toolscope context')")
+	pf.StringVar(&a.tokenFile, "token-file", "", "file holding the API token to send (env TOOLSCOPE_TOKEN holds the token itself)")
+	pf.StringVar(&a.tlsCA, "tls-ca", "", "CA certificate that signed the server's TLS certificate (TCP)")
+	pf.StringVar(&a.tlsCert, "tls-cert", "", "client certificate for TLS (TCP); its Subject carries the role")
+	pf.StringVar(&a.tlsKey, "tls-key", "", "its private key")
 	pf.BoolVar(&a.json, "json", false, "print results as JSON, for scripts")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each API call")
 
@@ -80,6 +81,9 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		a.providerCmd(),
 		a.toolCmd(),
 		a.certsCmd(),
+		a.tokenCmd(),
+		a.whoamiCmd(),
+		a.contextCmd(),
 		a.demoCmd(),
 		&cobra.Command{
 			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
@@ -115,6 +119,7 @@ const (
 	ExitAlreadyExists = 4
 	ExitPrecondition  = 5 // the request is valid but the state forbids it
 	ExitUnavailable   = 6 // the server, or something it needs, is unreachable
+	ExitDenied        = 7 // no, a wrong, expired or revoked credential, or a role that may not do this
 )
 
 // ExitCode maps an error to the process exit code.
@@ -133,6 +138,8 @@ func ExitCode(err error) int {
 		return ExitPrecondition
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return ExitUnavailable
+	case errors.Is(err, errdefs.ErrUnauthenticated), errors.Is(err, errdefs.ErrPermissionDenied):
+		return ExitDenied
 	}
 	return ExitError
 }
@@ -143,35 +150,11 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// dial connects to the orchestrator, failing fast with a clear message
-// when nothing listens at the address.
-func (a *app) dial(ctx context.Context) (*grpc.ClientConn, error) {
-	if a.conn != nil {
-		return a.conn, nil
-	}
-	var d net.Dialer
-	probeCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	probe, err := d.DialContext(probeCtx, "tcp", a.server)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the toolscope server at %s (start it with 'toolscope serve' or 'make run', or set --server): %v: %w",
-			a.server, err, errdefs.ErrUnavailable)
-	}
-	_ = probe.Close()
-	opts := append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	conn, err := grpc.NewClient(a.server, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", a.server, err)
-	}
-	a.conn = conn
-	return conn, nil
-}
-
 // call runs fn with a per-call deadline and a connection to the server.
 func (a *app) call(cmd *cobra.Command, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
 	defer cancel()
-	conn, err := a.dial(ctx)
+	conn, err := a.dial(ctx, cmd)
 	if err != nil {
 		return err
 	}

@@ -103,20 +103,25 @@ func Run(ctx context.Context, opts Options) error {
 	case <-ctx.Done():
 		return nil
 	}
-	tell.say("orchestrator", map[string]any{"addr": r.Addr, "database": r.DBPath},
-		"Orchestrator serving on %s (database %s)\n", r.Addr, r.DBPath)
+	addr := "unix://" + r.Socket
+	facts := map[string]any{"socket": r.Socket, "database": r.DBPath}
+	if r.Addr != "" {
+		facts["addr"] = r.Addr
+	}
+	tell.say("orchestrator", facts, "Orchestrator serving on %s (database %s)\n", addr, r.DBPath)
 
-	ids, err := scenario(ctx, r.Addr, gh, gl, tell)
+	ids, err := scenario(ctx, addr, gh, gl, tell)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	tell.say("next", map[string]any{"server": r.Addr, "workspace_id": ids[0], "task_id": ids[1], "session_id": ids[2]},
-		"\nThe orchestrator keeps running. In another terminal, try:\n"+
-			"  bin/toolscope --server %[1]s task get %[3]s\n"+
-			"  bin/toolscope --server %[1]s events watch %[3]s\n"+
-			"  bin/toolscope --server %[1]s session mcp-config %[4]s   # attach any MCP client or inspector\n"+
-			"  bin/toolscope --server %[1]s task list --workspace %[2]s\n"+
-			"Press Ctrl-C to stop.", r.Addr, ids[0], ids[1], ids[2])
+	tell.say("next", map[string]any{"server": addr, "workspace_id": ids[0], "task_id": ids[1], "session_id": ids[2]},
+		"\nThe orchestrator keeps running. Its socket is yours only (mode 0600). In another terminal, try:\n"+
+			"  export TOOLSCOPE_ADDR=%[1]s\n"+
+			"  bin/toolscope task get %[3]s\n"+
+			"  bin/toolscope events watch %[3]s\n"+
+			"  bin/toolscope session mcp-config %[4]s   # attach any MCP client or inspector\n"+
+			"  bin/toolscope task list --workspace %[2]s\n"+
+			"Press Ctrl-C to stop.", addr, ids[0], ids[1], ids[2])
 	select {
 	case <-ctx.Done():
 		stopServer()

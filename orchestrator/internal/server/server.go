@@ -29,6 +29,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/pki"
+	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
@@ -40,15 +41,23 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
 )
 
-// DefaultAddr is where the orchestrator listens, and where clients look
-// for it, unless told otherwise.
-const DefaultAddr = "127.0.0.1:7733"
+// SocketName is the orchestrator's Unix socket, in its data directory.
+const SocketName = "toolscope.sock"
+
+// SocketPath returns the socket of the orchestrator whose data directory
+// is dataDir.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
 
 // Config configures the orchestrator server.
 type Config struct {
-	// Listen is the TCP address to serve on; DefaultAddr if empty.
+	// Listen, if set, is a TCP address to serve on in addition to the Unix
+	// socket. Callers there must authenticate; a non-loopback address
+	// needs TLS.
 	Listen string
-	// DataDir holds the SQLite database; DefaultDataDir() if empty.
+	// TLS, if CertFile is set, serves Listen over TLS.
+	TLS TLSConfig
+	// DataDir holds the SQLite database and the Unix socket;
+	// DefaultDataDir() if empty. It is created 0700.
 	DataDir string
 	// Agentctl is the agentctl binary the local executor runs; if empty,
 	// an agentctl next to the running binary, then on PATH. Without one the
@@ -69,6 +78,14 @@ type Config struct {
 type RemoteConfig struct {
 	Addr                  string
 	CertFile, KeyFile, CA string
+}
+
+// TLSConfig names the files of the TCP listener's TLS: the server's
+// certificate and key, and, optionally, the CA whose client certificates
+// authenticate callers (their role is in the Subject's OrganizationalUnit;
+// see 'toolscope certs client').
+type TLSConfig struct {
+	CertFile, KeyFile, ClientCA string
 }
 
 // FindAgentctl returns the agentctl binary: next to the running
@@ -140,9 +157,24 @@ func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, ev executors.EventHandl
 	return remote.New(remote.Options{Addr: rc.Addr, TLS: tlsCfg, Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log})
 }
 
+// registerServices registers everything the server serves: the public
+// API, health checking and reflection. Every method of these must be in
+// access.Table or access.Open (TestEveryMethodHasARole).
+func registerServices(srv *grpc.Server, svc *service.Service) *health.Server {
+	api.Register(srv, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	for _, name := range api.ServiceNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	reflection.Register(srv)
+	return hs
+}
+
 // Ready describes a server that accepts connections.
 type Ready struct {
-	Addr   string // the address actually bound (useful with port 0)
+	Socket string // the Unix socket's path
+	Addr   string // the TCP address actually bound (useful with port 0); empty without Listen
 	DBPath string
 }
 
@@ -160,15 +192,38 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	secrets := &scrub.Set{}
 	creds := credentials.Resolver{Secrets: secrets}
 	log = slog.New(scrub.NewHandler(log.Handler(), secrets))
-	if cfg.Listen == "" {
-		cfg.Listen = DefaultAddr
-	}
 	if cfg.DataDir == "" {
 		d, err := DefaultDataDir()
 		if err != nil {
 			return err
 		}
 		cfg.DataDir = d
+	}
+	tlsConfig, err := checkListen(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	if info, err := os.Stat(cfg.DataDir); err == nil && info.Mode().Perm()&0o077 != 0 {
+		log.Warn("the data directory is open to other users; it holds the socket and agentctl secrets (chmod 700 it)",
+			"dir", cfg.DataDir, "mode", info.Mode().Perm().String())
+	}
+	// Bound first, so that a second orchestrator on the same data
+	// directory stops here, before it touches the store or any session;
+	// connections wait in the backlog until Serve.
+	sock, err := listenSocket(SocketPath(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	var tcp net.Listener
+	if cfg.Listen != "" {
+		if tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s (set --listen to another address): %w", cfg.Listen, err)
+		}
+		defer tcp.Close()
 	}
 
 	broker := &events.Broker{}
@@ -230,7 +285,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Credentials: creds})
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Credentials: creds, DataDir: cfg.DataDir})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
@@ -247,29 +302,28 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s (set --listen to another address): %w", cfg.Listen, err)
-	}
+	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
+	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)))
+	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
+	hs := registerServices(srv, svc)
 
-	srv := grpc.NewServer(grpcerr.ServerOptions(log)...)
-	api.Register(srv, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	for _, name := range api.ServiceNames {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	serveErr := make(chan error, 2)
+	r := Ready{Socket: sock.Addr().String(), DBPath: st.Path()}
+	go func() { serveErr <- srv.Serve(sock) }()
+	serving := 1
+	if tcp != nil {
+		r.Addr = tcp.Addr().String()
+		serving++
+		go func() { serveErr <- srv.Serve(tcp) }()
 	}
-	reflection.Register(srv)
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info("toolscope serving", "addr", lis.Addr().String(), "db", st.Path())
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
-		ready(Ready{Addr: lis.Addr().String(), DBPath: st.Path()})
+		ready(r)
 	}
 
 	select {
 	case err := <-serveErr:
+		srv.Stop()
 		return err
 	case <-ctx.Done():
 	}
@@ -283,8 +337,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	case <-time.After(10 * time.Second):
 		srv.Stop()
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+	for range serving {
+		if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ type Service struct {
 	done        chan struct{} // closed by Close: ends every watcher
 	once        sync.Once
 	catalog     *catalogState // the governed tool catalog (catalog.go)
+	dataDir     string
 }
 
 // Options configure a Service.
@@ -63,6 +64,9 @@ type Options struct {
 	// change that bumped the catalog generation, once its pushes to live
 	// sessions are done (see catalogChanged).
 	OnCatalogChange func(ctx context.Context)
+	// DataDir is the orchestrator's data directory. It holds agentctl
+	// secrets, so no credential reference may point into it.
+	DataDir string
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -76,7 +80,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 		opts.PushTimeout = DefaultPushTimeout
 	}
 	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials,
-		pushTimeout: opts.PushTimeout, done: make(chan struct{}),
+		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 
@@ -166,6 +170,10 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 	case model.CredentialFile:
 		if !filepath.IsAbs(c.Credential.Ref) || strings.ContainsRune(c.Credential.Ref, 0) {
 			return model.Connection{}, errdefs.InvalidField("credential.file_path", "is not an absolute path (the value is not shown)")
+		}
+		if s.dataDir != "" && within(c.Credential.Ref, s.dataDir) {
+			return model.Connection{}, errdefs.InvalidField("credential.file_path",
+				"is inside the orchestrator's data directory, which holds agentctl secrets; keep credentials elsewhere")
 		}
 	default:
 		return model.Connection{}, errdefs.InvalidField("credential", "set env_var or file_path")

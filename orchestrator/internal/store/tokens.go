@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+)
+
+// CreateAPIToken records tok with the hash of its secret. tok.ID is the
+// caller's (it is part of the secret); CreatedAt is set here.
+func (s *Store) CreateAPIToken(ctx context.Context, tok model.APIToken, secretHash []byte) (model.APIToken, error) {
+	err := s.write(ctx, func(t *tx) error {
+		tok.CreatedAt = t.now
+		_, err := t.ExecContext(ctx, `INSERT INTO api_tokens (id, name, role, secret_hash, created_by, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			tok.ID, tok.Name, string(tok.Role), secretHash, tok.CreatedBy, formatTime(t.now), formatTime(tok.ExpiresAt))
+		if isUnique(err) {
+			return errdefs.AlreadyExists("API token named %q", tok.Name)
+		}
+		return err
+	})
+	return tok, err
+}
+
+// APITokenByID returns a token and the hash of its secret.
+func (s *Store) APITokenByID(ctx context.Context, id string) (tok model.APIToken, secretHash []byte, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		tok, err = scanAPIToken(q.QueryRowContext(ctx, `SELECT `+apiTokenColumns+`, secret_hash FROM api_tokens WHERE id = ?`, id), &secretHash)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errdefs.NotFound("API token", id)
+		}
+		return err
+	})
+	return tok, secretHash, err
+}
+
+// ListAPITokens returns every token, oldest first.
+func (s *Store) ListAPITokens(ctx context.Context) (out []model.APIToken, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+apiTokenColumns+` FROM api_tokens ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			tok, err := scanAPIToken(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, tok)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// RevokeAPIToken revokes the token whose id or name is ref. Revoking a
+// revoked token is a failed precondition.
+func (s *Store) RevokeAPIToken(ctx context.Context, ref string) (tok model.APIToken, err error) {
+	err = s.write(ctx, func(t *tx) error {
+		tok, err = scanAPIToken(t.QueryRowContext(ctx, `SELECT `+apiTokenColumns+` FROM api_tokens WHERE id = ? OR name = ?`, ref, ref))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errdefs.NotFound("API token", ref)
+		} else if err != nil {
+			return err
+		}
+		if !tok.RevokedAt.IsZero() {
+			return errdefs.FailedPrecondition("API token %q was already revoked", ref)
+		}
+		tok.RevokedAt = t.now
+		_, err = t.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ?`, formatTime(t.now), tok.ID)
+		return err
+	})
+	return tok, err
+}
+
+const apiTokenColumns = `id, name, role, created_by, created_at, expires_at, revoked_at`
+
+func scanAPIToken(sc scanner, extra ...any) (model.APIToken, error) {
+	var tok model.APIToken
+	var role, created, expires, revoked string
+	if err := sc.Scan(append([]any{&tok.ID, &tok.Name, &role, &tok.CreatedBy, &created, &expires, &revoked}, extra...)...); err != nil {
+		return tok, err
+	}
+	tok.Role = model.Role(role)
+	var err error
+	if tok.CreatedAt, err = parseTime(created); err != nil {
+		return tok, err
+	}
+	if tok.ExpiresAt, err = parseTime(expires); err != nil {
+		return tok, err
+	}
+	tok.RevokedAt, err = parseTime(revoked)
+	return tok, err
+}
