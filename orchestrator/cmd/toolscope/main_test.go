@@ -40,8 +40,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// No test touches the user's CLI config file: every process started
+	// here reads this one unless its test names its own.
+	dir, err := os.MkdirTemp("", "toolscope-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
 	code := m.Run()
 	catalogtest.RemoveBuilds()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
