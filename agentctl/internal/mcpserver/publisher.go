@@ -7,8 +7,18 @@
 // identical tool, so an equivalent snapshot makes no SDK call at all).
 // The whole difference is applied under a write lock that tools/list
 // requests take for reading, so a listing never sees a half-applied
-// change, and applying takes well under the SDK's 10 ms notification
-// debounce, so one change yields one notifications/tools/list_changed.
+// change.
+//
+// One change yields one notifications/tools/list_changed whatever the
+// scheduling. The SDK notifies 10 ms after the last AddTool of a burst
+// (v1.8 has no call that adds several tools at once), so a publisher
+// descheduled for longer between two AddTool calls of one application
+// would make it notify twice. Each application that changes the SDK's
+// tool set therefore opens an epoch, and a sending middleware lets
+// through at most one list_changed per session and epoch. A notification
+// that leaves in the middle of an application is the one that counts: a
+// client that lists on it waits on the write lock and sees the whole
+// change.
 //
 // The SDK's debounce is trailing-edge with no maximum wait: changes closer
 // together than 10 ms would postpone the notification for as long as they
@@ -24,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,13 +79,20 @@ type Publisher struct {
 	// reading by every tools/list request.
 	listMu    sync.RWMutex
 	published *registry.Registry // what the SDK serves; guarded by listMu
+	// epoch counts the applications that changed the SDK's tool set; it
+	// moves only under listMu's write lock.
+	epoch atomic.Uint64
 
-	mu        sync.Mutex
-	desired   *registry.Registry // the latest snapshot handed to Publish
-	lastApply time.Time
-	timer     *time.Timer // pending coalesced apply, if any
-	closed    bool
-	applied   func(*registry.Registry) // test hook: after each application
+	notifiedMu sync.Mutex
+	notified   map[*mcp.ServerSession]uint64 // the epoch of each session's last list_changed
+
+	mu              sync.Mutex
+	desired         *registry.Registry // the latest snapshot handed to Publish
+	lastApply       time.Time
+	timer           *time.Timer // pending coalesced apply, if any
+	closed          bool
+	applied         func(*registry.Registry) // test hook: after each application
+	betweenSDKCalls func()                   // test hook: between two SDK calls of an application
 
 	stopKeepAlive chan struct{} // closed by Close; nil without KeepAlive
 }
@@ -87,7 +105,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = DefaultMinInterval
 	}
-	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger}
+	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -101,6 +119,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 		},
 	})
 	p.server.AddReceivingMiddleware(p.gateListing)
+	p.server.AddSendingMiddleware(p.oneNotificationPerEpoch)
 	p.mu.Lock()
 	p.desired = initial
 	p.applyLocked()
@@ -225,14 +244,24 @@ func (p *Publisher) applyLocked() {
 		handlers[i] = p.handler(t)
 	}
 	p.listMu.Lock()
+	p.epoch.Add(1)
+	calls := 0
+	between := func() {
+		if calls++; calls > 1 && p.betweenSDKCalls != nil {
+			p.betweenSDKCalls()
+		}
+	}
 	if len(removed) > 0 {
+		between()
 		p.server.RemoveTools(removed...)
 	}
 	for i := range tools {
+		between()
 		p.server.AddTool(tools[i], handlers[i])
 	}
 	p.published = target
 	p.listMu.Unlock()
+	p.forgetClosedSessions()
 	p.lastApply = time.Now()
 	p.log.Debug("tools published", "removed", removed, "upserted", len(upserted), "total", target.Len())
 	if p.applied != nil {
@@ -252,6 +281,50 @@ func (p *Publisher) Close() {
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
+	}
+}
+
+// oneNotificationPerEpoch lets through at most one
+// notifications/tools/list_changed per session for each application that
+// changed the tool set (see the package comment). The epoch is read when
+// the notification leaves: it was opened under the write lock before the
+// change that triggered the notification, so a client that lists on it
+// sees that change whole.
+func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == notificationToolListChanged {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				epoch := p.epoch.Load()
+				p.notifiedMu.Lock()
+				seen := p.notified[ss] >= epoch
+				if !seen {
+					p.notified[ss] = epoch
+				}
+				p.notifiedMu.Unlock()
+				if seen {
+					return nil, nil
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+const notificationToolListChanged = "notifications/tools/list_changed"
+
+// forgetClosedSessions drops the notification epochs of sessions the SDK
+// no longer holds.
+func (p *Publisher) forgetClosedSessions() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range p.server.Sessions() {
+		live[ss] = true
+	}
+	p.notifiedMu.Lock()
+	defer p.notifiedMu.Unlock()
+	for ss := range p.notified {
+		if !live[ss] {
+			delete(p.notified, ss)
+		}
 	}
 }
 

@@ -102,6 +102,55 @@ func TestOneNotificationPerEffectiveChange(t *testing.T) {
 	}
 }
 
+// TestOneNotificationWhateverTheScheduling: the SDK notifies 10 ms after
+// the last AddTool of a burst, so a publisher descheduled between two SDK
+// calls of one application would make it notify twice. The hook stands for
+// that scheduler: it holds the application until the client has received
+// the first notification. The client must still get exactly one per
+// change (a second change follows, and nothing may arrive after its own
+// notification), and a listing on that first notification sees the whole
+// change.
+func TestOneNotificationWhateverTheScheduling(t *testing.T) {
+	t.Parallel()
+	for name, connect := range transports {
+		for _, version := range mcptest.ProtocolVersions {
+			t.Run(name+"/"+mcptest.VersionName(version), func(t *testing.T) {
+				t.Parallel()
+				p := newPublisher(t, build())
+				c := mcptest.Connect(t, connect(t, p), version)
+				toggle := []*registry.Registry{build("github"), build()}
+				c.Subscribe(t, func() { p.Publish(toggle[0]); toggle[0], toggle[1] = toggle[1], toggle[0] })
+				settle(t, p)
+				c.Drain()
+
+				held := 0
+				p.SetBetweenSDKCalls(func() {
+					if held++; held == 1 {
+						c.WaitChanged(t) // the SDK's debounce fired mid-application
+					}
+				})
+				require.True(t, p.Publish(build("github", "gitlab")))
+				settle(t, p)
+				names := c.Names(t)
+				assert.Equal(t, toolapi.Surface("github", "gitlab"), names, "a listing on the first notification sees the whole change")
+				require.Positive(t, held, "the application made several SDK calls")
+
+				p.SetBetweenSDKCalls(nil)
+				require.True(t, p.Publish(build("gitlab")))
+				c.WaitChanged(t)
+				c.ExpectNone(t, "one change must give one notification, however the publisher was scheduled")
+				assert.Equal(t, toolapi.Surface("gitlab"), c.Names(t))
+			})
+		}
+	}
+}
+
+// settle waits until the publisher has applied its latest snapshot.
+func settle(t *testing.T, p *mcpserver.Publisher) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.Published().Equal(p.Desired()) }, 10*time.Second, time.Millisecond)
+}
+
 // TestChurnIsCoalescedButNeverStarved publishes a new surface every 2 ms
 // for over a second — faster than the SDK's 10 ms debounce, which alone
 // would send nothing until the churn stops — and expects notifications
