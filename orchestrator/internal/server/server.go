@@ -70,6 +70,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// DBMaxReaders bounds the database's reader connections;
+	// store.DefaultMaxReaders if zero.
+	DBMaxReaders int
 }
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
@@ -227,7 +230,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets})
+	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets,
+		MaxReaders: cfg.DBMaxReaders})
 	if err != nil {
 		return err
 	}

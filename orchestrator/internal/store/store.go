@@ -42,6 +42,15 @@ import (
 // FileName is the database file inside the data directory.
 const FileName = "toolscope.db"
 
+// Bounds of the reader pool (Options.MaxReaders, Options.ReaderIdleTime).
+// Each connection holds up to three file descriptors (the database, its
+// -wal and -shm); a burst of reads waits for a connection rather than
+// opening one per read.
+const (
+	DefaultMaxReaders     = 8
+	DefaultReaderIdleTime = time.Minute
+)
+
 //go:embed migrations/*.sql
 var migrations embed.FS
 
@@ -59,6 +68,12 @@ type Options struct {
 	// Secrets are the credentials event messages and prompts are scrubbed
 	// of before they are stored (token-shaped strings always are).
 	Secrets *scrub.Set
+	// MaxReaders bounds the reader pool's open connections;
+	// DefaultMaxReaders if zero.
+	MaxReaders int
+	// ReaderIdleTime closes a reader connection idle that long;
+	// DefaultReaderIdleTime if zero.
+	ReaderIdleTime time.Duration
 }
 
 // Store is the orchestrator's SQLite database. It is safe for concurrent
@@ -82,6 +97,15 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	}
 	if dataDir == "" {
 		return nil, errdefs.RequiredField("data_dir")
+	}
+	if opts.MaxReaders < 0 {
+		return nil, errdefs.InvalidField("max_readers", "%d readers; give at least 1", opts.MaxReaders)
+	}
+	if opts.MaxReaders == 0 {
+		opts.MaxReaders = DefaultMaxReaders
+	}
+	if opts.ReaderIdleTime <= 0 {
+		opts.ReaderIdleTime = DefaultReaderIdleTime
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, hostError(dataDir, err)
@@ -109,6 +133,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	r.SetMaxOpenConns(opts.MaxReaders)
+	r.SetMaxIdleConns(opts.MaxReaders)
+	r.SetConnMaxIdleTime(opts.ReaderIdleTime)
 	s := &Store{w: w, r: r, path: path, opts: opts}
 	if err := s.migrate(ctx, src); err != nil {
 		_ = s.Close()
@@ -122,6 +149,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
+
+// ReaderStats returns the reader pool's statistics.
+func (s *Store) ReaderStats() sql.DBStats { return s.r.Stats() }
 
 // Close closes the database.
 func (s *Store) Close() error { return errors.Join(s.r.Close(), s.w.Close()) }

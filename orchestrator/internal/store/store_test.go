@@ -508,3 +508,30 @@ func TestChangeRequestsAndAutomation(t *testing.T) {
 
 // testActor makes the tests' changes.
 var testActor = model.Actor{Kind: model.ActorPerson, Name: "test"}
+
+// TestTheReaderPoolIsBounded: reads beyond Options.MaxReaders wait for a
+// connection instead of opening one each; a negative bound is refused.
+func TestTheReaderPoolIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, err := store.Open(ctx, dir, store.Options{MaxReaders: -1})
+	assert.Equal(t, "max_readers", errdefs.FieldOf(err))
+
+	s, err := store.Open(ctx, dir, store.Options{MaxReaders: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	f := newFixture(t, s, "acme")
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Go(func() {
+			_, err := s.GetWorkspace(ctx, f.ws.ID)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	stats := s.ReaderStats()
+	assert.Equal(t, 2, stats.MaxOpenConnections)
+	assert.LessOrEqual(t, stats.OpenConnections, 2)
+	assert.Positive(t, stats.WaitCount, "reads waited for a connection")
+}
