@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // TestOversizedArgumentsAreRefused: the orchestrator checks the argument
@@ -54,4 +56,41 @@ func TestArgumentsAreCheckedAsStrictlyAsAgentctlsSchemas(t *testing.T) {
 		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %v: %s", c.tool, c.args, r.Text)
 	}
 	assert.Equal(t, before, f.gh.Requests(), "no refused call reached the provider")
+}
+
+// TestFreeTextArgumentsAreBounded: the free text an agent sends a
+// provider (titles, branches, bodies, replies, usernames) is refused over
+// its limit (package textlimit) or with a control character, with
+// invalid_arguments naming the field, before any provider request.
+func TestFreeTextArgumentsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	created := f.call("github_pr_create", map[string]any{"title": "t", "branch": "fix-login"})
+	require.False(t, created.IsError, "%s: %s", created.Code, created.Text)
+	before, beforeGL := f.gh.Requests(), f.gl.Requests()
+	long := strings.Repeat("b", textlimit.Text.Max+1)
+	for _, c := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"gitlab_mr_create", map[string]any{"title": "fix \x1b[31mlogin", "branch": "fix-login"}, "title"},
+		{"gitlab_mr_create", map[string]any{"title": strings.Repeat("t", textlimit.Title.Max+1), "branch": "fix-login"}, "title"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix\x00login"}, "branch"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "base": "main\n"}, "base"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": long}, "body"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": "ok\x07"}, "body"},
+		{"github_pr_reply", map[string]any{"thread_id": "1", "body": long}, "body"},
+		{"github_pr_reply", map[string]any{"thread_id": "1\x1b", "body": "done"}, "thread_id"},
+		{"github_pr_request_reviewers", map[string]any{"reviewers": []string{"carol", "dave\x00"}}, "reviewers[1]"},
+	} {
+		r := f.call(c.tool, c.args)
+		require.True(t, r.IsError, "%s %v: %s", c.tool, c.field, r.Text)
+		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %s: %s", c.tool, c.field, r.Text)
+		assert.True(t, strings.HasPrefix(r.Text, "invalid "+c.field+": "), "%s: %s", c.field, r.Text)
+	}
+	assert.Equal(t, before, f.gh.Requests(), "no refused call reached GitHub")
+	assert.Equal(t, beforeGL, f.gl.Requests(), "no refused call reached GitLab")
+	ok := f.call("gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": long[1:]})
+	assert.False(t, ok.IsError, "a body at the limit is sent: %s: %s", ok.Code, ok.Text)
 }
