@@ -249,6 +249,8 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "fix \x1b[2Jlogin"}, cli.ExitUsage,
 			"invalid title: contains a control character (U+001B)"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
 	}
 	for _, c := range cases {
 		r := srv.run(t, c.args...)

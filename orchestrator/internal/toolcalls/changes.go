@@ -59,8 +59,10 @@ func init() {
 
 // handleProvider runs the provider checks in order — the repository is
 // attached to the task and has the tool's provider, the workspace is
-// connected to it, its credential resolves, it is not rate limited — and
-// only then lets the handler reach the provider's API.
+// connected to it, its credential resolves, it is not rate limited, it
+// has a place among the connection's calls in flight (waiting in its
+// queue if need be) — and only then lets the handler reach the provider's
+// API.
 func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t providerTool, args json.RawMessage) Result {
 	var sel toolapi.RepoArgs
 	if t.repoOnly {
@@ -104,6 +106,15 @@ func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t pro
 	if wait, blocked := d.limiter.Blocked(limitID); blocked {
 		return fail(forge.CodeRateLimited, "%s asked toolscope to wait; retry after %s", t.provider, wait.Round(1e9))
 	}
+	release, err := d.limiter.Acquire(ctx, limitID, string(t.provider))
+	var fe *forge.Error
+	switch {
+	case errors.As(err, &fe):
+		return fail(fe.Code, "%s", fe.Message)
+	case err != nil:
+		return fail(forge.CodeUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
+	}
+	defer release()
 	client, err := forge.New(t.provider, conn.APIBaseURL, token, d.httpClient)
 	if err != nil {
 		return d.internal(ctx, call, err)
