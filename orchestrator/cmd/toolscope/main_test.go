@@ -252,6 +252,16 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
 	}
+	damaged := t.TempDir()
+	require.NoError(t, os.Chmod(damaged, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(damaged, "sessions"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(damaged, "toolscope.db"), nil, 0o600))
+	cases = append(cases, struct {
+		args []string
+		code int
+		msg  string
+	}{[]string{"serve", "--data-dir", damaged}, cli.ExitPrecondition,
+		filepath.Join(damaged, "toolscope.db") + ": it is empty, but the data directory holds sessions of a previous run"})
 	for _, c := range cases {
 		r := srv.run(t, c.args...)
 		assert.Equal(t, c.code, r.code, "toolscope %v: %s", c.args, r.stderr)
