@@ -97,3 +97,31 @@ func TestFreeTextIsBounded(t *testing.T) {
 	testutil.Figure(t, "limit: free text", "3 descriptions of %d characters refused as invalid description (limit %d); one of %d stored",
 		len(huge), textlimit.Text.Max, textlimit.Text.Max)
 }
+
+// TestAgentArgumentsAreBounded: a launch's agent arguments are free text
+// stored with the session and listed with it: each is bounded and holds no
+// control character but line feeds, carriage returns and tabs, and all of
+// them together are bounded too. Checked before anything is recorded (a
+// dry run checks the same).
+func TestAgentArgumentsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	half := strings.Repeat("p", textlimit.Text.Max/2+1)
+	for _, c := range []struct {
+		argv  []string
+		field string
+		want  string
+	}{
+		{[]string{"sh", "-c", "echo \x1b[2J"}, "agent.argv[2]", "control character (U+001B)"},
+		{[]string{"sh", "-c", "a\x00b"}, "agent.argv[2]", "control character (U+0000)"},
+		{[]string{"claude", "-p", half, half}, "agent.argv", fmt.Sprintf("the limit is %d", textlimit.Text.Max)},
+	} {
+		_, err := w.svc.DryRun(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: c.argv})
+		require.ErrorIs(t, err, errdefs.ErrInvalidArgument, c.field)
+		assert.Equal(t, c.field, errdefs.FieldOf(err), "%v", err)
+		assert.ErrorContains(t, err, c.want)
+	}
+	_, err := w.svc.DryRun(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: []string{"claude", "-p", "line one\n\tline two"}})
+	require.NoError(t, err)
+}

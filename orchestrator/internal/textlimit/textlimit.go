@@ -39,7 +39,8 @@ var (
 	// Reason: why a person rejected an agent's request; the agent reads it.
 	Reason = Kind{Max: 500, MultiLine: true}
 	// Text: a task's description; a pull or merge request's body; a reply
-	// in a review thread (GitHub's limit on bodies is 65,536).
+	// in a review thread (GitHub's limit on bodies is 65,536); each of a
+	// launch's agent arguments, and all of them together.
 	Text = Kind{Max: 65536, MultiLine: true}
 )
 
