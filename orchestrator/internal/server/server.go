@@ -34,6 +34,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -70,6 +71,12 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// ProviderCalls bounds the provider calls in flight on each workspace
+	// connection; forge.DefaultLimiterOptions if zero.
+	ProviderCalls forge.LimiterOptions
+	// DBMaxReaders bounds the database's reader connections;
+	// store.DefaultMaxReaders if zero.
+	DBMaxReaders int
 }
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
@@ -227,7 +234,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets})
+	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets,
+		MaxReaders: cfg.DBMaxReaders})
 	if err != nil {
 		return err
 	}
@@ -235,6 +243,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 
 	dispatcher := toolcalls.New(st, log)
 	dispatcher.SetCredentials(creds)
+	dispatcher.SetProviderLimits(cfg.ProviderCalls)
 	// Backends report sessions lost on their own; the service (created
 	// below, before anything is launched or re-attached) records them.
 	var eventsTo atomic.Pointer[service.Service]
