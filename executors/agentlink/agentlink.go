@@ -11,13 +11,16 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolscope/toolscope/executors"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
@@ -51,6 +54,12 @@ type Link struct {
 	opts   Options
 	cancel context.CancelFunc
 	done   chan struct{}
+	// redials counts the Attach streams that ended and were retried.
+	redials atomic.Int64
+
+	// calls are the tool calls being answered, on this stream or an
+	// earlier one; Close waits for them after cancelling them.
+	calls sync.WaitGroup
 
 	mu   sync.Mutex
 	live chan struct{} // closed while an Attach stream is acknowledged; replaced when it ends
@@ -159,22 +168,35 @@ func (l *Link) setLive(up bool) {
 	}
 }
 
-// Close ends the Attach stream and the connection; the sessions keep
-// running.
+// Redials is how many times the link re-opened its Attach stream after
+// one ended (or failed to open).
+func (l *Link) Redials() int64 { return l.redials.Load() }
+
+// Close ends the Attach stream and the connection, and cancels the calls
+// in flight; the sessions keep running. It may be called more than once.
 func (l *Link) Close() error {
 	l.cancel()
 	<-l.done
-	return l.conn.Close()
+	l.calls.Wait()
+	err := l.conn.Close()
+	if status.Code(err) == codes.Canceled {
+		err = nil // closed before
+	}
+	return err
 }
 
 func (l *Link) attachLoop(ctx context.Context) {
 	defer close(l.done)
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		err := l.attachOnce(ctx)
+		attached, err := l.attachOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if attached {
+			backoff = 50 * time.Millisecond // a stream that worked ended: retry at once
+		}
+		l.redials.Add(1)
 		l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
 		select {
 		case <-ctx.Done():
@@ -185,13 +207,18 @@ func (l *Link) attachLoop(ctx context.Context) {
 	}
 }
 
-func (l *Link) attachOnce(ctx context.Context) error {
+// attachOnce holds one Attach stream until it ends. Its end cancels the
+// calls in flight and does not wait for them: agentctl has already failed
+// them toward their agents (orchestrator_unreachable, retryable), their
+// answers have no stream left to travel on, and a provider call that is
+// slow to notice the cancellation must not hold up the next stream.
+func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer l.setLive(false)
 	stream, err := l.Client.Attach(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var sendMu sync.Mutex
 	send := func(m *agentctlv1.AttachRequest) error {
@@ -202,17 +229,15 @@ func (l *Link) attachOnce(ctx context.Context) error {
 	if err := send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_Hello{
 		Hello: &agentctlv1.AttachHello{OrchestratorId: l.opts.OrchestratorID},
 	}}); err != nil {
-		return err
+		return false, err
 	}
-	var calls sync.WaitGroup
-	defer calls.Wait()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
-			return err
+			return attached, err
 		}
 		if c := msg.GetToolCall(); c != nil && l.opts.Calls != nil {
-			calls.Go(func() {
+			l.calls.Go(func() {
 				call := executors.ToolCall{
 					SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson(),
 				}
@@ -229,6 +254,7 @@ func (l *Link) attachOnce(ctx context.Context) error {
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
 			l.setLive(true)
+			attached = true
 		}
 	}
 }
