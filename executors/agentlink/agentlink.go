@@ -8,6 +8,8 @@ package agentlink
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -41,7 +43,11 @@ type Options struct {
 	// Calls answers tool calls; Events receives session events (may be nil).
 	Calls  executors.CallHandler
 	Events executors.EventHandler
-	// OrchestratorID names this orchestrator in agentctl's logs.
+	// OrchestratorID identifies this orchestrator's installation: the
+	// same after a restart on its data directory, different for a copy
+	// of its database elsewhere (ADR 0014). agentctl serves one
+	// orchestrator at a time and keeps its sessions to the one that
+	// attached to them.
 	OrchestratorID string
 	Log            *slog.Logger
 }
@@ -64,6 +70,11 @@ type Link struct {
 	mu   sync.Mutex
 	live chan struct{} // closed while an Attach stream is acknowledged; replaced when it ends
 	up   bool
+	// refused is agentctl's refusal of the last attempt to attach, if
+	// it was refused (another orchestrator holds it); refusedNow is
+	// closed, and replaced, when a refusal is recorded.
+	refused    error
+	refusedNow chan struct{}
 	// sessions are the sessions this orchestrator created or re-adopted on
 	// this agentctl: the only identities a call arriving here may claim.
 	sessions map[string]bool
@@ -101,7 +112,7 @@ func Dial(opts Options) (*Link, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Link{
 		Client: agentctlv1.NewAgentctlServiceClient(conn), conn: conn, opts: opts, cancel: cancel,
-		done: make(chan struct{}), live: make(chan struct{}), sessions: map[string]bool{},
+		done: make(chan struct{}), live: make(chan struct{}), refusedNow: make(chan struct{}), sessions: map[string]bool{},
 	}
 	go l.attachLoop(ctx)
 	return l, nil
@@ -109,16 +120,40 @@ func Dial(opts Options) (*Link, error) {
 
 // WaitAttached waits until an Attach stream is open and acknowledged now:
 // after agentctl restarts or the network comes back, it waits for the new
-// stream.
+// stream. agentctl's refusal because another orchestrator owns its
+// sessions (errdefs.ErrPermissionDenied, naming it) ends the wait at once;
+// a refusal because another orchestrator is attached (the previous
+// holder may be going away) is waited out, and reported if ctx ends first.
 func (l *Link) WaitAttached(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		live, refusedNow, refused := l.live, l.refusedNow, l.refused
+		l.mu.Unlock()
+		if errors.Is(refused, errdefs.ErrPermissionDenied) {
+			return refused
+		}
+		select {
+		case <-live:
+			return nil
+		case <-refusedNow:
+		case <-ctx.Done():
+			if refused != nil {
+				return fmt.Errorf("%w; agentctl refused the last attempt: %w", context.Cause(ctx), refused)
+			}
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// refusal records the outcome of an attempt to attach: err if agentctl
+// refused it, nil once one succeeded.
+func (l *Link) refusal(err error) {
 	l.mu.Lock()
-	live := l.live
-	l.mu.Unlock()
-	select {
-	case <-live:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	defer l.mu.Unlock()
+	l.refused = err
+	if err != nil {
+		close(l.refusedNow)
+		l.refusedNow = make(chan struct{})
 	}
 }
 
@@ -152,6 +187,12 @@ func (l *Link) bind(c *executors.ToolCall) {
 		}
 		slices.Sort(c.LinkSessions)
 	}
+}
+
+func (l *Link) lastRefusal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
 }
 
 func (l *Link) setLive(up bool) {
@@ -197,7 +238,16 @@ func (l *Link) attachLoop(ctx context.Context) {
 			backoff = 50 * time.Millisecond // a stream that worked ended: retry at once
 		}
 		l.redials.Add(1)
-		l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
+		if !attached && (errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrPermissionDenied)) {
+			// Another orchestrator holds agentctl: said once, then
+			// retried quietly (it may detach).
+			if refused := l.lastRefusal(); refused == nil || refused.Error() != err.Error() {
+				l.opts.Log.Warn("agentctl refused to attach", "addr", l.opts.Addr, "error", err)
+			}
+			l.refusal(err)
+		} else {
+			l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -253,6 +303,7 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
+			l.refusal(nil)
 			l.setLive(true)
 			attached = true
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
 	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
@@ -207,4 +208,78 @@ func TestStreamLossCancelsCallsInFlightAndReattachesAtOnce(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hung call's context was not cancelled when its stream ended")
 	}
+}
+
+// The cases: a second orchestrator took agentctl over from the
+// live one (two orchestrators then fought over every agentctl), and an
+// orchestrator started on a copy of the database elsewhere re-attached
+// the original's sessions. agentctl now serves one orchestrator at a
+// time and keeps its sessions to the orchestrator that attached to them.
+func TestAgentctlServesOneOrchestratorAndKeepsItsSessions(t *testing.T) {
+	addr, secret := serve(t)
+	const original, copied = "toolscope@host-a:/srv/toolscope/toolscope.db", "toolscope@host-a:/restore/toolscope/toolscope.db"
+	answer := func(who string) executors.CallHandler {
+		return func(_ context.Context, c executors.ToolCall) executors.ToolResult {
+			return executors.ToolResult{Text: who + " answered " + c.Tool}
+		}
+	}
+	dial := func(id string) *agentlink.Link {
+		l, err := agentlink.Dial(agentlink.Options{Addr: addr, Secret: secret, Calls: answer(id), OrchestratorID: id})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	first := dial(original)
+	st, err := first.CreateSession(ctx, executors.Spec{SessionID: "s1", TaskID: "t1", WorkspaceID: "w1", Mode: executors.ModeTask,
+		Providers: providers.Of("github"), Generation: 1})
+	require.NoError(t, err)
+	require.NoError(t, first.WaitAttached(ctx))
+	client := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
+	call := func() string {
+		res, err := client.Session.CallTool(ctx, &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
+		require.NoError(t, err)
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+
+	// The copy, while the original is attached: refused, naming the holder.
+	second := dial(copied)
+	second.Adopt("s1")
+	wait, stop := context.WithTimeout(ctx, time.Second)
+	err = second.WaitAttached(wait)
+	stop()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errdefs.ErrPermissionDenied, "agentctl hosts the original's session: %v", err)
+	assert.Contains(t, err.Error(), original, "the refusal names the holder")
+	assert.Equal(t, original+" answered task_info", call(), "calls still go to the original")
+
+	// The original gone (stopped or crashed): the copy still may not
+	// take its sessions over.
+	require.NoError(t, first.Close())
+	wait, stop = context.WithTimeout(ctx, 5*time.Second)
+	err = second.WaitAttached(wait)
+	stop()
+	assert.ErrorIs(t, err, errdefs.ErrPermissionDenied, "%v", err)
+	require.NoError(t, second.Close())
+
+	// The original restarted (same installation): it re-attaches.
+	restarted := dial(original)
+	restarted.Adopt("s1")
+	require.NoError(t, restarted.WaitAttached(ctx))
+	assert.Equal(t, original+" answered task_info", call())
+
+	// With no session hosted, another orchestrator is still refused
+	// while one is attached, with the holder named; once it detaches,
+	// the other may attach.
+	require.NoError(t, restarted.StopSession(ctx, "s1"))
+	other := dial(copied)
+	wait, stop = context.WithTimeout(ctx, time.Second)
+	err = other.WaitAttached(wait)
+	stop()
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition, "%v", err)
+	assert.Contains(t, err.Error(), original)
+	require.NoError(t, restarted.Close())
+	require.NoError(t, other.WaitAttached(ctx))
 }
