@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -60,8 +59,6 @@ type Link struct {
 	opts   Options
 	cancel context.CancelFunc
 	done   chan struct{}
-	// redials counts the Attach streams that ended and were retried.
-	redials atomic.Int64
 
 	// calls are the tool calls being answered, on this stream or an
 	// earlier one; Close waits for them after cancelling them.
@@ -209,10 +206,6 @@ func (l *Link) setLive(up bool) {
 	}
 }
 
-// Redials is how many times the link re-opened its Attach stream after
-// one ended (or failed to open).
-func (l *Link) Redials() int64 { return l.redials.Load() }
-
 // Close ends the Attach stream and the connection, and cancels the calls
 // in flight; the sessions keep running. It may be called more than once.
 func (l *Link) Close() error {
@@ -237,7 +230,6 @@ func (l *Link) attachLoop(ctx context.Context) {
 		if attached {
 			backoff = 50 * time.Millisecond // a stream that worked ended: retry at once
 		}
-		l.redials.Add(1)
 		if !attached && (errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrPermissionDenied)) {
 			// Another orchestrator holds agentctl: said once, then
 			// retried quietly (it may detach).

@@ -188,7 +188,11 @@ func TestLinksToDeadAgentctlsAreNeverRedialed(t *testing.T) {
 			}
 		})
 	}
-	// Resume every session (a relaunch), as `session resume` does.
+	// Stop half of them, as `session stop` does, then resume every one
+	// (a relaunch), as `session resume` does.
+	for i := 0; i < n; i += 2 {
+		require.NoError(t, e.Stop(ctx, handles[i]))
+	}
 	for i, s := range specs {
 		h, _, err := e.Launch(ctx, s, nil)
 		require.NoError(t, err)
