@@ -162,7 +162,12 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	)
 	// The orchestrator pings every 10 s to notice a dead agentctl quickly,
 	// idle or not; the default policy (5 min) would answer with GOAWAY.
-	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// agentctl pings too, so that an orchestrator that vanished
+		// without closing its connection (a host down, a network cut)
+		// stops holding the Attach stream within 15 s and another may
+		// attach (ADR 0014).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
 	s := grpc.NewServer(append(opts, extra...)...)
 	agentctlv1.RegisterAgentctlServiceServer(s, d)
 	return s
@@ -413,8 +418,10 @@ func (d *Daemon) Notify(ctx context.Context, req *agentctlv1.NotifyRequest) (*ag
 }
 
 // Attach implements agentctlv1.AgentctlServiceServer: the orchestrator's
-// stream for tool calls and session events. A newer stream replaces an
-// older one.
+// stream for tool calls and session events. agentctl serves one
+// orchestrator at a time (see hub): a newer stream of the attached
+// orchestrator replaces its older one; another orchestrator is refused,
+// with a message naming the holder.
 func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest, agentctlv1.AttachResponse]) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -423,15 +430,26 @@ func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest
 	if first.GetHello() == nil {
 		return errdefs.InvalidField("hello", "the first message on Attach must be a hello")
 	}
-	l := d.hub.attach(stream.Send)
+	id := first.GetHello().GetOrchestratorId()
+	from := "unknown"
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		from = p.Addr.String()
+	}
+	d.mu.Lock()
+	hosted := len(d.sessions)
+	d.mu.Unlock()
+	l, err := d.hub.claim(holder{id: id, from: from, since: time.Now()}, hosted, stream.Send)
+	if err != nil {
+		d.log.Warn("refused an orchestrator's attach", "orchestrator_id", id, "peer", from, "reason", err.Error())
+		return err
+	}
 	defer d.hub.detach(l)
 	if err := l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_Attached{
 		Attached: &agentctlv1.AttachAck{AgentctlVersion: version.String()},
 	}}); err != nil {
 		return err
 	}
-	id := first.GetHello().GetOrchestratorId()
-	d.log.Info("orchestrator attached", "orchestrator_id", id)
+	d.log.Info("orchestrator attached", "orchestrator_id", id, "peer", from)
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)

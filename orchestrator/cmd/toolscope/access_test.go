@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -542,6 +543,6 @@ func TestSecondServerOnTheSameDataDirIsRefused(t *testing.T) {
 	srv := startServer(t, dataDir)
 	r := runEnv(t, nil, "serve", "--data-dir", dataDir)
 	assert.Equal(t, cli.ExitPrecondition, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "another orchestrator serves on "+srv.socket)
+	assert.Contains(t, r.stderr, fmt.Sprintf("another orchestrator (pid %d) serves on %s", srv.cmd.Process.Pid, srv.socket), "the refusal names the holder's pid")
 	srv.ok(t, "workspace", "list") // the first one still serves
 }

@@ -127,6 +127,26 @@ func DefaultDataDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "toolscope"), nil
 }
 
+// InstallationID identifies this orchestrator's installation to every
+// agentctl it attaches to (ADR 0014): the host and the database's
+// absolute, resolved path. A restart on the same data directory keeps it;
+// a copy of the database elsewhere, on this host or another, has another
+// one, so agentctl refuses to let it take over the original's sessions.
+// Docker containers are labelled with it too.
+func InstallationID(dbPath string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if abs, err := filepath.Abs(dbPath); err == nil {
+		dbPath = abs
+	}
+	if resolved, err := filepath.EvalSymlinks(dbPath); err == nil {
+		dbPath = resolved
+	}
+	return "toolscope@" + host + ":" + dbPath
+}
+
 // newDocker enables the docker executor when a Docker engine answers.
 func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*docker.Executor, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -260,7 +280,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 			cfg.Agentctl = found
 		}
 	}
-	orchestratorID := "toolscope@" + st.Path()
+	orchestratorID := InstallationID(st.Path())
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,

@@ -63,7 +63,10 @@ type AgentctlServiceClient interface {
 	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
-	// answers each tool call with a result carrying the same call_id.
+	// answers each tool call with a result carrying the same call_id. When
+	// the stream ends, the calls it carried fail toward their agents with
+	// the retryable code orchestrator_unreachable. One orchestrator at a
+	// time (see AttachHello).
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
 }
 
@@ -183,7 +186,10 @@ type AgentctlServiceServer interface {
 	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
-	// answers each tool call with a result carrying the same call_id.
+	// answers each tool call with a result carrying the same call_id. When
+	// the stream ends, the calls it carried fail toward their agents with
+	// the retryable code orchestrator_unreachable. One orchestrator at a
+	// time (see AttachHello).
 	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
 	mustEmbedUnimplementedAgentctlServiceServer()
 }
