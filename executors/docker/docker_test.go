@@ -25,6 +25,10 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
+// conformanceID labels this test process's containers, so that the check
+// for containers left behind sees no other process's run.
+var conformanceID = fmt.Sprintf("docker-conformance-%d", os.Getpid())
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	executortest.RemoveBuilds()
@@ -39,7 +43,7 @@ func TestConformance(t *testing.T) {
 	var current *docker.Executor
 	executortest.Run(t, executortest.Backend{
 		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
-			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: "docker-conformance"})
+			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: conformanceID})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			current = e
@@ -77,7 +81,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	// Every container the suite created was removed.
-	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, OrchestratorID: "docker-conformance"})
+	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, OrchestratorID: conformanceID})
 	require.NoError(t, err)
 	left, err := e.Managed(context.Background())
 	require.NoError(t, err)
