@@ -284,7 +284,7 @@ func TestMCPEndpointCutsSlowBodies(t *testing.T) {
 	}
 	assert.Equal(t, slow, cut, "slow bodies answered 408 and closed within %s", bound)
 	assert.GreaterOrEqual(t, longest, bodyTimeout, "not cut before the body timeout")
-	assert.Contains(t, d.logs.String(), "cut an MCP request whose body did not arrive in time")
+	assert.True(t, strings.Contains(d.logs.String(), "cut an MCP request whose body did not arrive in time"), "agentctl logs the cut")
 	testutil.Figure(t, "agentctl MCP endpoint: 200 slow bodies",
 		"%d/%d cut with 408 and closed, the last %s after its headers (--mcp-body-timeout %s)", cut, slow, longest.Round(time.Millisecond), bodyTimeout)
 }
@@ -423,6 +423,10 @@ func TestMCPClientsKeepTheirStreamsAcrossTheIdleTimeouts(t *testing.T) {
 	for _, c := range clients {
 		c.Drain()
 	}
+	// go-sdk clients reconnect a stream that ends, and the event store
+	// replays what they missed, so they alone would not show a cut: one
+	// raw 2025-11-25 client holds a single GET stream, which must last.
+	stream := rawStream(t, raw, token)
 
 	// Three abandoned sessions in turn, each closed as idle before the
 	// next: the live clients sit through the timeouts three times over.
@@ -445,14 +449,85 @@ func TestMCPClientsKeepTheirStreamsAcrossTheIdleTimeouts(t *testing.T) {
 	}
 	quiet := time.Since(began)
 
+	select {
+	case err := <-stream.ended:
+		t.Fatalf("the raw client's notification stream was cut: %v", err)
+	default:
+	}
 	push("github", "gitlab")
+	select {
+	case <-stream.changed:
+	case err := <-stream.ended:
+		t.Fatalf("the raw client's notification stream was cut: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no list_changed on the raw client's stream within 10s")
+	}
 	for i, c := range clients {
 		c.WaitChanged(t)
 		assert.Equal(t, toolapi.Surface("github", "gitlab"), c.Names(t), "client %s", mcptest.VersionName(mcptest.ProtocolVersions[i]))
 	}
 	assert.Equal(t, 3, strings.Count(d.logs.String(), "closed idle MCP sessions"), "only the abandoned sessions were closed")
 	testutil.Figure(t, "agentctl MCP endpoint: live clients across the timeouts",
-		"%d/%d clients (2025-06-18, 2025-11-25, 2026-07-28) heard list_changed after %s without a request "+
+		"%d/%d go-sdk clients (2025-06-18, 2025-11-25, 2026-07-28) and a raw client's one GET stream heard list_changed after %s without a request "+
 			"(header, body, idle and session-idle timeouts %s); 3/3 abandoned sessions closed meanwhile",
 		len(clients), len(mcptest.ProtocolVersions), quiet.Round(time.Millisecond), timeout)
+}
+
+// notificationStream is the one GET stream of a raw 2025-11-25 client.
+type notificationStream struct {
+	changed chan struct{} // a tools/list_changed arrived
+	ended   chan error    // the stream ended (buffered, one value)
+}
+
+// rawStream initializes a 2025-11-25 session by hand and opens its GET
+// stream, read until it ends; the stream is closed when the test ends.
+func rawStream(t *testing.T, endpoint, token string) *notificationStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	client := &http.Client{}
+	t.Cleanup(client.CloseIdleConnections)
+	send := func(method, sessionID, body string) *http.Response {
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, endpoint, r)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if sessionID != "" {
+			req.Header.Set("Mcp-Session-Id", sessionID)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	resp := send(http.MethodPost, "", initializeBody)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	id := resp.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, id)
+	resp = send(http.MethodPost, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp = send(http.MethodGet, id, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	s := &notificationStream{changed: make(chan struct{}, 16), ended: make(chan error, 1)}
+	go func() {
+		defer resp.Body.Close()
+		lines := bufio.NewScanner(resp.Body)
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), "notifications/tools/list_changed") {
+				s.changed <- struct{}{}
+			}
+		}
+		s.ended <- fmt.Errorf("stream ended (%v)", lines.Err())
+	}()
+	return s
 }

@@ -22,12 +22,14 @@ import (
 // Limits bound what one MCP endpoint holds for its clients. Each has a
 // default (docs/operations.md#limits) and an `agentctl serve` flag.
 //
-// There is deliberately no http.Server ReadTimeout or WriteTimeout: a
-// client's notification stream (the GET stream of a stateful session, the
+// A client's notification stream (the GET stream of a stateful session, the
 // subscriptions/listen request of a 2026-07-28 client) is one request that
-// lasts as long as the client, and either timeout would cut it. A body is
-// bounded by BodyTimeout instead, set on the connection only while the body
-// is read.
+// lasts as long as the client, so there is deliberately no http.Server
+// WriteTimeout: it would cut every stream at the deadline. Nor is there a
+// ReadTimeout (net/http clears it once a body is read, so it would spare
+// streams, but it counts headers and body together and leaves a slow body
+// to the SDK's 400): the body gets a deadline of its own while it is read,
+// and a slow one is answered 408 naming its flag.
 type Limits struct {
 	// HeaderTimeout bounds reading a request's headers, from the accepted
 	// connection or from the first byte of the next request on it.
