@@ -197,11 +197,44 @@ func (e *Endpoint) serveAuthenticated(w http.ResponseWriter, r *http.Request) {
 			e.refuseSession(w, body)
 			return
 		}
-		// The SDK names a new session in the response's header.
-		defer func() { e.table.settle(w.Header().Get(sessionIDHeader), e.sessions()) }()
+		// The SDK names a new session in the response's header: the table
+		// holds it before the client can learn its ID and open its stream.
+		named := &sessionNamer{ResponseWriter: w, settle: func(id string) { e.table.settle(id, e.sessions()) }}
+		defer named.name()
+		w = named
 	}
 	e.inner.ServeHTTP(w, r)
 }
+
+// sessionNamer settles a reserved place as the response's headers go out
+// (or when the request ends without a response).
+type sessionNamer struct {
+	http.ResponseWriter
+	settle func(id string)
+	once   sync.Once
+}
+
+func (n *sessionNamer) name() {
+	n.once.Do(func() { n.settle(n.Header().Get(sessionIDHeader)) })
+}
+
+func (n *sessionNamer) WriteHeader(code int) {
+	n.name()
+	n.ResponseWriter.WriteHeader(code)
+}
+
+func (n *sessionNamer) Write(b []byte) (int, error) {
+	n.name()
+	return n.ResponseWriter.Write(b)
+}
+
+func (n *sessionNamer) Flush() {
+	n.name()
+	_ = http.NewResponseController(n.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach net/http's writer.
+func (n *sessionNamer) Unwrap() http.ResponseWriter { return n.ResponseWriter }
 
 // sessionIDHeader is the header of a stateful session's ID.
 const sessionIDHeader = "Mcp-Session-Id"
