@@ -202,6 +202,7 @@ func TestMCPEndpointClosesIdleAndUnauthenticatedConnections(t *testing.T) {
 	for k := range kinds {
 		assert.Zero(t, held[k], "%s connections still open %s after they were made", kinds[k].name, bound)
 	}
+	assert.Zero(t, strings.Count(d.logs.String(), "server session connected"), "an unauthenticated initialize created an MCP session")
 	// The listener, the gRPC connection and the like, plus the limit.
 	assert.LessOrEqual(t, peak.Load(), int64(baseSockets+maxConns+4), "agentctl held more connections than --mcp-max-conns")
 	testutil.Figure(t, "agentctl MCP endpoint: 3,000 idle connections",
