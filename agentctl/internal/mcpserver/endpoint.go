@@ -337,7 +337,7 @@ func (e *Endpoint) sweep(now time.Time) {
 // idle session is closed between SessionIdle and 1.25 × SessionIdle after
 // its last request.
 func (e *Endpoint) sweeper() {
-	tick := time.NewTicker(min(e.limits.SessionIdle/4, 30*time.Second))
+	tick := time.NewTicker(max(min(e.limits.SessionIdle/4, 30*time.Second), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
