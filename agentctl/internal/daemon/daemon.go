@@ -88,7 +88,10 @@ type Options struct {
 	// MaxSessions bounds the sessions hosted at once (stopped ones do not
 	// count); DefaultMaxSessions if zero.
 	MaxSessions int
-	Logger      *slog.Logger
+	// MCPLimits bound each session's MCP endpoint (connections, request
+	// bodies, MCP sessions); unset fields take mcpserver's defaults.
+	MCPLimits mcpserver.Limits
+	Logger    *slog.Logger
 }
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
@@ -312,12 +315,11 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
-		KeepAlive: 30 * time.Second,
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
 	s.mu.Unlock()
-	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort); err != nil {
+	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort, d.opts.MCPLimits); err != nil {
 		return err
 	}
 	if err := s.prepareDir(); err != nil {
@@ -345,7 +347,7 @@ func (d *Daemon) emit(e *agentctlv1.SessionEvent) {
 
 // stopQuietly releases whatever a failed start acquired.
 func (s *session) stopQuietly(grace time.Duration) {
-	if s.pub != nil && s.http != nil {
+	if s.pub != nil && s.endpoint != nil {
 		s.stop(grace)
 	} else if s.pub != nil {
 		s.pub.Close()

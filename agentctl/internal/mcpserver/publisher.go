@@ -60,12 +60,7 @@ type Options struct {
 	Handler HandlerFunc
 	// MinInterval between two applications; DefaultMinInterval if zero.
 	MinInterval time.Duration
-	// KeepAlive pings stateful HTTP sessions (clients before 2026-07-28,
-	// which hold a session ID) on this interval and closes those that stop
-	// answering; zero disables it. Stateless 2026-07-28 sessions are never
-	// pinged: they cannot send requests (see keepAlive).
-	KeepAlive time.Duration
-	Logger    *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Publisher serves registries through one go-sdk server.
@@ -93,8 +88,6 @@ type Publisher struct {
 	closed          bool
 	applied         func(*registry.Registry) // test hook: after each application
 	betweenSDKCalls func()                   // test hook: between two SDK calls of an application
-
-	stopKeepAlive chan struct{} // closed by Close; nil without KeepAlive
 }
 
 // New returns a publisher serving initial.
@@ -109,7 +102,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
-		// No ServerOptions.KeepAlive: see keepAlive.
+		// No ServerOptions.KeepAlive: the Endpoint pings (see keepAlive).
 		// Advertised explicitly: an inferred capability is absent while the
 		// tool set is empty, and a 2026-07-28 client that connects then
 		// never subscribes to list_changed.
@@ -124,44 +117,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	p.desired = initial
 	p.applyLocked()
 	p.mu.Unlock()
-	if opts.KeepAlive > 0 {
-		p.stopKeepAlive = make(chan struct{})
-		go p.keepAlive(opts.KeepAlive)
-	}
 	return p
-}
-
-// keepAlive pings every stateful session each interval and closes those
-// that do not answer within half of it, so a vanished client's session
-// does not linger. It replaces go-sdk's ServerOptions.KeepAlive, which (in
-// v1.8) pings stateless 2026-07-28 sessions too: those may not send
-// requests, the ping fails, and the SDK closes the session — ending the
-// client's subscriptions/listen stream, so list_changed stopped reaching
-// 2026-07-28 clients one interval after they connected. Stateless and
-// stdio sessions have no session ID and are skipped; a stateless client's
-// listen stream ends with its connection.
-func (p *Publisher) keepAlive(interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stopKeepAlive:
-			return
-		case <-tick.C:
-		}
-		for ss := range p.server.Sessions() {
-			if ss.ID() == "" {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), interval/2)
-			err := ss.Ping(ctx, nil)
-			cancel()
-			if err != nil {
-				p.log.Info("closing an MCP session that stopped answering pings", "mcp_session", ss.ID(), "error", err.Error())
-				_ = ss.Close()
-			}
-		}
-	}
 }
 
 // Notify offers text as a log notification to every connected client (the
@@ -269,14 +225,10 @@ func (p *Publisher) applyLocked() {
 	}
 }
 
-// Close stops pending applications and the keepalive. Connected sessions
-// are not closed.
+// Close stops pending applications. Connected sessions are not closed.
 func (p *Publisher) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopKeepAlive != nil && !p.closed {
-		close(p.stopKeepAlive)
-	}
 	p.closed = true
 	if p.timer != nil {
 		p.timer.Stop()
