@@ -170,7 +170,11 @@ type Status struct {
 	// session applied (0: none was ever given).
 	ExternalGeneration uint64
 	ToolNames          []string
-	AgentExitCode      int
+	// AgentExitCode and AgentOutput, when Phase is PhaseAgentExited: the
+	// agent's exit code and the last lines of its output (as in
+	// SessionEvent).
+	AgentExitCode int
+	AgentOutput   string
 }
 
 // PushResult is the outcome of SetProviders and of SetExternalTools.
@@ -283,11 +287,21 @@ type CallHandler func(ctx context.Context, call ToolCall) ToolResult
 // session.
 type SessionEvent struct {
 	SessionID string
-	// Kind is "agent_exited", "tools_changed", "client_connected" (from
+	// Kind is EventAgentExited, "tools_changed", "client_connected" (from
 	// agentctl) or EventLost (from the backend).
 	Kind    string
 	Message string
+	// AgentExitCode and AgentOutput, for EventAgentExited: the agent's exit
+	// code (-1: ended by a signal) and the last lines of its output,
+	// bounded by agentctl and not scrubbed.
+	AgentExitCode int
+	AgentOutput   string
 }
+
+// EventAgentExited is the kind of event agentctl sends when a session's
+// agent process exits; agentctl goes on serving the session's MCP
+// endpoint until the session is stopped.
+const EventAgentExited = "agent_exited"
 
 // EventLost is the kind of event a backend sends, on its own, when it sees
 // a launched session's agentctl end without being stopped (the process or

@@ -224,7 +224,8 @@ func (l *Link) attachOnce(ctx context.Context) error {
 			})
 		}
 		if e := msg.GetSessionEvent(); e != nil && l.opts.Events != nil {
-			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage()})
+			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage(),
+				AgentExitCode: int(e.GetAgentExitCode()), AgentOutput: e.GetAgentOutputTail()})
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
@@ -236,7 +237,7 @@ func (l *Link) attachOnce(ctx context.Context) error {
 func eventKind(k agentctlv1.SessionEventKind) string {
 	switch k {
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED:
-		return "agent_exited"
+		return executors.EventAgentExited
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED:
 		return "tools_changed"
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_CLIENT_CONNECTED:
@@ -345,7 +346,7 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 	out := executors.Status{
 		MCPURL: st.GetMcpUrl(), MCPToken: st.GetMcpBearerToken(),
 		Providers: providers.Of(st.GetProviderSet().GetProviders()...), Generation: st.GetProviderSet().GetGeneration(),
-		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), ExternalGeneration: st.GetExternalToolsGeneration(),
+		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), AgentOutput: st.GetAgentOutputTail(), ExternalGeneration: st.GetExternalToolsGeneration(),
 	}
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:

@@ -112,6 +112,7 @@ var eventKinds = map[model.EventKind]pb.TaskEventKind{
 	model.EventSourcesAdded:            pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
 	model.EventSessionStarted:          pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
 	model.EventSessionEnded:            pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
+	model.EventAgentExited:             pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED,
 	model.EventProvidersPushed:         pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
 	model.EventProvidersPushFailed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
 	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,

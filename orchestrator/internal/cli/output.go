@@ -127,6 +127,7 @@ var eventKinds = map[pb.TaskEventKind]string{
 	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED:              "sources added",
 	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED:            "session started",
 	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED:              "session ended",
+	pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED:               "agent exited",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED:           "providers pushed",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED:      "providers push failed",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:       "providers recomputed",

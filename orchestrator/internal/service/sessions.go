@@ -193,7 +193,12 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
 		status.Generation, len(status.ToolNames))
 	running, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
-		m.State, m.Handle, m.StatusMessage, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, "", false
+		if m.State == model.SessionPending && m.AgentExited {
+			m.StatusMessage = agentExitedMessage(m.AgentExitCode) // the agent exited during the launch
+		} else {
+			m.StatusMessage, m.AgentExited, m.AgentExitCode = "", false, 0 // a new run
+		}
+		m.State, m.Handle, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, false
 		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		m.ExternalGeneration = status.ExternalGeneration
 		return []model.Event{
@@ -331,6 +336,14 @@ func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session
 	case err != nil:
 		return sess
 	}
+	if st.Phase == executors.PhaseAgentExited && !sess.AgentExited {
+		// agentctl's event was missed (no orchestrator was attached) or is
+		// still on its way: record the exit now.
+		s.recordAgentExit(ctx, sess.ID, st.AgentExitCode, st.AgentOutput)
+		if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
+			sess = updated
+		}
+	}
 	if st.Phase != executors.PhaseLost && st.Phase != executors.PhaseStopped {
 		return sess
 	}
@@ -361,17 +374,56 @@ func (s *Service) markLost(ctx context.Context, sess model.Session, reason strin
 // repair at once, with a session_ended event, so watchers learn it without
 // anyone asking; ResumeSession relaunches it with the task's current set.
 func (s *Service) SessionEvent(ev executors.SessionEvent) {
-	if ev.Kind != executors.EventLost {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	switch ev.Kind {
+	case executors.EventAgentExited:
+		s.recordAgentExit(ctx, ev.SessionID, ev.AgentExitCode, ev.AgentOutput)
+		return
+	case executors.EventLost:
+	default:
+		return
+	}
 	sess, err := s.store.GetSession(ctx, ev.SessionID)
 	if err != nil || sess.State != model.SessionRunning {
 		return // unknown, or launching (the launch records its own outcome), or ended
 	}
 	s.log.WarnContext(ctx, "session lost", "session_id", sess.ID, "task_id", sess.TaskID, "reason", ev.Message)
 	s.markLost(ctx, sess, ev.Message)
+}
+
+// recordAgentExit records that a session's agent exited, once, however it
+// is learnt (agentctl's event, or an inspection that finds the agent gone):
+// the exit code on the session, its status message, and a
+// agent.exited event with the code and the last lines of the
+// agent's output (the store scrubs event messages). The session stays
+// running: its agentctl serves the session's MCP endpoint, with the task's
+// tools, until the session is stopped (ADR 0015). A session still
+// launching records it too, and its launch keeps it.
+func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code int, output string) {
+	_, err := s.store.UpdateSession(ctx, sessionID, func(m *model.Session) ([]model.Event, error) {
+		if (m.State != model.SessionRunning && m.State != model.SessionPending) || m.AgentExited {
+			return nil, errStateChanged
+		}
+		m.AgentExited, m.AgentExitCode = true, code
+		m.StatusMessage = agentExitedMessage(code)
+		msg := fmt.Sprintf("agent exited with code %d", code)
+		if output = strings.TrimSpace(output); output != "" {
+			msg += "; last output:\n" + output
+		} else {
+			msg += "; no output"
+		}
+		return []model.Event{{Kind: model.EventAgentExited, Message: msg}}, nil
+	})
+	if err == nil {
+		s.log.InfoContext(ctx, "agent exited", "session_id", sessionID, "exit_code", code)
+	}
+}
+
+// agentExitedMessage is the status message of a running session whose
+// agent exited.
+func agentExitedMessage(code int) string {
+	return fmt.Sprintf("agent exited with code %d; the session serves MCP until it is stopped", code)
 }
 
 // Reattach takes over the running sessions an earlier orchestrator process

@@ -1205,8 +1205,11 @@ type SessionStatus struct {
 	McpBearerToken string `protobuf:"bytes,8,opt,name=mcp_bearer_token,json=mcpBearerToken,proto3" json:"mcp_bearer_token,omitempty"`
 	// The generation of the external tool set last applied (0: none).
 	ExternalToolsGeneration uint64 `protobuf:"varint,9,opt,name=external_tools_generation,json=externalToolsGeneration,proto3" json:"external_tools_generation,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// When phase is SESSION_PHASE_AGENT_EXITED: the last lines of the agent's
+	// output, bounded like SessionEvent.agent_output_tail.
+	AgentOutputTail string `protobuf:"bytes,10,opt,name=agent_output_tail,json=agentOutputTail,proto3" json:"agent_output_tail,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionStatus) Reset() {
@@ -1300,6 +1303,13 @@ func (x *SessionStatus) GetExternalToolsGeneration() uint64 {
 		return x.ExternalToolsGeneration
 	}
 	return 0
+}
+
+func (x *SessionStatus) GetAgentOutputTail() string {
+	if x != nil {
+		return x.AgentOutputTail
+	}
+	return ""
 }
 
 // AttachRequest flows from the orchestrator to agentctl.
@@ -1751,9 +1761,16 @@ type SessionEvent struct {
 	Kind      SessionEventKind       `protobuf:"varint,2,opt,name=kind,proto3,enum=toolscope.agentctl.v1.SessionEventKind" json:"kind,omitempty"`
 	Time      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
 	// Human-readable detail.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// For SESSION_EVENT_KIND_AGENT_EXITED: the agent's exit code (-1 when it
+	// was ended by a signal or could not be waited for).
+	AgentExitCode int32 `protobuf:"varint,5,opt,name=agent_exit_code,json=agentExitCode,proto3" json:"agent_exit_code,omitempty"`
+	// For SESSION_EVENT_KIND_AGENT_EXITED: the last lines of the agent's
+	// output (agent.log), at most 20 lines and 4 KiB, not scrubbed: the
+	// orchestrator scrubs every event message it stores.
+	AgentOutputTail string `protobuf:"bytes,6,opt,name=agent_output_tail,json=agentOutputTail,proto3" json:"agent_output_tail,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionEvent) Reset() {
@@ -1810,6 +1827,20 @@ func (x *SessionEvent) GetTime() *timestamppb.Timestamp {
 func (x *SessionEvent) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *SessionEvent) GetAgentExitCode() int32 {
+	if x != nil {
+		return x.AgentExitCode
+	}
+	return 0
+}
+
+func (x *SessionEvent) GetAgentOutputTail() string {
+	if x != nil {
+		return x.AgentOutputTail
 	}
 	return ""
 }
@@ -1893,7 +1924,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xae\x03\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xda\x03\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -1905,7 +1936,9 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\amcp_url\x18\x06 \x01(\tR\x06mcpUrl\x12&\n" +
 	"\x0fagent_exit_code\x18\a \x01(\x05R\ragentExitCode\x12(\n" +
 	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\x12:\n" +
-	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\"\x9c\x01\n" +
+	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\x12*\n" +
+	"\x11agent_output_tail\x18\n" +
+	" \x01(\tR\x0fagentOutputTail\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
 	"\vtool_result\x18\x02 \x01(\v2!.toolscope.agentctl.v1.ToolResultH\x00R\n" +
@@ -1934,13 +1967,15 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\tR\terrorCode\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12'\n" +
-	"\x0fstructured_json\x18\x05 \x01(\fR\x0estructuredJson\"\xb4\x01\n" +
+	"\x0fstructured_json\x18\x05 \x01(\fR\x0estructuredJson\"\x88\x02\n" +
 	"\fSessionEvent\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12;\n" +
 	"\x04kind\x18\x02 \x01(\x0e2'.toolscope.agentctl.v1.SessionEventKindR\x04kind\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage*Y\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12&\n" +
+	"\x0fagent_exit_code\x18\x05 \x01(\x05R\ragentExitCode\x12*\n" +
+	"\x11agent_output_tail\x18\x06 \x01(\tR\x0fagentOutputTail*Y\n" +
 	"\vSessionMode\x12\x1c\n" +
 	"\x18SESSION_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SESSION_MODE_TASK\x10\x01\x12\x15\n" +

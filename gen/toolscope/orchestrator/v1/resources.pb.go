@@ -228,6 +228,10 @@ const (
 	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED TaskEventKind = 11
 	// A source request was approved or rejected; actor decided it.
 	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED TaskEventKind = 12
+	// A session's agent process exited; the session keeps serving MCP until
+	// it is stopped. message holds the exit code and the last lines of the
+	// agent's output (scrubbed).
+	TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED TaskEventKind = 13
 )
 
 // Enum value maps for TaskEventKind.
@@ -246,6 +250,7 @@ var (
 		10: "TASK_EVENT_KIND_TOOL_CALLED",
 		11: "TASK_EVENT_KIND_SOURCES_REQUESTED",
 		12: "TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED",
+		13: "TASK_EVENT_KIND_AGENT_EXITED",
 	}
 	TaskEventKind_value = map[string]int32{
 		"TASK_EVENT_KIND_UNSPECIFIED":                0,
@@ -261,6 +266,7 @@ var (
 		"TASK_EVENT_KIND_TOOL_CALLED":                10,
 		"TASK_EVENT_KIND_SOURCES_REQUESTED":          11,
 		"TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED":    12,
+		"TASK_EVENT_KIND_AGENT_EXITED":               13,
 	}
 )
 
@@ -2374,7 +2380,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\x88\x04\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\xaa\x04\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2389,7 +2395,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x1bTASK_EVENT_KIND_TOOL_CALLED\x10\n" +
 	"\x12%\n" +
 	"!TASK_EVENT_KIND_SOURCES_REQUESTED\x10\v\x12+\n" +
-	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f*\xa2\x01\n" +
+	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f\x12 \n" +
+	"\x1cTASK_EVENT_KIND_AGENT_EXITED\x10\r*\xa2\x01\n" +
 	"\x12SourceRequestState\x12$\n" +
 	" SOURCE_REQUEST_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSOURCE_REQUEST_STATE_PENDING\x10\x01\x12!\n" +
