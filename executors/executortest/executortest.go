@@ -474,6 +474,21 @@ func Run(t *testing.T, b Backend) {
 		}, time.Minute, 50*time.Millisecond)
 	})
 
+	t.Run("an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle, nil)
+		for _, c := range []struct{ argv0, want string }{
+			{"no-such-agent", "agent command `no-such-agent` not found on the executor's PATH"},
+			{"/nowhere/agent", "agent command `/nowhere/agent` not found on the executor"},
+		} {
+			s := spec("github", 1)
+			s.Agent = &executors.AgentCommand{Argv: []string{c.argv0, "--flag"}}
+			_, _, err := e.Launch(ctx(t), s, nil)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition, "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+		}
+	})
+
 	t.Run("bad specs are refused before anything starts", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		bad := spec("github", 1)
