@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"github.com/toolscope/toolscope/executors/agentlink"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/procs"
 	"github.com/toolscope/toolscope/internal/providers"
 )
 
@@ -432,7 +434,14 @@ func (e *Executor) releaseAgent(st state) {
 func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s, err := e.lookup(h)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil // not ours any more: nothing runs that we know of
+		// Not attached to this orchestrator (re-attaching failed: it was
+		// frozen, say): its agentctl may still run.
+		var st state
+		if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+			return err
+		}
+		e.killDetached(st)
+		return nil
 	} else if err != nil {
 		return err
 	}
@@ -450,6 +459,30 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// killDetached ends the agentctl of a session this orchestrator does not
+// hold, if it still runs — its process group, then whatever runs under
+// the session's agent uid — and releases the uid. The pid is checked to
+// be that session's agentctl (its command line names the session's
+// secret file), never a process that reused the pid.
+func (e *Executor) killDetached(st state) {
+	if !procs.Alive(st.PID) {
+		return
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID))
+	if err != nil || st.SecretFile == "" || !slices.Contains(strings.Split(string(cmdline), "\x00"), st.SecretFile) {
+		return
+	}
+	e.opts.Log.Warn("ending the agentctl of a session this orchestrator does not hold", "session_id", st.SessionID, "pid", st.PID)
+	_ = syscall.Kill(-st.PID, syscall.SIGTERM)
+	_ = syscall.Kill(-st.PID, syscall.SIGCONT) // a frozen agentctl gets its SIGTERM
+	deadline := time.Now().Add(e.opts.StopGrace)
+	for procs.Alive(st.PID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // not our child: nothing to wait on
+	}
+	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+	e.releaseAgent(st)
 }
 
 // lost reports a session whose agentctl ended on its own: one this
@@ -492,7 +525,7 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if s, err := e.lookup(h); err == nil && !s.gone() {
 		return nil // already attached
 	}
-	if !alive(st.PID) {
+	if !procs.Alive(st.PID) {
 		return fmt.Errorf("agentctl (pid %d) is not running: %w", st.PID, executors.ErrLost)
 	}
 	link, err := e.dial(st)
@@ -533,7 +566,7 @@ func (e *Executor) watch(s *session) {
 			return
 		case <-t.C:
 		}
-		if !alive(s.st.PID) {
+		if !procs.Alive(s.st.PID) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
 			e.releaseAgent(s.st)
 			close(s.exit)
@@ -556,14 +589,6 @@ func (e *Executor) Close() error {
 	}
 	clear(e.sessions)
 	return nil
-}
-
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func newSecret() string {

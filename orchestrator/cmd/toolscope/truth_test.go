@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors/executortest"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/procs"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
@@ -147,4 +151,108 @@ func TestALaunchWhoseAgentCannotStartSaysWhy(t *testing.T) {
 		assert.Contains(t, r.stderr, c.want, c.args)
 		assert.NotContains(t, r.stderr, "internal error", c.args)
 	}
+}
+
+// liveAgentctls returns the pids of the live (not zombie) agentctl
+// processes of a local session.
+func liveAgentctls(dataDir, sessionID string) []int {
+	secret := filepath.Join(dataDir, "sessions", sessionID, "secret")
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if slices.Contains(strings.Split(string(cmdline), "\x00"), secret) && procs.Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestAZombieAgentctlIsLostAndResumable: on a machine whose init reaps
+// orphans slowly, a killed agentctl that an earlier orchestrator started
+// stays a zombie, on which kill(pid, 0) succeeds. It is still recorded
+// lost, and resume relaunches the session.
+func TestAZombieAgentctlIsLostAndResumable(t *testing.T) {
+	// Not parallel: the test process is, meanwhile, the subreaper of the
+	// orphans made (the first orchestrator's agentctl) and reaps it only
+	// at the end, as a slow init would.
+	const prSetChildSubreaper = 36
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0, 0, 0, 0)
+	require.Zero(t, errno)
+	t.Cleanup(func() { _, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetChildSubreaper, 0, 0, 0, 0, 0) })
+
+	agentctl := executortest.Agentctl(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir, "--agentctl", agentctl)
+	task := newTask(t, srv)
+	sid := srv.launchLocal(t, task)
+	pid := agentctlPID(t, dataDir, sid)
+	srv.stop(t)
+	srv = startServer(t, dataDir, "--agentctl", agentctl) // re-attaches the orphan
+	require.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, sid)["state"])
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	t.Cleanup(func() { _, _ = syscall.Wait4(pid, nil, 0, nil) })
+	killed := time.Now()
+	require.Eventually(t, func() bool {
+		s, err := procs.State(pid)
+		return err == nil && s == 'Z'
+	}, 10*time.Second, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
+	require.NoError(t, syscall.Kill(pid, 0), "signal 0 is fooled by the zombie")
+
+	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "SESSION_STATE_FAILED" }, 30*time.Second, 20*time.Millisecond)
+	lostAfter := time.Since(killed)
+	r := srv.run(t, "--json", "session", "resume", sid)
+	require.Equal(t, 0, r.code, "resume: %s", r.stderr)
+	assert.Contains(t, r.stdout, "SESSION_STATE_RUNNING")
+	assert.Len(t, liveAgentctls(dataDir, sid), 1, "one agentctl for the session")
+
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED")
+	assert.Empty(t, liveAgentctls(dataDir, sid), "stop ends the session's agentctl")
+	testutil.Figure(t, "zombie agentctl", "a killed, unreaped agentctl recorded lost %s after the kill; resume then relaunched it (exit 0)",
+		lostAfter.Round(time.Millisecond))
+}
+
+// TestAFailedSessionWhoseAgentctlRunsIsStoppedAndResumedOnce: agentctl is
+// frozen (SIGSTOP) while an orchestrator starts, so re-attaching fails
+// and the session is recorded failed; agentctl then runs on. Stop ends it;
+// resume after that, or resume at once, leaves exactly one agentctl.
+func TestAFailedSessionWhoseAgentctlRunsIsStoppedAndResumedOnce(t *testing.T) {
+	t.Parallel()
+	agentctl := executortest.Agentctl(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir, "--agentctl", agentctl)
+	task := newTask(t, srv)
+
+	freezeAcrossRestart := func(sid string) int {
+		pid := agentctlPID(t, dataDir, sid)
+		srv.stop(t)
+		// Frozen after its orchestrator is gone: stopped when its process
+		// group is orphaned, the kernel would send it SIGHUP.
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		srv = startServer(t, dataDir, "--agentctl", agentctl)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+		got := srv.session(t, sid)
+		require.Equal(t, "SESSION_STATE_FAILED", got["state"], "re-attaching a frozen agentctl fails: %v", got["status_message"])
+		require.Equal(t, []int{pid}, liveAgentctls(dataDir, sid), "its agentctl runs on")
+		return pid
+	}
+
+	stopped := srv.launchLocal(t, task)
+	freezeAcrossRestart(stopped)
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", stopped), "SESSION_STATE_STOPPED")
+	assert.Empty(t, liveAgentctls(dataDir, stopped), "stop ends a failed session's agentctl")
+
+	resumed := srv.launchLocal(t, task)
+	old := freezeAcrossRestart(resumed)
+	assert.Contains(t, srv.ok(t, "--json", "session", "resume", resumed), "SESSION_STATE_RUNNING")
+	live := liveAgentctls(dataDir, resumed)
+	assert.Len(t, live, 1, "never two agentctls for one session")
+	assert.NotContains(t, live, old, "the frozen one was replaced")
+	srv.ok(t, "session", "stop", resumed)
+	assert.Empty(t, liveAgentctls(dataDir, resumed))
 }

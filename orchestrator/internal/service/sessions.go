@@ -232,6 +232,18 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 	if sess.State == model.SessionRunning {
 		return s.repair(ctx, exec, sess)
 	}
+	return s.relaunch(ctx, exec, sess)
+}
+
+// relaunch starts a session again after ending what is left of its last
+// run: a failed session's agentctl may still run (frozen for a while, or
+// unreachable), and one session never has two agentctls.
+func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
+	if len(sess.Handle.State) > 0 {
+		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
+			return sess, fmt.Errorf("end the last agentctl of session %s before resuming it: %w", sess.ID, err)
+		}
+	}
 	return s.start(ctx, exec, sess, nil, "resumed")
 }
 
@@ -243,7 +255,7 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	}
 	res, err := exec.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
 	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
-		return s.start(ctx, exec, sess, nil, "resumed")
+		return s.relaunch(ctx, exec, sess)
 	}
 	if err != nil {
 		return sess, err
@@ -260,17 +272,19 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	return s.store.GetSession(ctx, sess.ID)
 }
 
-// StopSession stops a session. Stopping a stopped or failed session
-// succeeds and changes nothing.
+// StopSession stops a session: its executor ends every process of it. A
+// failed session is stopped too (its agentctl may still run: frozen, or
+// unreachable for a while) and recorded stopped. Stopping a stopped
+// session succeeds and changes nothing.
 func (s *Service) StopSession(ctx context.Context, id string) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
 		return sess, err
 	}
-	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
+	if sess.State == model.SessionStopped {
 		return sess, nil
 	}
-	if sess.State == model.SessionRunning {
+	if sess.State == model.SessionRunning || (sess.State == model.SessionFailed && len(sess.Handle.State) > 0) {
 		exec, err := s.executor(sess.Executor)
 		if err != nil {
 			return sess, err
@@ -280,8 +294,14 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 		}
 	}
 	stopped, err := s.store.UpdateSession(ctx, id, func(m *model.Session) ([]model.Event, error) {
-		if m.State == model.SessionStopped || m.State == model.SessionFailed {
+		switch m.State {
+		case model.SessionStopped:
 			return nil, errStateChanged
+		case model.SessionFailed:
+			// Its first session.ended said how it failed; this one says
+			// that nothing of it runs any more.
+			m.State = model.SessionStopped
+			return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped after it failed"}}, nil
 		}
 		m.State = model.SessionStopped
 		return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped"}}, nil
