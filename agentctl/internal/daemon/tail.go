@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"unicode/utf8"
 )
 
 // The bounds of the agent output an agent_exited event carries.
@@ -39,5 +40,12 @@ func tail(path string, maxLines, maxBytes int) string {
 			}
 		}
 	}
-	return string(bytes.ToValidUTF8(buf, []byte("\uFFFD")))
+	// Valid UTF-8 (protobuf strings must be), and still within maxBytes
+	// after invalid bytes are replaced: trimmed from the front at a rune
+	// start.
+	buf = bytes.ToValidUTF8(buf, []byte("\uFFFD"))
+	for len(buf) > 0 && (len(buf) > maxBytes || !utf8.RuneStart(buf[0])) {
+		buf = buf[1:]
+	}
+	return string(buf)
 }

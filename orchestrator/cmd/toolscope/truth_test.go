@@ -81,6 +81,8 @@ func TestAnAgentThatExitsIsRecorded(t *testing.T) {
 	got := srv.session(t, sid)
 	assert.Equal(t, "SESSION_STATE_RUNNING", got["state"], "agentctl still serves the session's MCP endpoint")
 	assert.Contains(t, got["status_message"], "agent exited with code 3")
+	assert.EqualValues(t, 3, got["agent_exit_code"])
+	assert.Contains(t, srv.ok(t, "session", "get", sid), "agent exited with code 3", "the text output shows it too")
 
 	srv.stop(t)
 	srv = startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))

@@ -1164,10 +1164,16 @@ type Session struct {
 	// True when the session's provider set is behind the task's; the next
 	// launch or resume pushes the current set and clears it.
 	NeedsRepair bool `protobuf:"varint,8,opt,name=needs_repair,json=needsRepair,proto3" json:"needs_repair,omitempty"`
-	// Why the session needs repair, or why it failed.
+	// Why the session needs repair, or why it failed, or that its agent
+	// exited.
 	StatusMessage string                 `protobuf:"bytes,9,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The exit code of the agent of the session's current run, once it
+	// exited (-1: ended by a signal); unset while it runs, or without an
+	// agent. The session stays running: its MCP endpoint is served until it
+	// is stopped.
+	AgentExitCode *int32 `protobuf:"varint,12,opt,name=agent_exit_code,json=agentExitCode,proto3,oneof" json:"agent_exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1277,6 +1283,13 @@ func (x *Session) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Session) GetAgentExitCode() int32 {
+	if x != nil && x.AgentExitCode != nil {
+		return *x.AgentExitCode
+	}
+	return 0
 }
 
 // TaskEvent is one entry in a task's append-only event log.
@@ -2266,7 +2279,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xa1\x04\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xe2\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2281,7 +2294,9 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xef\x02\n" +
+	"updateTime\x12+\n" +
+	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01B\x12\n" +
+	"\x10_agent_exit_code\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
@@ -2499,6 +2514,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_EnvVar)(nil),
 		(*CredentialRef_FilePath)(nil),
 	}
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[10].OneofWrappers = []any{}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[13].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),
