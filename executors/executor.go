@@ -248,6 +248,14 @@ type Notifier interface {
 	Notify(ctx context.Context, h Handle, text string) (int, error)
 }
 
+// AgentLogReader is an optional capability: a backend that can stream a
+// running session's agent log from its agentctl, wherever it runs.
+type AgentLogReader interface {
+	// AgentLog sends the log's last 1 MiB to fn, then, with follow, what
+	// the agent writes, until it exits, the session stops or ctx ends.
+	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
+}
+
 // ErrLost reports a session whose agentctl is gone or unreachable. It is an
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)

@@ -8,6 +8,8 @@ package agentlink
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -307,6 +309,27 @@ func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, e
 		return executors.Status{}, err
 	}
 	return FromProto(resp.GetStatus()), nil
+}
+
+// AgentLog streams a session's agent log to fn (agentctl ReadAgentLog).
+func (l *Link) AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := l.Client.ReadAgentLog(ctx, &agentctlv1.ReadAgentLogRequest{SessionId: sessionID, Follow: follow})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := fn(resp.GetData()); err != nil {
+			return err
+		}
+	}
 }
 
 // Notify sends a message to a session's MCP clients.

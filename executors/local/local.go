@@ -385,6 +385,18 @@ func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) 
 	return s.link.Notify(ctx, s.id, text)
 }
 
+// AgentLog implements executors.AgentLogReader.
+func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	s, err := e.lookup(h)
+	if err != nil {
+		return err
+	}
+	if s.gone() {
+		return fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.AgentLog(ctx, s.id, follow, fn)
+}
+
 // Inspect implements executors.Executor.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
 	s, err := e.lookup(h)

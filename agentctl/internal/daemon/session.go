@@ -266,7 +266,9 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		}
 		return errdefs.FailedPrecondition("start agent command `%s` in %q: %v", argv[0], spec.GetWorkingDir(), err)
 	}
+	s.mu.Lock()
 	s.agent, s.agentDone = cmd, make(chan struct{})
+	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
@@ -298,6 +300,13 @@ func agentNotFound(name string, err error) error {
 		return errdefs.FailedPrecondition("agent command `%s` not found on the executor's PATH; install it there, or name it by its full path", name)
 	}
 	return errdefs.FailedPrecondition("agent command `%s`: %v", name, err)
+}
+
+// stopped reports whether the session was stopped.
+func (s *session) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase == agentctlv1.SessionPhase_SESSION_PHASE_STOPPED
 }
 
 // stop ends the agent (SIGTERM to its group, SIGKILL after grace) and the

@@ -258,3 +258,59 @@ func TestAFailedSessionWhoseAgentctlRunsIsStoppedAndResumedOnce(t *testing.T) {
 	srv.ok(t, "session", "stop", resumed)
 	assert.Empty(t, liveAgentctls(dataDir, resumed))
 }
+
+// TestSessionLogsShowTheAgentsOutput: `session logs` prints a running
+// session's agent log, scrubbed; `--follow` prints what the agent writes
+// next and ends when it exits. A stopped session has no log to serve.
+func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
+	task := newTask(t, srv)
+	gateDir, err := os.MkdirTemp("", "toolscope-gate-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(gateDir) })
+	require.NoError(t, os.Chmod(gateDir, 0o755))
+	gate := filepath.Join(gateDir, "go")
+	token := "ghp_" + strings.Repeat("Zy9", 12)
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local",
+		"--agent", "command", "--", "sh", "-c",
+		`echo first; echo "token `+token+`"; while [ ! -e "$0" ]; do sleep 0.02; done; echo second; exit 0`, gate)), &launched))
+	sid := launched["id"].(string)
+
+	var out string
+	require.Eventually(t, func() bool {
+		out = srv.ok(t, "session", "logs", sid)
+		return strings.Contains(out, "token ")
+	}, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "first\ntoken ghp_[redacted]\n", out, "the log so far, scrubbed")
+	assert.NotContains(t, out, token)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	follow := command(ctx, "--server", srv.addr, "session", "logs", "--follow", sid)
+	followed := &testutil.SyncBuffer{}
+	follow.Stdout, follow.Stderr = followed, followed
+	require.NoError(t, follow.Start())
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	require.Eventually(t, func() bool { return strings.Contains(followed.String(), "token ") }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	released := time.Now()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "follow: %s", followed)
+	case <-ctx.Done():
+		t.Fatalf("session logs --follow did not end when the agent exited: %s", followed)
+	}
+	ended := time.Since(released)
+	assert.Equal(t, "first\ntoken ghp_[redacted]\nsecond\n", followed.String())
+
+	srv.ok(t, "session", "stop", sid)
+	r := srv.run(t, "session", "logs", sid)
+	assert.Equal(t, 5, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "is stopped")
+	testutil.Figure(t, "session logs --follow", "the agent's last line and the end of the stream %s after the agent was let go",
+		ended.Round(time.Millisecond))
+}

@@ -213,6 +213,12 @@ func (h *sessions) StartSession(req *pb.StartSessionRequest, stream grpc.ServerS
 	return stream.Send(&pb.StartSessionResponse{Update: &pb.StartSessionResponse_Session{Session: toSession(s)}})
 }
 
+func (h *sessions) ReadSessionLog(req *pb.ReadSessionLogRequest, stream grpc.ServerStreamingServer[pb.ReadSessionLogResponse]) error {
+	return h.svc.ReadSessionLog(stream.Context(), req.GetSessionId(), req.GetFollow(), func(text string) error {
+		return stream.Send(&pb.ReadSessionLogResponse{Text: text})
+	})
+}
+
 func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {
 	mode, err := fromMode(req.GetMode())
 	if err != nil {

@@ -462,7 +462,49 @@ func (a *app) sessionCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig)
+	var follow bool
+	logs := &cobra.Command{
+		Use:   "logs SESSION [--follow]",
+		Short: "Print a running session's agent log (its last 1 MiB, scrubbed), wherever it runs; --follow until the agent exits (JSON lines with --json)",
+		Args:  exactArgs("SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if !follow {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, a.timeout)
+				defer cancel()
+			}
+			conn, err := a.dial(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			stream, err := a.sessions(conn).ReadSessionLog(ctx, &pb.ReadSessionLogRequest{SessionId: args[0], Follow: follow})
+			if err != nil {
+				return err
+			}
+			for {
+				resp, err := stream.Recv()
+				switch {
+				case errors.Is(err, io.EOF) || (err != nil && follow && ctx.Err() != nil):
+					return nil
+				case err != nil:
+					return err
+				}
+				if a.json {
+					b, err := jsonLine.Marshal(resp)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "%s\n", b)
+				} else {
+					fmt.Fprint(a.stdout, resp.GetText())
+				}
+			}
+		},
+	}
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what the agent writes until it exits, the session stops or you interrupt")
+	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig, logs)
 	return cmd
 }
 
