@@ -287,9 +287,12 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	if sess.State == model.SessionRunning || (sess.State == model.SessionFailed && len(sess.Handle.State) > 0) {
 		exec, err := s.executor(sess.Executor)
 		if err != nil {
-			return sess, err
-		}
-		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
+			if sess.State == model.SessionRunning {
+				return sess, err
+			}
+			// A failed session whose backend is off here: nothing of it
+			// can be reached; it is recorded stopped.
+		} else if err := exec.Stop(ctx, handleOf(sess)); err != nil {
 			return sess, fmt.Errorf("stop session %s: %w", id, err)
 		}
 	}
