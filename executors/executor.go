@@ -256,6 +256,15 @@ type AgentLogReader interface {
 	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
 }
 
+// AgentctlLogReader is an optional capability: a backend that keeps the
+// log of each session's agentctl, also once the session failed or
+// stopped (the local executor's agentctl.log).
+type AgentctlLogReader interface {
+	// AgentctlLog sends the log's last 1 MiB to fn, then, with follow,
+	// what agentctl writes until it ends or ctx does.
+	AgentctlLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
+}
+
 // ErrLost reports a session whose agentctl is gone or unreachable. It is an
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)

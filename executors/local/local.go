@@ -397,6 +397,60 @@ func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool
 	return s.link.AgentLog(ctx, s.id, follow, fn)
 }
 
+// Bounds of AgentctlLog, as agentctl's ReadAgentLog has them.
+const (
+	logBacklog = 1 << 20
+	logChunk   = 32 << 10
+	logPoll    = 100 * time.Millisecond
+)
+
+// AgentctlLog implements executors.AgentctlLogReader: the agentctl.log the
+// executor writes in the session's state directory. Following it ends once
+// that agentctl no longer runs.
+func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(st.Dir, "agentctl.log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return errdefs.NotFound("agentctl log of session", st.SessionID)
+	} else if err != nil {
+		return err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > logBacklog {
+		if _, err := f.Seek(info.Size()-logBacklog, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(logPoll)
+	defer tick.Stop()
+	buf := make([]byte, logChunk)
+	ended := false // agentctl was seen gone: one more read takes its last words
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if err := fn(buf[:n]); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if !follow || ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		ended = !procs.Alive(st.PID)
+	}
+}
+
 // Inspect implements executors.Executor.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
 	s, err := e.lookup(h)

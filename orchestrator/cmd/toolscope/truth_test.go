@@ -307,10 +307,31 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	ended := time.Since(released)
 	assert.Equal(t, "first\ntoken ghp_[redacted]\nsecond\n", followed.String())
 
+	// agentctl's own log: followed until the session's agentctl ends, and
+	// still there after.
+	assert.Contains(t, srv.ok(t, "session", "logs", "--agentctl", sid), "session created")
+	ctlFollow := command(ctx, "--server", srv.addr, "session", "logs", "--agentctl", "--follow", sid)
+	ctlFollowed := &testutil.SyncBuffer{}
+	ctlFollow.Stdout, ctlFollow.Stderr = ctlFollowed, ctlFollowed
+	require.NoError(t, ctlFollow.Start())
+	ctlDone := make(chan error, 1)
+	go func() { ctlDone <- ctlFollow.Wait() }()
+	require.Eventually(t, func() bool { return strings.Contains(ctlFollowed.String(), "session created") }, 30*time.Second, 10*time.Millisecond)
+
 	srv.ok(t, "session", "stop", sid)
+	select {
+	case err := <-ctlDone:
+		require.NoError(t, err, "follow --agentctl: %s", ctlFollowed)
+	case <-ctx.Done():
+		t.Fatalf("session logs --agentctl --follow did not end with agentctl: %s", ctlFollowed)
+	}
+	assert.Contains(t, ctlFollowed.String(), "session stopped")
+	assert.Contains(t, srv.ok(t, "session", "logs", "--agentctl", sid), "session stopped", "kept after the session stopped")
 	r := srv.run(t, "session", "logs", sid)
 	assert.Equal(t, 5, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "is stopped")
+	r = srv.run(t, "session", "logs", "--agent", "--agentctl", sid)
+	assert.Equal(t, 2, r.code, r.stderr)
 	testutil.Figure(t, "session logs --follow", "the agent's last line and the end of the stream %s after the agent was let go",
 		ended.Round(time.Millisecond))
 }

@@ -462,12 +462,19 @@ func (a *app) sessionCmd() *cobra.Command {
 			})
 		},
 	}
-	var follow bool
+	var follow, agentLog, agentctlLog bool
 	logs := &cobra.Command{
-		Use:   "logs SESSION [--follow]",
-		Short: "Print a running session's agent log (its last 1 MiB, scrubbed), wherever it runs; --follow until the agent exits (JSON lines with --json)",
+		Use:   "logs SESSION [--agent|--agentctl] [--follow]",
+		Short: "Print a session's agent log (its last 1 MiB, scrubbed; running sessions, every executor) or, with --agentctl, its agentctl's (local sessions, whatever their state); --follow until it ends (JSON lines with --json)",
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			which := pb.SessionLog_SESSION_LOG_AGENT
+			switch {
+			case agentLog && agentctlLog:
+				return usagef("--agent and --agentctl name different logs; give one")
+			case agentctlLog:
+				which = pb.SessionLog_SESSION_LOG_AGENTCTL
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if !follow {
@@ -479,7 +486,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stream, err := a.sessions(conn).ReadSessionLog(ctx, &pb.ReadSessionLogRequest{SessionId: args[0], Follow: follow})
+			stream, err := a.sessions(conn).ReadSessionLog(ctx, &pb.ReadSessionLogRequest{SessionId: args[0], Follow: follow, Log: which})
 			if err != nil {
 				return err
 			}
@@ -503,7 +510,9 @@ func (a *app) sessionCmd() *cobra.Command {
 			}
 		},
 	}
-	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what the agent writes until it exits, the session stops or you interrupt")
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what is written until the agent (or agentctl) ends, the session stops or you interrupt")
+	logs.Flags().BoolVar(&agentLog, "agent", false, "the agent's output (the default)")
+	logs.Flags().BoolVar(&agentctlLog, "agentctl", false, "the session's agentctl's own log (local executor)")
 	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig, logs)
 	return cmd
 }

@@ -21,6 +21,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SessionLog names a log of a session.
+type SessionLog int32
+
+const (
+	SessionLog_SESSION_LOG_UNSPECIFIED SessionLog = 0
+	// The agent's stdout and stderr, read from its agentctl: running
+	// sessions, every executor.
+	SessionLog_SESSION_LOG_AGENT SessionLog = 1
+	// The session's agentctl's own log, kept by the executor: the local
+	// executor's, also after the session failed or stopped. A remote daemon's
+	// log is its host's.
+	SessionLog_SESSION_LOG_AGENTCTL SessionLog = 2
+)
+
+// Enum value maps for SessionLog.
+var (
+	SessionLog_name = map[int32]string{
+		0: "SESSION_LOG_UNSPECIFIED",
+		1: "SESSION_LOG_AGENT",
+		2: "SESSION_LOG_AGENTCTL",
+	}
+	SessionLog_value = map[string]int32{
+		"SESSION_LOG_UNSPECIFIED": 0,
+		"SESSION_LOG_AGENT":       1,
+		"SESSION_LOG_AGENTCTL":    2,
+	}
+)
+
+func (x SessionLog) Enum() *SessionLog {
+	p := new(SessionLog)
+	*p = x
+	return p
+}
+
+func (x SessionLog) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionLog) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolscope_orchestrator_v1_services_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionLog) Type() protoreflect.EnumType {
+	return &file_toolscope_orchestrator_v1_services_proto_enumTypes[0]
+}
+
+func (x SessionLog) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionLog.Descriptor instead.
+func (SessionLog) EnumDescriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{0}
+}
+
 type CreateWorkspaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1258,9 +1313,11 @@ func (x *SessionPush) GetApplied() *ProviderSet {
 }
 
 type ReadSessionLogRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Follow    bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Which log; unspecified is the agent's.
+	Log           SessionLog `protobuf:"varint,3,opt,name=log,proto3,enum=toolscope.orchestrator.v1.SessionLog" json:"log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1307,6 +1364,13 @@ func (x *ReadSessionLogRequest) GetFollow() bool {
 		return x.Follow
 	}
 	return false
+}
+
+func (x *ReadSessionLogRequest) GetLog() SessionLog {
+	if x != nil {
+		return x.Log
+	}
+	return SessionLog_SESSION_LOG_UNSPECIFIED
 }
 
 type ReadSessionLogResponse struct {
@@ -3309,11 +3373,12 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12@\n" +
-	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"N\n" +
+	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"\x87\x01\n" +
 	"\x15ReadSessionLogRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06follow\x18\x02 \x01(\bR\x06follow\",\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\x127\n" +
+	"\x03log\x18\x03 \x01(\x0e2%.toolscope.orchestrator.v1.SessionLogR\x03log\",\n" +
 	"\x16ReadSessionLogResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"5\n" +
 	"\x14GetSessionMCPRequest\x12\x1d\n" +
@@ -3416,7 +3481,12 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x1a\n" +
 	"\bassigned\x18\x03 \x01(\bR\bassigned\"W\n" +
 	"\x19AssignCatalogToolResponse\x12:\n" +
-	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool2\xe5\x04\n" +
+	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool*Z\n" +
+	"\n" +
+	"SessionLog\x12\x1b\n" +
+	"\x17SESSION_LOG_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SESSION_LOG_AGENT\x10\x01\x12\x18\n" +
+	"\x14SESSION_LOG_AGENTCTL\x10\x022\xe5\x04\n" +
 	"\x10WorkspaceService\x12x\n" +
 	"\x0fCreateWorkspace\x121.toolscope.orchestrator.v1.CreateWorkspaceRequest\x1a2.toolscope.orchestrator.v1.CreateWorkspaceResponse\x12o\n" +
 	"\fGetWorkspace\x12..toolscope.orchestrator.v1.GetWorkspaceRequest\x1a/.toolscope.orchestrator.v1.GetWorkspaceResponse\x12u\n" +
@@ -3472,198 +3542,201 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescData
 }
 
+var file_toolscope_orchestrator_v1_services_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
-	(*CreateWorkspaceRequest)(nil),         // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 2: toolscope.orchestrator.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 3: toolscope.orchestrator.v1.GetWorkspaceResponse
-	(*ListWorkspacesRequest)(nil),          // 4: toolscope.orchestrator.v1.ListWorkspacesRequest
-	(*ListWorkspacesResponse)(nil),         // 5: toolscope.orchestrator.v1.ListWorkspacesResponse
-	(*SetConnectionRequest)(nil),           // 6: toolscope.orchestrator.v1.SetConnectionRequest
-	(*SetConnectionResponse)(nil),          // 7: toolscope.orchestrator.v1.SetConnectionResponse
-	(*RemoveConnectionRequest)(nil),        // 8: toolscope.orchestrator.v1.RemoveConnectionRequest
-	(*RemoveConnectionResponse)(nil),       // 9: toolscope.orchestrator.v1.RemoveConnectionResponse
-	(*CreateRepositoryRequest)(nil),        // 10: toolscope.orchestrator.v1.CreateRepositoryRequest
-	(*CreateRepositoryResponse)(nil),       // 11: toolscope.orchestrator.v1.CreateRepositoryResponse
-	(*GetRepositoryRequest)(nil),           // 12: toolscope.orchestrator.v1.GetRepositoryRequest
-	(*GetRepositoryResponse)(nil),          // 13: toolscope.orchestrator.v1.GetRepositoryResponse
-	(*ListRepositoriesRequest)(nil),        // 14: toolscope.orchestrator.v1.ListRepositoriesRequest
-	(*ListRepositoriesResponse)(nil),       // 15: toolscope.orchestrator.v1.ListRepositoriesResponse
-	(*CreateTaskRequest)(nil),              // 16: toolscope.orchestrator.v1.CreateTaskRequest
-	(*CreateTaskResponse)(nil),             // 17: toolscope.orchestrator.v1.CreateTaskResponse
-	(*GetTaskRequest)(nil),                 // 18: toolscope.orchestrator.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),                // 19: toolscope.orchestrator.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),               // 20: toolscope.orchestrator.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),              // 21: toolscope.orchestrator.v1.ListTasksResponse
-	(*AddSourcesRequest)(nil),              // 22: toolscope.orchestrator.v1.AddSourcesRequest
-	(*AddSourcesResponse)(nil),             // 23: toolscope.orchestrator.v1.AddSourcesResponse
-	(*SessionPush)(nil),                    // 24: toolscope.orchestrator.v1.SessionPush
-	(*ReadSessionLogRequest)(nil),          // 25: toolscope.orchestrator.v1.ReadSessionLogRequest
-	(*ReadSessionLogResponse)(nil),         // 26: toolscope.orchestrator.v1.ReadSessionLogResponse
-	(*GetSessionMCPRequest)(nil),           // 27: toolscope.orchestrator.v1.GetSessionMCPRequest
-	(*GetSessionMCPResponse)(nil),          // 28: toolscope.orchestrator.v1.GetSessionMCPResponse
-	(*LaunchSessionRequest)(nil),           // 29: toolscope.orchestrator.v1.LaunchSessionRequest
-	(*LaunchSessionResponse)(nil),          // 30: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*StartSessionRequest)(nil),            // 31: toolscope.orchestrator.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),           // 32: toolscope.orchestrator.v1.StartSessionResponse
-	(*ResumeSessionRequest)(nil),           // 33: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),          // 34: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),             // 35: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),            // 36: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),              // 37: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 38: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 39: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 40: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),         // 41: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),        // 42: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*CreateToolProviderRequest)(nil),      // 43: toolscope.orchestrator.v1.CreateToolProviderRequest
-	(*CreateToolProviderResponse)(nil),     // 44: toolscope.orchestrator.v1.CreateToolProviderResponse
-	(*UpdateToolProviderRequest)(nil),      // 45: toolscope.orchestrator.v1.UpdateToolProviderRequest
-	(*UpdateToolProviderResponse)(nil),     // 46: toolscope.orchestrator.v1.UpdateToolProviderResponse
-	(*GetToolProviderRequest)(nil),         // 47: toolscope.orchestrator.v1.GetToolProviderRequest
-	(*GetToolProviderResponse)(nil),        // 48: toolscope.orchestrator.v1.GetToolProviderResponse
-	(*ListToolProvidersRequest)(nil),       // 49: toolscope.orchestrator.v1.ListToolProvidersRequest
-	(*ListToolProvidersResponse)(nil),      // 50: toolscope.orchestrator.v1.ListToolProvidersResponse
-	(*TestToolProviderRequest)(nil),        // 51: toolscope.orchestrator.v1.TestToolProviderRequest
-	(*TestToolProviderResponse)(nil),       // 52: toolscope.orchestrator.v1.TestToolProviderResponse
-	(*RefreshToolProviderRequest)(nil),     // 53: toolscope.orchestrator.v1.RefreshToolProviderRequest
-	(*RefreshToolProviderResponse)(nil),    // 54: toolscope.orchestrator.v1.RefreshToolProviderResponse
-	(*SetToolProviderEnabledRequest)(nil),  // 55: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	(*SetToolProviderEnabledResponse)(nil), // 56: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	(*ListCatalogToolsRequest)(nil),        // 57: toolscope.orchestrator.v1.ListCatalogToolsRequest
-	(*ListCatalogToolsResponse)(nil),       // 58: toolscope.orchestrator.v1.ListCatalogToolsResponse
-	(*GetCatalogToolRequest)(nil),          // 59: toolscope.orchestrator.v1.GetCatalogToolRequest
-	(*GetCatalogToolResponse)(nil),         // 60: toolscope.orchestrator.v1.GetCatalogToolResponse
-	(*SetCatalogToolEnabledRequest)(nil),   // 61: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	(*SetCatalogToolEnabledResponse)(nil),  // 62: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	(*AssignCatalogToolRequest)(nil),       // 63: toolscope.orchestrator.v1.AssignCatalogToolRequest
-	(*AssignCatalogToolResponse)(nil),      // 64: toolscope.orchestrator.v1.AssignCatalogToolResponse
-	(*Workspace)(nil),                      // 65: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),                  // 66: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),                     // 67: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),                     // 68: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                           // 69: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),                    // 70: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                       // 71: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                      // 72: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                        // 73: toolscope.orchestrator.v1.Session
-	(*LaunchPlan)(nil),                     // 74: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                      // 75: toolscope.orchestrator.v1.TaskEvent
-	(*ToolProvider)(nil),                   // 76: toolscope.orchestrator.v1.ToolProvider
-	(*DiscoveryCounts)(nil),                // 77: toolscope.orchestrator.v1.DiscoveryCounts
-	(*CatalogTool)(nil),                    // 78: toolscope.orchestrator.v1.CatalogTool
+	(SessionLog)(0),                        // 0: toolscope.orchestrator.v1.SessionLog
+	(*CreateWorkspaceRequest)(nil),         // 1: toolscope.orchestrator.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 2: toolscope.orchestrator.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 3: toolscope.orchestrator.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 4: toolscope.orchestrator.v1.GetWorkspaceResponse
+	(*ListWorkspacesRequest)(nil),          // 5: toolscope.orchestrator.v1.ListWorkspacesRequest
+	(*ListWorkspacesResponse)(nil),         // 6: toolscope.orchestrator.v1.ListWorkspacesResponse
+	(*SetConnectionRequest)(nil),           // 7: toolscope.orchestrator.v1.SetConnectionRequest
+	(*SetConnectionResponse)(nil),          // 8: toolscope.orchestrator.v1.SetConnectionResponse
+	(*RemoveConnectionRequest)(nil),        // 9: toolscope.orchestrator.v1.RemoveConnectionRequest
+	(*RemoveConnectionResponse)(nil),       // 10: toolscope.orchestrator.v1.RemoveConnectionResponse
+	(*CreateRepositoryRequest)(nil),        // 11: toolscope.orchestrator.v1.CreateRepositoryRequest
+	(*CreateRepositoryResponse)(nil),       // 12: toolscope.orchestrator.v1.CreateRepositoryResponse
+	(*GetRepositoryRequest)(nil),           // 13: toolscope.orchestrator.v1.GetRepositoryRequest
+	(*GetRepositoryResponse)(nil),          // 14: toolscope.orchestrator.v1.GetRepositoryResponse
+	(*ListRepositoriesRequest)(nil),        // 15: toolscope.orchestrator.v1.ListRepositoriesRequest
+	(*ListRepositoriesResponse)(nil),       // 16: toolscope.orchestrator.v1.ListRepositoriesResponse
+	(*CreateTaskRequest)(nil),              // 17: toolscope.orchestrator.v1.CreateTaskRequest
+	(*CreateTaskResponse)(nil),             // 18: toolscope.orchestrator.v1.CreateTaskResponse
+	(*GetTaskRequest)(nil),                 // 19: toolscope.orchestrator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 20: toolscope.orchestrator.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),               // 21: toolscope.orchestrator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 22: toolscope.orchestrator.v1.ListTasksResponse
+	(*AddSourcesRequest)(nil),              // 23: toolscope.orchestrator.v1.AddSourcesRequest
+	(*AddSourcesResponse)(nil),             // 24: toolscope.orchestrator.v1.AddSourcesResponse
+	(*SessionPush)(nil),                    // 25: toolscope.orchestrator.v1.SessionPush
+	(*ReadSessionLogRequest)(nil),          // 26: toolscope.orchestrator.v1.ReadSessionLogRequest
+	(*ReadSessionLogResponse)(nil),         // 27: toolscope.orchestrator.v1.ReadSessionLogResponse
+	(*GetSessionMCPRequest)(nil),           // 28: toolscope.orchestrator.v1.GetSessionMCPRequest
+	(*GetSessionMCPResponse)(nil),          // 29: toolscope.orchestrator.v1.GetSessionMCPResponse
+	(*LaunchSessionRequest)(nil),           // 30: toolscope.orchestrator.v1.LaunchSessionRequest
+	(*LaunchSessionResponse)(nil),          // 31: toolscope.orchestrator.v1.LaunchSessionResponse
+	(*StartSessionRequest)(nil),            // 32: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),           // 33: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),           // 34: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 35: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),             // 36: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),            // 37: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),              // 38: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 39: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 40: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 41: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),         // 42: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),        // 43: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*CreateToolProviderRequest)(nil),      // 44: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 45: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 46: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 47: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 48: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 49: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 50: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 51: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 52: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 53: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 54: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 55: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 56: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 57: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 58: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 59: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 60: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 61: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 62: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 63: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 64: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 65: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 66: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 67: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 68: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 69: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 70: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 71: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 72: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                      // 73: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                        // 74: toolscope.orchestrator.v1.Session
+	(*LaunchPlan)(nil),                     // 75: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 76: toolscope.orchestrator.v1.TaskEvent
+	(*ToolProvider)(nil),                   // 77: toolscope.orchestrator.v1.ToolProvider
+	(*DiscoveryCounts)(nil),                // 78: toolscope.orchestrator.v1.DiscoveryCounts
+	(*CatalogTool)(nil),                    // 79: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	65, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	65, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	65, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	66, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	67, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	68, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	68, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	68, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	69, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	69, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	69, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	69, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	24, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	70, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
-	71, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	72, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	73, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	74, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
-	29, // 18: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	73, // 19: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	73, // 20: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	73, // 21: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	73, // 22: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	73, // 23: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	75, // 24: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	76, // 25: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	76, // 26: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	76, // 28: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	76, // 29: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	76, // 31: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	76, // 32: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
-	76, // 33: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	76, // 35: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	78, // 36: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
-	78, // 37: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	78, // 38: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	78, // 39: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	0,  // 40: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 41: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 42: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 43: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 44: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 45: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 46: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 47: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 48: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 49: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 50: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 51: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	29, // 52: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	31, // 53: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	33, // 54: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	35, // 55: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	37, // 56: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	39, // 57: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	27, // 58: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	25, // 59: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
-	41, // 60: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	43, // 61: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
-	45, // 62: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
-	47, // 63: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
-	49, // 64: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
-	51, // 65: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
-	53, // 66: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
-	55, // 67: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	57, // 68: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
-	59, // 69: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
-	61, // 70: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	63, // 71: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
-	1,  // 72: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 73: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 74: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 75: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 76: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 77: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 78: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 79: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 80: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 81: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 82: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 83: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	30, // 84: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	32, // 85: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	34, // 86: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	36, // 87: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	38, // 88: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	40, // 89: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	28, // 90: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	26, // 91: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
-	42, // 92: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	44, // 93: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
-	46, // 94: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
-	48, // 95: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
-	50, // 96: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
-	52, // 97: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
-	54, // 98: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
-	56, // 99: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	58, // 100: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
-	60, // 101: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
-	62, // 102: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	64, // 103: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
-	72, // [72:104] is the sub-list for method output_type
-	40, // [40:72] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	66, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	66, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	66, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	67, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	68, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	69, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	69, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	69, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	70, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	70, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	70, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	70, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	25, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
+	71, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	0,  // 14: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
+	72, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	73, // 16: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	74, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	75, // 18: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	30, // 19: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	74, // 20: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 21: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 22: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 23: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 24: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	76, // 25: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	77, // 26: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 28: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 29: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 31: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 32: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 33: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 35: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 36: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	79, // 37: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 38: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 39: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 40: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	1,  // 41: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	3,  // 42: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	5,  // 43: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	7,  // 44: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	9,  // 45: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	11, // 46: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	13, // 47: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	15, // 48: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	17, // 49: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	19, // 50: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	21, // 51: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	23, // 52: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	30, // 53: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	32, // 54: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	34, // 55: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	36, // 56: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	38, // 57: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	40, // 58: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	28, // 59: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	26, // 60: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
+	42, // 61: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	44, // 62: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	46, // 63: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	48, // 64: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	50, // 65: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	52, // 66: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	54, // 67: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	56, // 68: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	58, // 69: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	60, // 70: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	62, // 71: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	64, // 72: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	2,  // 73: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	4,  // 74: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	6,  // 75: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	8,  // 76: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	10, // 77: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	12, // 78: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	14, // 79: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	16, // 80: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	18, // 81: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	20, // 82: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	22, // 83: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	24, // 84: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	31, // 85: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	33, // 86: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	35, // 87: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	37, // 88: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	39, // 89: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	41, // 90: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	29, // 91: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	27, // 92: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
+	43, // 93: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	45, // 94: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	47, // 95: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	49, // 96: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	51, // 97: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	53, // 98: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	55, // 99: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	57, // 100: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	59, // 101: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	61, // 102: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	63, // 103: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	65, // 104: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	73, // [73:105] is the sub-list for method output_type
+	41, // [41:73] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -3681,13 +3754,14 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
 		GoTypes:           file_toolscope_orchestrator_v1_services_proto_goTypes,
 		DependencyIndexes: file_toolscope_orchestrator_v1_services_proto_depIdxs,
+		EnumInfos:         file_toolscope_orchestrator_v1_services_proto_enumTypes,
 		MessageInfos:      file_toolscope_orchestrator_v1_services_proto_msgTypes,
 	}.Build()
 	File_toolscope_orchestrator_v1_services_proto = out.File

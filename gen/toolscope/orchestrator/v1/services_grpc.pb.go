@@ -744,10 +744,10 @@ type SessionServiceClient interface {
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
 	// the session runs on this host.
 	GetSessionMCP(ctx context.Context, in *GetSessionMCPRequest, opts ...grpc.CallOption) (*GetSessionMCPResponse, error)
-	// ReadSessionLog streams a running session's agent log, wherever the
-	// session runs: its last 1 MiB, then, with follow, what the agent writes
-	// until it exits or the session stops. Known secrets and token-shaped
-	// strings are scrubbed, line by line.
+	// ReadSessionLog streams a session's log (SessionLog): its last 1 MiB,
+	// then, with follow, what is written until the agent (or agentctl)
+	// exits or the session stops. Known secrets and token-shaped strings are
+	// scrubbed, line by line.
 	ReadSessionLog(ctx context.Context, in *ReadSessionLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionLogResponse], error)
 }
 
@@ -882,10 +882,10 @@ type SessionServiceServer interface {
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
 	// the session runs on this host.
 	GetSessionMCP(context.Context, *GetSessionMCPRequest) (*GetSessionMCPResponse, error)
-	// ReadSessionLog streams a running session's agent log, wherever the
-	// session runs: its last 1 MiB, then, with follow, what the agent writes
-	// until it exits or the session stops. Known secrets and token-shaped
-	// strings are scrubbed, line by line.
+	// ReadSessionLog streams a session's log (SessionLog): its last 1 MiB,
+	// then, with follow, what is written until the agent (or agentctl)
+	// exits or the session stops. Known secrets and token-shaped strings are
+	// scrubbed, line by line.
 	ReadSessionLog(*ReadSessionLogRequest, grpc.ServerStreamingServer[ReadSessionLogResponse]) error
 	mustEmbedUnimplementedSessionServiceServer()
 }
