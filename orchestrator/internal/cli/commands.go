@@ -465,7 +465,7 @@ func (a *app) sessionCmd() *cobra.Command {
 	var follow, agentLog, agentctlLog bool
 	logs := &cobra.Command{
 		Use:   "logs SESSION [--agent|--agentctl] [--follow]",
-		Short: "Print a session's agent log (its last 1 MiB, scrubbed; running sessions, every executor) or, with --agentctl, its agentctl's (local sessions, whatever their state); --follow until it ends (JSON lines with --json)",
+		Short: "Print a session's agent log (its last 1 MiB, scrubbed; running sessions, every executor) or, with --agentctl, its agentctl's (local sessions whatever their state, docker ones while their container exists); --follow until it ends (JSON lines with --json)",
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			which := pb.SessionLog_SESSION_LOG_AGENT
@@ -512,7 +512,7 @@ func (a *app) sessionCmd() *cobra.Command {
 	}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what is written until the agent (or agentctl) ends, the session stops or you interrupt")
 	logs.Flags().BoolVar(&agentLog, "agent", false, "the agent's output (the default)")
-	logs.Flags().BoolVar(&agentctlLog, "agentctl", false, "the session's agentctl's own log (local executor)")
+	logs.Flags().BoolVar(&agentctlLog, "agentctl", false, "the session's agentctl's own log (local and docker executors)")
 	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig, logs)
 	return cmd
 }

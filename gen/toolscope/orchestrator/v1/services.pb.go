@@ -30,8 +30,9 @@ const (
 	// sessions, every executor.
 	SessionLog_SESSION_LOG_AGENT SessionLog = 1
 	// The session's agentctl's own log, kept by the executor: the local
-	// executor's, also after the session failed or stopped. A remote daemon's
-	// log is its host's.
+	// executor's, also after the session failed or stopped; the docker
+	// executor's container output, while the container exists. A remote
+	// daemon's log is its host's.
 	SessionLog_SESSION_LOG_AGENTCTL SessionLog = 2
 )
 
