@@ -73,6 +73,7 @@ BENCHES := \
 	./executors/remote:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
+	./orchestrator/internal/store:OpenAtScale:20x \
 	./orchestrator/internal/lifecycle:PollingCalls:50x \
 	./orchestrator/internal/scrub:Scrub:2000x \
 	./orchestrator/internal/toolcalls:ToolCallAudit:500x

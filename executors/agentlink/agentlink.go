@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -17,9 +18,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolscope/toolscope/executors"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
@@ -40,7 +43,11 @@ type Options struct {
 	// Calls answers tool calls; Events receives session events (may be nil).
 	Calls  executors.CallHandler
 	Events executors.EventHandler
-	// OrchestratorID names this orchestrator in agentctl's logs.
+	// OrchestratorID identifies this orchestrator's installation: the
+	// same after a restart on its data directory, different for a copy
+	// of its database elsewhere (ADR 0014). agentctl serves one
+	// orchestrator at a time and keeps its sessions to the one that
+	// attached to them.
 	OrchestratorID string
 	Log            *slog.Logger
 }
@@ -54,9 +61,18 @@ type Link struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// calls are the tool calls being answered, on this stream or an
+	// earlier one; Close waits for them after cancelling them.
+	calls sync.WaitGroup
+
 	mu   sync.Mutex
 	live chan struct{} // closed while an Attach stream is acknowledged; replaced when it ends
 	up   bool
+	// refused is agentctl's refusal of the last attempt to attach, if
+	// it was refused (another orchestrator holds it); refusedNow is
+	// closed, and replaced, when a refusal is recorded.
+	refused    error
+	refusedNow chan struct{}
 	// sessions are the sessions this orchestrator created or re-adopted on
 	// this agentctl: the only identities a call arriving here may claim.
 	sessions map[string]bool
@@ -94,7 +110,7 @@ func Dial(opts Options) (*Link, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Link{
 		Client: agentctlv1.NewAgentctlServiceClient(conn), conn: conn, opts: opts, cancel: cancel,
-		done: make(chan struct{}), live: make(chan struct{}), sessions: map[string]bool{},
+		done: make(chan struct{}), live: make(chan struct{}), refusedNow: make(chan struct{}), sessions: map[string]bool{},
 	}
 	go l.attachLoop(ctx)
 	return l, nil
@@ -102,16 +118,40 @@ func Dial(opts Options) (*Link, error) {
 
 // WaitAttached waits until an Attach stream is open and acknowledged now:
 // after agentctl restarts or the network comes back, it waits for the new
-// stream.
+// stream. agentctl's refusal because another orchestrator owns its
+// sessions (errdefs.ErrPermissionDenied, naming it) ends the wait at once;
+// a refusal because another orchestrator is attached (the previous
+// holder may be going away) is waited out, and reported if ctx ends first.
 func (l *Link) WaitAttached(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		live, refusedNow, refused := l.live, l.refusedNow, l.refused
+		l.mu.Unlock()
+		if errors.Is(refused, errdefs.ErrPermissionDenied) {
+			return refused
+		}
+		select {
+		case <-live:
+			return nil
+		case <-refusedNow:
+		case <-ctx.Done():
+			if refused != nil {
+				return fmt.Errorf("%w; agentctl refused the last attempt: %w", context.Cause(ctx), refused)
+			}
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// refusal records the outcome of an attempt to attach: err if agentctl
+// refused it, nil once one succeeded.
+func (l *Link) refusal(err error) {
 	l.mu.Lock()
-	live := l.live
-	l.mu.Unlock()
-	select {
-	case <-live:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	defer l.mu.Unlock()
+	l.refused = err
+	if err != nil {
+		close(l.refusedNow)
+		l.refusedNow = make(chan struct{})
 	}
 }
 
@@ -147,6 +187,12 @@ func (l *Link) bind(c *executors.ToolCall) {
 	}
 }
 
+func (l *Link) lastRefusal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
+}
+
 func (l *Link) setLive(up bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -161,23 +207,40 @@ func (l *Link) setLive(up bool) {
 	}
 }
 
-// Close ends the Attach stream and the connection; the sessions keep
-// running.
+// Close ends the Attach stream and the connection, and cancels the calls
+// in flight; the sessions keep running. It may be called more than once.
 func (l *Link) Close() error {
 	l.cancel()
 	<-l.done
-	return l.conn.Close()
+	l.calls.Wait()
+	err := l.conn.Close()
+	if status.Code(err) == codes.Canceled {
+		err = nil // closed before
+	}
+	return err
 }
 
 func (l *Link) attachLoop(ctx context.Context) {
 	defer close(l.done)
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		err := l.attachOnce(ctx)
+		attached, err := l.attachOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
+		if attached {
+			backoff = 50 * time.Millisecond // a stream that worked ended: retry at once
+		}
+		if !attached && (errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrPermissionDenied)) {
+			// Another orchestrator holds agentctl: said once, then
+			// retried quietly (it may detach).
+			if refused := l.lastRefusal(); refused == nil || refused.Error() != err.Error() {
+				l.opts.Log.Warn("agentctl refused to attach", "addr", l.opts.Addr, "error", err)
+			}
+			l.refusal(err)
+		} else {
+			l.opts.Log.Debug("agentctl attach stream ended; reconnecting", "addr", l.opts.Addr, "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -187,13 +250,18 @@ func (l *Link) attachLoop(ctx context.Context) {
 	}
 }
 
-func (l *Link) attachOnce(ctx context.Context) error {
+// attachOnce holds one Attach stream until it ends. Its end cancels the
+// calls in flight and does not wait for them: agentctl has already failed
+// them toward their agents (orchestrator_unreachable, retryable), their
+// answers have no stream left to travel on, and a provider call that is
+// slow to notice the cancellation must not hold up the next stream.
+func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer l.setLive(false)
 	stream, err := l.Client.Attach(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var sendMu sync.Mutex
 	send := func(m *agentctlv1.AttachRequest) error {
@@ -204,17 +272,15 @@ func (l *Link) attachOnce(ctx context.Context) error {
 	if err := send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_Hello{
 		Hello: &agentctlv1.AttachHello{OrchestratorId: l.opts.OrchestratorID},
 	}}); err != nil {
-		return err
+		return false, err
 	}
-	var calls sync.WaitGroup
-	defer calls.Wait()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
-			return err
+			return attached, err
 		}
 		if c := msg.GetToolCall(); c != nil && l.opts.Calls != nil {
-			calls.Go(func() {
+			l.calls.Go(func() {
 				call := executors.ToolCall{
 					SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson(),
 				}
@@ -231,7 +297,9 @@ func (l *Link) attachOnce(ctx context.Context) error {
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
+			l.refusal(nil)
 			l.setLive(true)
+			attached = true
 		}
 	}
 }

@@ -359,6 +359,9 @@ func (e *Executor) watch(ctx context.Context, s *session) {
 		break
 	}
 	close(s.exit)
+	// Nothing answers there any more: a link left open would redial the
+	// dead container's port for as long as the orchestrator runs.
+	_ = s.link.Close()
 	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", s.cause)
 	e.mu.Lock()
 	ours := e.sessions[s.st.ContainerID] == s && !s.stopping && !s.stopped

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +25,10 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
+// conformanceID labels this test process's containers, so that the check
+// for containers left behind sees no other process's run.
+var conformanceID = fmt.Sprintf("docker-conformance-%d", os.Getpid())
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	executortest.RemoveBuilds()
@@ -37,7 +43,7 @@ func TestConformance(t *testing.T) {
 	var current *docker.Executor
 	executortest.Run(t, executortest.Backend{
 		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
-			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: "docker-conformance"})
+			e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, Calls: calls, Events: events, OrchestratorID: conformanceID})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			current = e
@@ -77,7 +83,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	// Every container the suite created was removed.
-	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, OrchestratorID: "docker-conformance"})
+	e, err := docker.New(docker.Options{Agentctl: agentctl, StateDir: stateDir, Client: cli, OrchestratorID: conformanceID})
 	require.NoError(t, err)
 	left, err := e.Managed(context.Background())
 	require.NoError(t, err)
@@ -185,6 +191,92 @@ func TestIsolation(t *testing.T) {
 		// Another session's files are in another container: the probe
 		// tries their path in its own (OtherDirs nil).
 	})
+}
+
+// TestLinksToDeadContainersAreNeverRedialed: once a session's container
+// is gone, its link is closed; nothing dials the port it published any
+// more, also after the session was resumed in a new container.
+func TestLinksToDeadContainersAreNeverRedialed(t *testing.T) {
+	const n = 3
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	lost := make(chan string, n)
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name(),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
+		Events: func(ev executors.SessionEvent) {
+			if ev.Kind == executors.EventLost {
+				lost <- ev.SessionID
+			}
+		}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	specs := make([]executors.Spec, n)
+	handles := make([]executors.Handle, n)
+	addrs := make([]string, n)
+	for i := range specs {
+		specs[i] = executors.Spec{SessionID: fmt.Sprintf("redial-%d", i), TaskID: "t", Mode: executors.ModeTask, Image: image}
+		handles[i], _, err = e.Launch(ctx, specs[i], nil)
+		require.NoError(t, err)
+		var st struct {
+			ContainerID string `json:"container_id"`
+		}
+		require.NoError(t, json.Unmarshal(handles[i].State, &st))
+		inspect, err := cli.ContainerInspect(ctx, st.ContainerID)
+		require.NoError(t, err)
+		ports := inspect.NetworkSettings.Ports[nat.Port("7077/tcp")]
+		require.NotEmpty(t, ports)
+		addrs[i] = net.JoinHostPort("127.0.0.1", ports[0].HostPort)
+	}
+	for _, h := range handles {
+		require.NoError(t, e.Kill(ctx, h))
+	}
+	for range n {
+		select {
+		case <-lost:
+		case <-ctx.Done():
+			t.Fatal("not every killed container was reported lost")
+		}
+	}
+	var dialed atomic.Int64
+	var accepting sync.WaitGroup
+	listeners := make([]net.Listener, 0, n)
+	for _, addr := range addrs {
+		var lis net.Listener
+		require.Eventually(t, func() bool { lis, err = net.Listen("tcp", addr); return err == nil }, 10*time.Second, 20*time.Millisecond,
+			"the dead container's port %s is released", addr)
+		listeners = append(listeners, lis)
+		accepting.Go(func() {
+			for {
+				c, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				dialed.Add(1)
+				_ = c.Close()
+			}
+		})
+	}
+	for i, s := range specs {
+		h, _, err := e.Launch(ctx, s, nil)
+		require.NoError(t, err)
+		handles[i] = h
+	}
+	// A window for a negative: a link left open redials within its 2 s
+	// backoff.
+	window := time.NewTimer(3 * time.Second)
+	<-window.C
+	for _, lis := range listeners {
+		_ = lis.Close()
+	}
+	accepting.Wait()
+	testutil.Figure(t, "links to killed containers", "%d connection attempts to %d dead containers in the 3 s after their sessions were resumed", dialed.Load(), n)
+	assert.Zero(t, dialed.Load(), "a link to a dead container must be closed, never redialed")
+	for _, h := range handles {
+		require.NoError(t, e.Stop(ctx, h))
+	}
 }
 
 // TestAgentctlLogIsTheContainersOutput: a docker session's agentctl log is

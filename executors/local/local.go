@@ -260,6 +260,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		e.releaseAgent(st)
 		close(s.exit)
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
+		e.closeLink(s)
 		e.lost(s)
 	}()
 
@@ -292,11 +293,30 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 			strings.TrimSpace(line), e.opts.Agentctl, tail(filepath.Join(dir, "agentctl.log")))
 	}
 	s.st.Addr = r.Addr
-	if s.link, err = e.dial(s.st); err != nil {
+	link, err := e.dial(s.st)
+	if err != nil {
 		e.kill(s)
 		return nil, err
 	}
+	e.mu.Lock()
+	s.link = link
+	e.mu.Unlock()
+	if s.gone() {
+		e.closeLink(s) // it exited while we dialed: nothing to redial
+	}
 	return s, nil
+}
+
+// closeLink closes the link to a session's agentctl once the process is
+// gone: a link to a dead agentctl would otherwise redial it for as long
+// as the orchestrator runs. Stop, a relaunch or Close find it closed.
+func (e *Executor) closeLink(s *session) {
+	e.mu.Lock()
+	l := s.link
+	e.mu.Unlock()
+	if l != nil {
+		_ = l.Close()
+	}
 }
 
 func (e *Executor) dial(st state) (*agentlink.Link, error) {
@@ -636,6 +656,7 @@ func (e *Executor) watch(s *session) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
 			e.releaseAgent(s.st)
 			close(s.exit)
+			e.closeLink(s)
 			e.lost(s)
 			return
 		}

@@ -7,8 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +20,7 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/local"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -121,4 +126,98 @@ func TestWorkdirTheAgentCannotEnterIsAClearError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "as uid")
 	assert.Contains(t, err.Error(), private)
+}
+
+// TestLinksToDeadAgentctlsAreNeverRedialed is the issue's case: after
+// agentctls were killed, their links were redialed forever, still after
+// the sessions were resumed. Each dead agentctl's address is taken over
+// by a listener that counts the connections the orchestrator still
+// makes to it: none, once the loss is reported.
+func TestLinksToDeadAgentctlsAreNeverRedialed(t *testing.T) {
+	const n = 5
+	lost := make(chan string, n)
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name(),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
+		Events: func(ev executors.SessionEvent) {
+			if ev.Kind == executors.EventLost {
+				lost <- ev.SessionID
+			}
+		}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := runtime.NumGoroutine()
+
+	specs := make([]executors.Spec, n)
+	handles := make([]executors.Handle, n)
+	for i := range specs {
+		specs[i] = executors.Spec{SessionID: fmt.Sprintf("redial-%d", i), TaskID: "t", Mode: executors.ModeTask}
+		handles[i], _, err = e.Launch(ctx, specs[i], nil)
+		require.NoError(t, err)
+	}
+	for _, h := range handles {
+		require.NoError(t, syscall.Kill(-pidOf(t, h), syscall.SIGKILL))
+	}
+	for range n {
+		select {
+		case <-lost:
+		case <-ctx.Done():
+			t.Fatal("not every killed agentctl was reported lost")
+		}
+	}
+	// Take over the dead agentctls' addresses and count who still dials.
+	var dialed atomic.Int64
+	var listeners []net.Listener
+	var accepting sync.WaitGroup
+	for _, h := range handles {
+		var st struct {
+			Addr string `json:"addr"`
+		}
+		require.NoError(t, json.Unmarshal(h.State, &st))
+		lis, err := net.Listen("tcp", st.Addr)
+		require.NoError(t, err, "the dead agentctl's port is free")
+		t.Cleanup(func() { _ = lis.Close() })
+		listeners = append(listeners, lis)
+		accepting.Go(func() {
+			for {
+				c, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				dialed.Add(1)
+				_ = c.Close()
+			}
+		})
+	}
+	// Stop half of them, as `session stop` does, then resume every one
+	// (a relaunch), as `session resume` does.
+	for i := 0; i < n; i += 2 {
+		require.NoError(t, e.Stop(ctx, handles[i]))
+	}
+	for i, s := range specs {
+		h, _, err := e.Launch(ctx, s, nil)
+		require.NoError(t, err)
+		handles[i] = h
+	}
+	// A window for a negative: a link left open redials within its 2 s
+	// backoff.
+	window := time.NewTimer(3 * time.Second)
+	<-window.C
+	testutil.Figure(t, "links to killed agentctls", "%d connection attempts to %d dead agentctls in the 3 s after their sessions were resumed", dialed.Load(), n)
+	assert.Zero(t, dialed.Load(), "a link to a dead agentctl must be closed, never redialed")
+	for _, lis := range listeners {
+		_ = lis.Close()
+	}
+	accepting.Wait()
+
+	for _, h := range handles {
+		require.NoError(t, e.Stop(ctx, h))
+	}
+	if !assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 }, 10*time.Second, 20*time.Millisecond,
+		"goroutines: %d before the launches, %d after every session was stopped", before, runtime.NumGoroutine()) {
+		buf := make([]byte, 1<<20)
+		t.Logf("%s", buf[:runtime.Stack(buf, true)])
+	}
+	testutil.Figure(t, "links to killed agentctls", "goroutines %d before %d launches, %d after kill, resume and stop", before, n, runtime.NumGoroutine())
 }

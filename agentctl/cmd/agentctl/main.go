@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
+	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/pki"
@@ -101,6 +102,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
+		mcpLimits                                       mcpserver.Limits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -130,6 +132,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
+			if err := checkMCPLimits(cmd, mcpLimits); err != nil {
+				return err
+			}
 			uids, err := agentuid.Parse(agentUIDs)
 			if err != nil {
 				return usageError{err}
@@ -148,7 +153,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
-				CallTimeout: callTimeout, MaxSessions: maxSessions, Logger: log,
+				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -197,12 +202,36 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
 	f.IntVar(&mcpPort, "mcp-port", 0, "fixed MCP port (one session only, for containers that publish it); 0 picks one per session")
 	f.IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "most sessions hosted at once; more are refused with RESOURCE_EXHAUSTED")
+	f.DurationVar(&mcpLimits.HeaderTimeout, "mcp-header-timeout", mcpserver.DefaultHeaderTimeout, "MCP endpoints: time for a request's headers to arrive")
+	f.DurationVar(&mcpLimits.BodyTimeout, "mcp-body-timeout", mcpserver.DefaultBodyTimeout, "MCP endpoints: time for a request's body to arrive once its headers are in")
+	f.DurationVar(&mcpLimits.IdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "MCP endpoints: a kept-alive connection with no request in progress is closed after this")
+	f.IntVar(&mcpLimits.MaxConns, "mcp-max-conns", mcpserver.DefaultMaxConns, "MCP endpoints: most connections open at once, each; more wait to be accepted")
+	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
+	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
 	f.StringVar(&tlsKey, "tls-key", "", "server private key (PEM) for mutual TLS")
 	f.StringVar(&clientCA, "client-ca", "", "CA certificate (PEM) that signs orchestrator client certificates")
 	return cmd
+}
+
+// checkMCPLimits refuses a bound of the MCP endpoints that is not
+// positive, naming the flag and the value given.
+func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
+	for _, c := range []struct {
+		flag string
+		ok   bool
+	}{
+		{"mcp-header-timeout", l.HeaderTimeout > 0}, {"mcp-body-timeout", l.BodyTimeout > 0},
+		{"mcp-idle-timeout", l.IdleTimeout > 0}, {"mcp-max-conns", l.MaxConns > 0},
+		{"mcp-max-sessions", l.MaxSessions > 0}, {"mcp-session-idle", l.SessionIdle > 0},
+	} {
+		if !c.ok {
+			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
+		}
+	}
+	return nil
 }
 
 func loadServerTLS(certFile, keyFile, caFile string) (credentials.TransportCredentials, error) {

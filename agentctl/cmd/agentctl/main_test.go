@@ -82,18 +82,31 @@ func TestServeRefusesABadAgentUIDRange(t *testing.T) {
 	}
 }
 
+func TestServeRefusesABoundThatIsNotPositive(t *testing.T) {
+	t.Setenv(daemon.EnvSecret, "s3cret")
+	for _, args := range [][]string{{"--mcp-max-sessions", "0"}, {"--mcp-body-timeout", "-1s"}, {"--mcp-max-conns", "-3"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"serve"}, args...), nil, &out, &errOut)
+		assert.Equal(t, 2, code, args)
+		assert.Contains(t, errOut.String(), args[0]+" "+args[1]+": must be positive")
+		assert.Empty(t, out.String(), "no readiness line")
+	}
+}
+
 // daemonProcess is a running `agentctl serve`.
 type daemonProcess struct {
 	cmd    *exec.Cmd
 	ready  Ready
 	client agentctlv1.AgentctlServiceClient
 	state  string
+	logs   *testutil.SyncBuffer // its stderr
 }
 
-func startDaemon(t *testing.T) *daemonProcess {
+// startDaemon starts `agentctl serve` with args and a gRPC client of it.
+func startDaemon(t *testing.T, args ...string) *daemonProcess {
 	t.Helper()
 	const secret = "test-secret-for-the-daemon"
-	p := spawnDaemon(t, nil, []string{daemon.EnvSecret + "=" + secret})
+	p := spawnDaemon(t, args, []string{daemon.EnvSecret + "=" + secret})
 	conn, err := grpc.NewClient(p.ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
 	require.NoError(t, err)
@@ -111,6 +124,7 @@ func spawnDaemon(t *testing.T, args, env []string) *daemonProcess {
 	cmd.Env = append(withoutSecret(cmd.Env), env...)
 	p := &daemonProcess{cmd: cmd, state: state}
 	l, logs := firstLine(t, cmd)
+	p.logs = logs
 	require.NoError(t, json.Unmarshal([]byte(l), &p.ready), "readiness line %q; logs: %s", l, logs.String())
 	assert.Equal(t, Contract, p.ready.Protocol)
 	assert.Equal(t, cmd.Process.Pid, p.ready.PID)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -16,10 +17,90 @@ var ErrOrchestratorUnreachable = fmt.Errorf("orchestrator unreachable: %w", errd
 
 // hub carries tool calls to the orchestrator over the current Attach
 // stream and routes the answers back by call id.
+//
+// It serves one orchestrator at a time (ADR 0014). An orchestrator is
+// named by the id its hello carries, its installation's identity: the
+// same after a restart, different for a copy of its database elsewhere.
+// A stream of the attached orchestrator replaces its earlier one (the
+// earlier one is stale: its orchestrator reconnected); another
+// orchestrator is refused while one is attached, and while agentctl hosts
+// sessions its owner attached to.
 type hub struct {
 	mu      sync.Mutex
 	current *link
 	nextID  uint64
+	// owner is the orchestrator that last attached: the sessions hosted
+	// are its.
+	owner string
+}
+
+// holder describes the orchestrator of an Attach stream, for refusals.
+type holder struct {
+	id    string // the hello's orchestrator_id
+	from  string // the peer's address
+	since time.Time
+}
+
+func (o holder) String() string {
+	return fmt.Sprintf("%q (from %s since %s)", o.id, o.from, o.since.UTC().Format(time.RFC3339))
+}
+
+// ErrAttachedElsewhere refuses an Attach while another orchestrator holds
+// agentctl; the message names the holder.
+var ErrAttachedElsewhere = fmt.Errorf("agentctl serves another orchestrator: %w", errdefs.ErrFailedPrecondition)
+
+// ErrOwnedElsewhere refuses an Attach from an orchestrator other than
+// the one whose sessions agentctl hosts, attached or not: a copy of an
+// installation's database must not take over the original's sessions.
+var ErrOwnedElsewhere = fmt.Errorf("agentctl hosts another orchestrator's sessions: %w", errdefs.ErrPermissionDenied)
+
+// claim attaches send as o's stream unless another orchestrator holds
+// agentctl (ErrAttachedElsewhere) or owns the hosted sessions
+// (ErrOwnedElsewhere); hosted counts them.
+func (h *hub) claim(o holder, hosted int, send func(*agentctlv1.AttachResponse) error) (*link, error) {
+	return h.swap(o, send, func(cur *link) error {
+		if h.owner != "" && h.owner != o.id && hosted > 0 {
+			state := "not attached now"
+			if cur != nil {
+				state = "attached " + cur.holder.String()
+			}
+			return fmt.Errorf("%w: its %d session(s) belong to orchestrator %q (%s); orchestrator %q may not take them over "+
+				"(a copy of that installation's database? see docs/operations.md, restoring a backup)", ErrOwnedElsewhere, hosted, h.owner, state, o.id)
+		}
+		if cur != nil && cur.holder.id != o.id {
+			return fmt.Errorf("%w: orchestrator %s holds it; orchestrator %q is refused until it detaches", ErrAttachedElsewhere, cur.holder, o.id)
+		}
+		return nil
+	})
+}
+
+// attach makes send the stream tool calls go to, replacing (and failing
+// the pending calls of) any previous one, whoever held it.
+func (h *hub) attach(send func(*agentctlv1.AttachResponse) error) *link {
+	l, _ := h.swap(holder{}, send, func(*link) error { return nil })
+	return l
+}
+
+// swap makes send o's stream if allow, called under the hub's lock with
+// the current stream, lets it; the replaced stream's pending calls fail.
+func (h *hub) swap(o holder, send func(*agentctlv1.AttachResponse) error, allow func(current *link) error) (*link, error) {
+	h.mu.Lock()
+	if err := allow(h.current); err != nil {
+		h.mu.Unlock()
+		return nil, err
+	}
+	l := &link{
+		holder: o, send: send, pending: map[string]chan *agentctlv1.ToolResult{},
+		events: make(chan *agentctlv1.SessionEvent, eventQueue), done: make(chan struct{}),
+	}
+	old := h.current
+	h.current, h.owner = l, o.id
+	h.mu.Unlock()
+	go l.sendEvents()
+	if old != nil {
+		h.detach(old)
+	}
+	return l, nil
 }
 
 // eventQueue is how many session events may wait for a slow orchestrator
@@ -28,30 +109,13 @@ const eventQueue = 256
 
 // link is one Attach stream.
 type link struct {
+	holder  holder
 	send    func(*agentctlv1.AttachResponse) error
 	sendMu  sync.Mutex
 	pending map[string]chan *agentctlv1.ToolResult // guarded by hub.mu
 	events  chan *agentctlv1.SessionEvent
 	dropped int // events dropped because the queue was full; guarded by hub.mu
 	done    chan struct{}
-}
-
-// attach makes send the stream tool calls go to, replacing (and failing
-// the pending calls of) any previous one.
-func (h *hub) attach(send func(*agentctlv1.AttachResponse) error) *link {
-	l := &link{
-		send: send, pending: map[string]chan *agentctlv1.ToolResult{},
-		events: make(chan *agentctlv1.SessionEvent, eventQueue), done: make(chan struct{}),
-	}
-	go l.sendEvents()
-	h.mu.Lock()
-	old := h.current
-	h.current = l
-	h.mu.Unlock()
-	if old != nil {
-		h.detach(old)
-	}
-	return l
 }
 
 // detach ends l: its pending calls fail with ErrOrchestratorUnreachable.

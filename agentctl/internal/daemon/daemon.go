@@ -88,7 +88,10 @@ type Options struct {
 	// MaxSessions bounds the sessions hosted at once (stopped ones do not
 	// count); DefaultMaxSessions if zero.
 	MaxSessions int
-	Logger      *slog.Logger
+	// MCPLimits bound each session's MCP endpoint (connections, request
+	// bodies, MCP sessions); unset fields take mcpserver's defaults.
+	MCPLimits mcpserver.Limits
+	Logger    *slog.Logger
 }
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
@@ -162,7 +165,12 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	)
 	// The orchestrator pings every 10 s to notice a dead agentctl quickly,
 	// idle or not; the default policy (5 min) would answer with GOAWAY.
-	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// agentctl pings too, so that an orchestrator that vanished
+		// without closing its connection (a host down, a network cut)
+		// stops holding the Attach stream within 15 s and another may
+		// attach (ADR 0014).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
 	s := grpc.NewServer(append(opts, extra...)...)
 	agentctlv1.RegisterAgentctlServiceServer(s, d)
 	return s
@@ -307,12 +315,11 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
-		KeepAlive: 30 * time.Second,
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
 	s.mu.Unlock()
-	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort); err != nil {
+	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort, d.opts.MCPLimits); err != nil {
 		return err
 	}
 	if err := s.prepareDir(); err != nil {
@@ -342,7 +349,7 @@ func (d *Daemon) emit(e *agentctlv1.SessionEvent) {
 
 // stopQuietly releases whatever a failed start acquired.
 func (s *session) stopQuietly(grace time.Duration) {
-	if s.pub != nil && s.http != nil {
+	if s.pub != nil && s.endpoint != nil {
 		s.stop(grace)
 	} else if s.pub != nil {
 		s.pub.Close()
@@ -415,8 +422,10 @@ func (d *Daemon) Notify(ctx context.Context, req *agentctlv1.NotifyRequest) (*ag
 }
 
 // Attach implements agentctlv1.AgentctlServiceServer: the orchestrator's
-// stream for tool calls and session events. A newer stream replaces an
-// older one.
+// stream for tool calls and session events. agentctl serves one
+// orchestrator at a time (see hub): a newer stream of the attached
+// orchestrator replaces its older one; another orchestrator is refused,
+// with a message naming the holder.
 func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest, agentctlv1.AttachResponse]) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -425,15 +434,26 @@ func (d *Daemon) Attach(stream grpc.BidiStreamingServer[agentctlv1.AttachRequest
 	if first.GetHello() == nil {
 		return errdefs.InvalidField("hello", "the first message on Attach must be a hello")
 	}
-	l := d.hub.attach(stream.Send)
+	id := first.GetHello().GetOrchestratorId()
+	from := "unknown"
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		from = p.Addr.String()
+	}
+	d.mu.Lock()
+	hosted := len(d.sessions)
+	d.mu.Unlock()
+	l, err := d.hub.claim(holder{id: id, from: from, since: time.Now()}, hosted, stream.Send)
+	if err != nil {
+		d.log.Warn("refused an orchestrator's attach", "orchestrator_id", id, "peer", from, "reason", err.Error())
+		return err
+	}
 	defer d.hub.detach(l)
 	if err := l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_Attached{
 		Attached: &agentctlv1.AttachAck{AgentctlVersion: version.String()},
 	}}); err != nil {
 		return err
 	}
-	id := first.GetHello().GetOrchestratorId()
-	d.log.Info("orchestrator attached", "orchestrator_id", id)
+	d.log.Info("orchestrator attached", "orchestrator_id", id, "peer", from)
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)

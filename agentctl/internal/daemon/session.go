@@ -54,8 +54,8 @@ type session struct {
 	url                     string
 	uid                     int // the agent's uid; noUID: agentctl's own
 
-	pub  *mcpserver.Publisher
-	http *http.Server
+	pub      *mcpserver.Publisher
+	endpoint *mcpserver.Endpoint
 
 	// mu guards the registry's inputs (mode is fixed at launch): every
 	// rebuild happens under it, from the latest of each (rebuildLocked).
@@ -125,8 +125,8 @@ func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed
 }
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind
-// its bearer token.
-func (s *session) serveMCP(host string, port int) error {
+// its bearer token, within limits.
+func (s *session) serveMCP(host string, port int, limits mcpserver.Limits) error {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("listen for MCP on %s port %d: %w", host, port, err)
@@ -137,18 +137,14 @@ func (s *session) serveMCP(host string, port int) error {
 		// on loopback.
 		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
 	}
-	s.url = "http://" + addr.String() + "/mcp"
-	handler := s.pub.HTTPHandler()
+	s.url = "http://" + addr.String() + mcpserver.Path
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) != 1 {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: s.id}, nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler))
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(lis) }()
+	s.endpoint = s.pub.Serve(lis, verify, limits)
 	return nil
 }
 
@@ -333,9 +329,9 @@ func (s *session) stop(grace time.Duration) {
 		agentuid.Kill(uint32(s.uid))
 	}
 	s.pub.Close()
-	// Close, not Shutdown: clients hold SSE streams that never end by
-	// themselves, and the session is over.
-	_ = s.http.Close()
+	// Every connection is closed, notification streams included: they
+	// never end by themselves, and the session is over.
+	s.endpoint.Close()
 }
 
 func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv1.SessionEvent {

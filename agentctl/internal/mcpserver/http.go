@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -30,19 +29,27 @@ const MaxRequestBytes = toolapi.MaxArgumentBytes + 64<<10
 //     stateful handler with an event store, so every client holding a GET
 //     stream gets list_changed — the TypeScript SDK receives none from a
 //     stateless handler — and a reconnecting stream misses nothing.
+//
+// It has no bounds of its own beyond MaxRequestBytes: agentctl serves it
+// through an Endpoint (Serve), which authenticates, bounds connections and
+// bodies, and counts and reaps stateful sessions.
 func (p *Publisher) HTTPHandler() http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return p.server }
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		EventStore:     mcp.NewMemoryEventStore(nil),
-		SessionTimeout: 30 * time.Minute,
+		EventStore: mcp.NewMemoryEventStore(nil),
 	})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-		if r.Header.Get("Mcp-Protocol-Version") >= modernProtocol {
+		if isModern(r) {
 			stateless.ServeHTTP(w, r)
 			return
 		}
 		stateful.ServeHTTP(w, r)
 	})
+}
+
+// isModern reports whether r is of a protocol version served statelessly.
+func isModern(r *http.Request) bool {
+	return r.Header.Get("Mcp-Protocol-Version") >= modernProtocol
 }

@@ -7,8 +7,18 @@
 // identical tool, so an equivalent snapshot makes no SDK call at all).
 // The whole difference is applied under a write lock that tools/list
 // requests take for reading, so a listing never sees a half-applied
-// change, and applying takes well under the SDK's 10 ms notification
-// debounce, so one change yields one notifications/tools/list_changed.
+// change.
+//
+// One change yields one notifications/tools/list_changed whatever the
+// scheduling. The SDK notifies 10 ms after the last AddTool of a burst
+// (v1.8 has no call that adds several tools at once), so a publisher
+// descheduled for longer between two AddTool calls of one application
+// would make it notify twice. Each application that changes the SDK's
+// tool set therefore opens an epoch, and a sending middleware lets
+// through at most one list_changed per session and epoch. A notification
+// that leaves in the middle of an application is the one that counts: a
+// client that lists on it waits on the write lock and sees the whole
+// change.
 //
 // The SDK's debounce is trailing-edge with no maximum wait: changes closer
 // together than 10 ms would postpone the notification for as long as they
@@ -24,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,12 +60,7 @@ type Options struct {
 	Handler HandlerFunc
 	// MinInterval between two applications; DefaultMinInterval if zero.
 	MinInterval time.Duration
-	// KeepAlive pings stateful HTTP sessions (clients before 2026-07-28,
-	// which hold a session ID) on this interval and closes those that stop
-	// answering; zero disables it. Stateless 2026-07-28 sessions are never
-	// pinged: they cannot send requests (see keepAlive).
-	KeepAlive time.Duration
-	Logger    *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Publisher serves registries through one go-sdk server.
@@ -68,15 +74,20 @@ type Publisher struct {
 	// reading by every tools/list request.
 	listMu    sync.RWMutex
 	published *registry.Registry // what the SDK serves; guarded by listMu
+	// epoch counts the applications that changed the SDK's tool set; it
+	// moves only under listMu's write lock.
+	epoch atomic.Uint64
 
-	mu        sync.Mutex
-	desired   *registry.Registry // the latest snapshot handed to Publish
-	lastApply time.Time
-	timer     *time.Timer // pending coalesced apply, if any
-	closed    bool
-	applied   func(*registry.Registry) // test hook: after each application
+	notifiedMu sync.Mutex
+	notified   map[*mcp.ServerSession]uint64 // the epoch of each session's last list_changed
 
-	stopKeepAlive chan struct{} // closed by Close; nil without KeepAlive
+	mu              sync.Mutex
+	desired         *registry.Registry // the latest snapshot handed to Publish
+	lastApply       time.Time
+	timer           *time.Timer // pending coalesced apply, if any
+	closed          bool
+	applied         func(*registry.Registry) // test hook: after each application
+	betweenSDKCalls func()                   // test hook: between two SDK calls of an application
 }
 
 // New returns a publisher serving initial.
@@ -87,11 +98,11 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = DefaultMinInterval
 	}
-	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger}
+	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
-		// No ServerOptions.KeepAlive: see keepAlive.
+		// No ServerOptions.KeepAlive: the Endpoint pings (see keepAlive).
 		// Advertised explicitly: an inferred capability is absent while the
 		// tool set is empty, and a 2026-07-28 client that connects then
 		// never subscribes to list_changed.
@@ -101,48 +112,12 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 		},
 	})
 	p.server.AddReceivingMiddleware(p.gateListing)
+	p.server.AddSendingMiddleware(p.oneNotificationPerEpoch)
 	p.mu.Lock()
 	p.desired = initial
 	p.applyLocked()
 	p.mu.Unlock()
-	if opts.KeepAlive > 0 {
-		p.stopKeepAlive = make(chan struct{})
-		go p.keepAlive(opts.KeepAlive)
-	}
 	return p
-}
-
-// keepAlive pings every stateful session each interval and closes those
-// that do not answer within half of it, so a vanished client's session
-// does not linger. It replaces go-sdk's ServerOptions.KeepAlive, which (in
-// v1.8) pings stateless 2026-07-28 sessions too: those may not send
-// requests, the ping fails, and the SDK closes the session — ending the
-// client's subscriptions/listen stream, so list_changed stopped reaching
-// 2026-07-28 clients one interval after they connected. Stateless and
-// stdio sessions have no session ID and are skipped; a stateless client's
-// listen stream ends with its connection.
-func (p *Publisher) keepAlive(interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stopKeepAlive:
-			return
-		case <-tick.C:
-		}
-		for ss := range p.server.Sessions() {
-			if ss.ID() == "" {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), interval/2)
-			err := ss.Ping(ctx, nil)
-			cancel()
-			if err != nil {
-				p.log.Info("closing an MCP session that stopped answering pings", "mcp_session", ss.ID(), "error", err.Error())
-				_ = ss.Close()
-			}
-		}
-	}
 }
 
 // Notify offers text as a log notification to every connected client (the
@@ -225,14 +200,24 @@ func (p *Publisher) applyLocked() {
 		handlers[i] = p.handler(t)
 	}
 	p.listMu.Lock()
+	p.epoch.Add(1)
+	calls := 0
+	between := func() {
+		if calls++; calls > 1 && p.betweenSDKCalls != nil {
+			p.betweenSDKCalls()
+		}
+	}
 	if len(removed) > 0 {
+		between()
 		p.server.RemoveTools(removed...)
 	}
 	for i := range tools {
+		between()
 		p.server.AddTool(tools[i], handlers[i])
 	}
 	p.published = target
 	p.listMu.Unlock()
+	p.forgetClosedSessions()
 	p.lastApply = time.Now()
 	p.log.Debug("tools published", "removed", removed, "upserted", len(upserted), "total", target.Len())
 	if p.applied != nil {
@@ -240,18 +225,58 @@ func (p *Publisher) applyLocked() {
 	}
 }
 
-// Close stops pending applications and the keepalive. Connected sessions
-// are not closed.
+// Close stops pending applications. Connected sessions are not closed.
 func (p *Publisher) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopKeepAlive != nil && !p.closed {
-		close(p.stopKeepAlive)
-	}
 	p.closed = true
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
+	}
+}
+
+// oneNotificationPerEpoch lets through at most one
+// notifications/tools/list_changed per session for each application that
+// changed the tool set (see the package comment). The epoch is read when
+// the notification leaves: it was opened under the write lock before the
+// change that triggered the notification, so a client that lists on it
+// sees that change whole.
+func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == notificationToolListChanged {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				epoch := p.epoch.Load()
+				p.notifiedMu.Lock()
+				seen := p.notified[ss] >= epoch
+				if !seen {
+					p.notified[ss] = epoch
+				}
+				p.notifiedMu.Unlock()
+				if seen {
+					return nil, nil
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+const notificationToolListChanged = "notifications/tools/list_changed"
+
+// forgetClosedSessions drops the notification epochs of sessions the SDK
+// no longer holds.
+func (p *Publisher) forgetClosedSessions() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range p.server.Sessions() {
+		live[ss] = true
+	}
+	p.notifiedMu.Lock()
+	defer p.notifiedMu.Unlock()
+	for ss := range p.notified {
+		if !live[ss] {
+			delete(p.notified, ss)
+		}
 	}
 }
 

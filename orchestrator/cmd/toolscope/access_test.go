@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -233,7 +234,11 @@ func TestEveryRPCRefusedOverTCP(t *testing.T) {
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
 	refl, err := reflectionpb.NewServerReflectionClient(tcpConn(t, srv.tcp, "")).ServerReflectionInfo(t.Context())
 	require.NoError(t, err)
-	require.NoError(t, refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}))
+	// The server may refuse the stream before the request is sent: Send
+	// then returns io.EOF, and Recv the status.
+	if err := refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		require.ErrorIs(t, err, io.EOF)
+	}
 	_, err = refl.Recv()
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "reflection without a credential: %v", err)
 
@@ -542,6 +547,6 @@ func TestSecondServerOnTheSameDataDirIsRefused(t *testing.T) {
 	srv := startServer(t, dataDir)
 	r := runEnv(t, nil, "serve", "--data-dir", dataDir)
 	assert.Equal(t, cli.ExitPrecondition, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "another orchestrator serves on "+srv.socket)
+	assert.Contains(t, r.stderr, fmt.Sprintf("another orchestrator (pid %d) serves on %s", srv.cmd.Process.Pid, srv.socket), "the refusal names the holder's pid")
 	srv.ok(t, "workspace", "list") // the first one still serves
 }

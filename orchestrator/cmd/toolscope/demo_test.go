@@ -4,6 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,36 +20,65 @@ import (
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 )
 
-// runDemo runs `toolscope demo` as `make run` does (on its socket) and
-// returns its output lines up to the closing hints; the demo keeps
-// serving, and is stopped with SIGTERM, which must end it cleanly.
-func runDemo(t *testing.T, args ...string) []string {
+// demoProc is a running `toolscope demo` that has told its whole story.
+type demoProc struct {
+	cmd    *exec.Cmd
+	lines  []string
+	stderr *testutil.SyncBuffer
+}
+
+// startDemo runs `toolscope demo` as `make run` does (on its socket), with
+// the CLI config file config (never the user's), and returns once it has
+// printed its closing hints; the demo keeps serving until stop.
+func startDemo(t *testing.T, config string, args ...string) *demoProc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd := command(ctx, append([]string{"demo", "--data-dir", t.TempDir(),
 		"--agentctl", executortest.Agentctl(t)}, args...)...)
-	stderr := &testutil.SyncBuffer{}
-	cmd.Stderr = stderr
+	cmd.Env = append(cmd.Env, "TOOLSCOPE_CONFIG="+config, "TOOLSCOPE_ADDR=", "TOOLSCOPE_CONTEXT=", "TOOLSCOPE_TOKEN=")
+	d := &demoProc{cmd: cmd, stderr: &testutil.SyncBuffer{}}
+	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	var lines []string
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		lines = append(lines, sc.Text())
+		d.lines = append(d.lines, sc.Text())
 		if last(sc.Text()) {
 			break
 		}
 	}
-	require.NotEmpty(t, lines, "no output; stderr: %s", stderr.String())
-	require.True(t, last(lines[len(lines)-1]), "the demo did not finish its story; stderr: %s", stderr.String())
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.NoError(t, cmd.Wait(), "the demo stops cleanly; stderr: %s", stderr.String())
-	assert.NotContains(t, stderr.String(), "GoAway", "no connection trouble")
-	return lines
+	require.NotEmpty(t, d.lines, "no output; stderr: %s", d.stderr.String())
+	require.True(t, last(d.lines[len(d.lines)-1]), "the demo did not finish its story; stderr: %s", d.stderr.String())
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return d
+}
+
+// stop sends SIGTERM, which must end the demo cleanly.
+func (d *demoProc) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	assert.NoError(t, d.cmd.Wait(), "the demo stops cleanly; stderr: %s", d.stderr.String())
+	assert.NotContains(t, d.stderr.String(), "GoAway", "no connection trouble")
+}
+
+// runDemo runs the demo through its story and stops it, with a config
+// file of its own, and returns its output lines.
+func runDemo(t *testing.T, args ...string) []string {
+	t.Helper()
+	d := startDemo(t, filepath.Join(t.TempDir(), "config.json"), args...)
+	d.stop(t)
+	return d.lines
 }
 
 func TestDemoTellsTheWholeStory(t *testing.T) {
@@ -99,4 +133,135 @@ func sortedCopy(s []string) []string {
 		}
 	}
 	return out
+}
+
+// steps indexes the demo's JSON lines by step.
+func steps(t *testing.T, lines []string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, line := range lines {
+		var step map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &step), line)
+		out[step["step"].(string)] = step
+	}
+	return out
+}
+
+type configView struct {
+	Current  string `json:"current-context"`
+	Contexts []struct {
+		Name   string `json:"name"`
+		Server string `json:"server"`
+	} `json:"contexts"`
+}
+
+func listContexts(t *testing.T, env []string) configView {
+	t.Helper()
+	r := runEnv(t, env, "--json", "context", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var v configView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
+	return v
+}
+
+// TestDemoContext: the demo makes a "demo" context current while it runs,
+// so a plain command with no flags and no environment reaches it, and on
+// SIGTERM removes it and makes the previous context current again, leaving
+// the config file as it was.
+func TestDemoContext(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "cfg", "config.json")
+	env := []string{"TOOLSCOPE_CONFIG=" + config}
+	r := runEnv(t, env, "context", "set", "mine", "--server", "127.0.0.1:9")
+	require.Equal(t, 0, r.code, r.stderr)
+	before, err := os.ReadFile(config)
+	require.NoError(t, err)
+
+	d := startDemo(t, config, "--json")
+	s := steps(t, d.lines)
+	assert.Equal(t, "demo", s["context"]["context"])
+	assert.Equal(t, "mine", s["context"]["previous"])
+	assert.Equal(t, config, s["context"]["config"])
+	assert.Equal(t, "demo", s["next"]["context"])
+	server := s["next"]["server"].(string)
+	v := listContexts(t, env)
+	assert.Equal(t, "demo", v.Current)
+	require.Len(t, v.Contexts, 2)
+	assert.Equal(t, server, v.Contexts[1].Server)
+
+	// No flag, no TOOLSCOPE_ADDR, no TOOLSCOPE_CONTEXT (runEnv clears them).
+	r = runEnv(t, env, "--json", "workspace", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, s["next"]["workspace_id"].(string), "the demo's workspace")
+
+	d.stop(t)
+	v = listContexts(t, env)
+	assert.Equal(t, "mine", v.Current, "the previous context is current again")
+	require.Len(t, v.Contexts, 1, "the demo context is gone")
+	after, err := os.ReadFile(config)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "the config file is as it was")
+}
+
+// TestDemoNoContext: --no-context leaves the config file byte-identical
+// and prints the export line; an unwritable config file does not stop the
+// demo, which prints the export line with the reason.
+func TestDemoNoContext(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "config.json")
+	env := []string{"TOOLSCOPE_CONFIG=" + config}
+	r := runEnv(t, env, "context", "set", "mine", "--server", "127.0.0.1:9")
+	require.Equal(t, 0, r.code, r.stderr)
+	before, err := os.ReadFile(config)
+	require.NoError(t, err)
+	stat, err := os.Stat(config)
+	require.NoError(t, err)
+
+	d := startDemo(t, config, "--no-context")
+	story := strings.Join(d.lines, "\n")
+	assert.Contains(t, story, "--no-context: the CLI config is left alone")
+	assert.Regexp(t, `export TOOLSCOPE_ADDR=unix:///.*/toolscope\.sock`, story)
+	assert.NotContains(t, story, "CLI context \"demo\" is current")
+	d.stop(t)
+	after, err := os.ReadFile(config)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "byte-identical")
+	stat2, err := os.Stat(config)
+	require.NoError(t, err)
+	assert.Equal(t, stat.ModTime(), stat2.ModTime(), "not even rewritten")
+
+	// A config file that cannot be written: below a regular file.
+	blocker := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o600))
+	d = startDemo(t, filepath.Join(blocker, "config.json"), "--json")
+	s := steps(t, d.lines)
+	assert.Equal(t, "", s["context"]["context"])
+	assert.Contains(t, s["context"]["error"], "not a directory")
+	assert.Equal(t, "export TOOLSCOPE_ADDR="+s["next"]["server"].(string), s["context"]["export"])
+	d.stop(t)
+}
+
+// TestDemoDeadContext: a current context whose socket is gone (a demo
+// killed with SIGKILL leaves one) gives an error that names the context
+// and says how to switch or drop it.
+func TestDemoDeadContext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A socket file nobody listens on, as SIGKILL leaves it; and no file.
+	stale := filepath.Join(dir, "toolscope.sock")
+	l, err := net.Listen("unix", stale)
+	require.NoError(t, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, l.Close())
+	for _, sock := range []string{stale, filepath.Join(dir, "gone", "toolscope.sock")} {
+		config := filepath.Join(t.TempDir(), "config.json")
+		require.NoError(t, os.WriteFile(config, []byte(`{"current-context":"demo","contexts":[{"name":"demo","server":"unix://`+sock+`"}]}`), 0o600))
+		r := runEnv(t, []string{"TOOLSCOPE_CONFIG=" + config}, "workspace", "list")
+		assert.Equal(t, cli.ExitUnavailable, r.code, r.stderr)
+		for _, want := range []string{`context "demo"`, "current-context of " + config, "toolscope context use NAME", "toolscope context remove demo"} {
+			assert.Contains(t, r.stderr, want)
+		}
+		r = runEnv(t, []string{"TOOLSCOPE_CONFIG=" + config, "TOOLSCOPE_CONTEXT=demo"}, "workspace", "list")
+		assert.Contains(t, r.stderr, "unset TOOLSCOPE_CONTEXT")
+	}
 }

@@ -40,8 +40,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// No test touches the user's CLI config file: every process started
+	// here reads this one unless its test names its own.
+	dir, err := os.MkdirTemp("", "toolscope-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
 	code := m.Run()
 	catalogtest.RemoveBuilds()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -244,7 +252,24 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid after_sequence"},
 		{[]string{"events", "watch", task, "--kind", "tool.called", "--kind", "tool.caled"}, cli.ExitUsage, `invalid kind[1]: "tool.caled" is not an event kind; kinds: `},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
+		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "t", "--description", strings.Repeat("d", 100_000)}, cli.ExitUsage,
+			"invalid description: is 100000 characters long; the limit is 65536"},
+		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "fix \x1b[2Jlogin"}, cli.ExitUsage,
+			"invalid title: contains a control character (U+001B)"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
 	}
+	damaged := t.TempDir()
+	require.NoError(t, os.Chmod(damaged, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(damaged, "sessions"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(damaged, "toolscope.db"), nil, 0o600))
+	cases = append(cases, struct {
+		args []string
+		code int
+		msg  string
+	}{[]string{"serve", "--data-dir", damaged}, cli.ExitPrecondition,
+		filepath.Join(damaged, "toolscope.db") + ": it is empty, but the data directory holds sessions of a previous run"})
 	for _, c := range cases {
 		r := srv.run(t, c.args...)
 		assert.Equal(t, c.code, r.code, "toolscope %v: %s", c.args, r.stderr)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// No test reads or writes the user's CLI config file.
+	dir, err := os.MkdirTemp("", "toolscope-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
 	code := m.Run()
 	catalogtest.RemoveBuilds()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 

@@ -19,7 +19,9 @@ import (
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -43,6 +45,15 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("invalid --log-level %q: use debug, info, warn or error", logLevel)
+			}
+			if cfg.DBMaxReaders < 1 {
+				return usagef("invalid --db-max-readers %d: give at least 1", cfg.DBMaxReaders)
+			}
+			if cfg.ProviderCalls.MaxConcurrent < 1 {
+				return usagef("invalid --provider-concurrency %d: give at least 1", cfg.ProviderCalls.MaxConcurrent)
+			}
+			if cfg.ProviderCalls.MaxQueued < 0 {
+				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -76,6 +87,9 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
+	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
+	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
+	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")

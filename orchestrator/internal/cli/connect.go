@@ -123,10 +123,14 @@ func (c *config) find(name string) *clientContext {
 type target struct {
 	server  string // as the user wrote it: unix:///path or host:port
 	context string // the context used, if any
-	token   string
-	ca      string
-	cert    string
-	key     string
+	// Where the context that gave the server was chosen (--context,
+	// TOOLSCOPE_CONTEXT, the config file's current context); empty when
+	// the server came from elsewhere.
+	serverFrom string
+	token      string
+	ca         string
+	cert       string
+	key        string
 }
 
 // resolve combines, for each setting, a flag, then an environment
@@ -166,11 +170,11 @@ func (a *app) resolve(cmd *cobra.Command) (target, error) {
 	case flags.Changed("server"):
 		t.server = a.server
 	case byFlag:
-		t.server = ctx.Server
+		t.server, t.serverFrom = ctx.Server, source
 	case os.Getenv(envAddr) != "":
 		t.server = os.Getenv(envAddr)
 	case ctx != nil:
-		t.server = ctx.Server
+		t.server, t.serverFrom = ctx.Server, source
 	default:
 		dir, err := server.DefaultDataDir()
 		if err != nil {
@@ -273,6 +277,10 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 			return nil, fmt.Errorf("cannot connect to the toolscope socket %s: permission denied (it belongs to the account the orchestrator runs as; other accounts connect over TCP with an API token): %w",
 				addr, errdefs.ErrPermissionDenied)
 		}
+		if t.serverFrom != "" {
+			return nil, fmt.Errorf("cannot reach the toolscope server at %s, the server of context %q (%s): %v; %s: %w",
+				t.server, t.context, t.serverFrom, err, switchHint(t), errdefs.ErrUnavailable)
+		}
 		return nil, fmt.Errorf("cannot reach the toolscope server at %s (start it with 'toolscope serve' or 'make run', or set --server): %v: %w",
 			t.server, err, errdefs.ErrUnavailable)
 	}
@@ -298,6 +306,28 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 	}
 	a.conn = conn
 	return conn, nil
+}
+
+// deadSocket reports a dial error that says nothing listens at a Unix
+// socket: its file is gone, or left behind by a killed process.
+func deadSocket(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// switchHint tells how to stop using a context whose server is
+// unreachable, according to where the context was chosen.
+func switchHint(t target) string {
+	what := "if that orchestrator is gone"
+	if t.context == demoContextName {
+		what = "if that demo is gone (a demo killed with SIGKILL leaves its context behind)"
+	}
+	switch {
+	case t.serverFrom == "--context":
+		return fmt.Sprintf("%s, pick another --context ('toolscope context list' shows them) or drop it with 'toolscope context remove %s'", what, t.context)
+	case t.serverFrom == envContext:
+		return fmt.Sprintf("%s, unset %s or set it to another context ('toolscope context list' shows them), or drop it with 'toolscope context remove %s'", what, envContext, t.context)
+	}
+	return fmt.Sprintf("%s, switch with 'toolscope context use NAME' ('toolscope context list' shows them) or drop it with 'toolscope context remove %s'", what, t.context)
 }
 
 func clientTLS(t target) (*tls.Config, error) {

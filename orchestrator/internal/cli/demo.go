@@ -13,7 +13,7 @@ import (
 
 func (a *app) demoCmd() *cobra.Command {
 	opts := demo.Options{}
-	var verbose bool
+	var verbose, noContext bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the orchestrator and a guided scenario that shows what toolscope does (what 'make run' runs)",
@@ -21,7 +21,14 @@ func (a *app) demoCmd() *cobra.Command {
 local stand-ins of the GitHub and GitLab APIs: a task on a GitHub repository, an
 agent session listing its MCP tools, a GitLab repository attached in one batch,
 one tools/list_changed and the new list, one GitHub and one GitLab tool call.
-The orchestrator keeps running afterwards for you to explore.`,
+The orchestrator keeps running afterwards for you to explore.
+
+While it runs, the CLI config file (see 'toolscope context') holds a context
+named "demo" pointing at its socket, made current, so that plain toolscope
+commands reach it with no setup; when the demo stops it removes that context and
+makes the previous one current again (unless you switched meanwhile). With
+--no-context the config file is left alone and the demo prints the
+TOOLSCOPE_ADDR to export instead.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -30,12 +37,16 @@ The orchestrator keeps running afterwards for you to explore.`,
 			if verbose {
 				opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 			}
+			if !noContext {
+				opts.SetContext = setDemoContext
+			}
 			return demo.Run(ctx, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "also serve TCP on this loopback address (callers there need an API token)")
 	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one)")
 	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
+	cmd.Flags().BoolVar(&noContext, "no-context", false, "leave the CLI config file alone (no \"demo\" context); print the TOOLSCOPE_ADDR to export instead")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "also print the orchestrator's logs (stderr)")
 	return cmd
 }

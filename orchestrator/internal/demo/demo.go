@@ -39,6 +39,22 @@ type Options struct {
 	JSON bool
 	// Logger receives the orchestrator's logs; nil discards them.
 	Logger *slog.Logger
+	// SetContext, when set, makes the demo's server (unix:///path) the
+	// CLI's current context once it is ready, so that the CLI reaches it
+	// with no setup; the demo calls the returned Restore when it ends. Nil
+	// (--no-context) leaves the CLI config alone: the demo prints the
+	// export line instead.
+	SetContext func(server string) (CLIContext, error)
+}
+
+// CLIContext is what SetContext did: the context it made current, in which
+// config file, the context that was current before, and how to undo it.
+type CLIContext struct {
+	Name, Config, Previous string
+	// Overridden names the environment variables of this process that
+	// beat the config file (TOOLSCOPE_ADDR, TOOLSCOPE_CONTEXT), if set.
+	Overridden []string
+	Restore    func() error
 }
 
 // Environment variables the demo's connections reference: the stand-ins'
@@ -65,7 +81,7 @@ func (t teller) say(step string, facts map[string]any, format string, args ...an
 }
 
 // Run plays the scenario and then serves until ctx ends.
-func Run(ctx context.Context, opts Options) error {
+func Run(ctx context.Context, opts Options) (err error) {
 	if opts.DataDir == "" {
 		dir, err := os.MkdirTemp("", "toolscope-demo-")
 		if err != nil {
@@ -110,24 +126,70 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	tell.say("orchestrator", facts, "Orchestrator serving on %s (database %s)\n", addr, r.DBPath)
 
+	// The CLI's context, undone however the demo ends (but SIGKILL).
+	var cliCtx CLIContext
+	var contextErr error
+	if opts.SetContext != nil {
+		if cliCtx, contextErr = opts.SetContext(addr); contextErr == nil {
+			defer func() {
+				if rerr := cliCtx.Restore(); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("remove the CLI context %q from %s: %w", cliCtx.Name, cliCtx.Config, rerr))
+				}
+			}()
+		}
+	}
+	tell.sayContext(addr, cliCtx, opts.SetContext == nil, contextErr)
+
 	ids, err := scenario(ctx, addr, gh, gl, tell)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	tell.say("next", map[string]any{"server": addr, "workspace_id": ids[0], "task_id": ids[1], "session_id": ids[2]},
-		"\nThe orchestrator keeps running. Its socket is yours only (mode 0600). In another terminal, try:\n"+
-			"  export TOOLSCOPE_ADDR=%[1]s\n"+
+	where, export := fmt.Sprintf(" (the CLI context %q points there)", cliCtx.Name), ""
+	if cliCtx.Name == "" {
+		where, export = "", "  export TOOLSCOPE_ADDR="+addr+"\n"
+	}
+	tell.say("next", map[string]any{"server": addr, "context": cliCtx.Name, "workspace_id": ids[0], "task_id": ids[1], "session_id": ids[2]},
+		"\nThe orchestrator keeps running. Its socket is yours only (mode 0600). In another terminal%[6]s, try:\n"+
+			"%[5]s"+
 			"  bin/toolscope task get %[3]s\n"+
 			"  bin/toolscope events watch %[3]s\n"+
 			"  bin/toolscope session mcp-config %[4]s   # attach any MCP client or inspector\n"+
 			"  bin/toolscope task list --workspace %[2]s\n"+
-			"Press Ctrl-C to stop.", addr, ids[0], ids[1], ids[2])
+			"Press Ctrl-C to stop.", addr, ids[0], ids[1], ids[2], export, where)
 	select {
 	case <-ctx.Done():
 		stopServer()
 		return <-served
 	case err := <-served:
 		return err
+	}
+}
+
+// sayContext tells how the CLI finds the demo: through the context the
+// demo made current, or (with --no-context, or when the config file could
+// not be written) through the export line.
+func (t teller) sayContext(addr string, c CLIContext, skipped bool, err error) {
+	switch {
+	case c.Name != "":
+		then := "then no context is current again"
+		if c.Previous != "" {
+			then = fmt.Sprintf("then %q is current again", c.Previous)
+		}
+		note := ""
+		if len(c.Overridden) > 0 {
+			note = fmt.Sprintf("\nNote: %s is set in this environment and beats the config file; unset it in the terminal you try the commands in.",
+				strings.Join(c.Overridden, " and "))
+		}
+		t.say("context", map[string]any{"context": c.Name, "config": c.Config, "server": addr, "previous": c.Previous, "overridden_by": c.Overridden},
+			"CLI context %q is current until the demo stops; %s.\n"+
+				"Plain bin/toolscope commands reach this orchestrator with no setup (config file %s;\n"+
+				"run the demo with --no-context to leave it alone).%s\n", c.Name, then, c.Config, note)
+	case skipped:
+		t.say("context", map[string]any{"context": "", "skipped": true, "export": "export TOOLSCOPE_ADDR=" + addr},
+			"--no-context: the CLI config is left alone; point the CLI at the demo with\n  export TOOLSCOPE_ADDR=%s\n", addr)
+	default:
+		t.say("context", map[string]any{"context": "", "error": err.Error(), "export": "export TOOLSCOPE_ADDR=" + addr},
+			"Could not make \"demo\" the CLI's current context (%v);\npoint the CLI at the demo with\n  export TOOLSCOPE_ADDR=%s\n", err, addr)
 	}
 }
 

@@ -171,16 +171,50 @@ func transportError(provider string, err error) *Error {
 	return &Error{Code: CodeUnavailable, Message: provider + " is not reachable; retry later"}
 }
 
-// Limiter remembers, per connection, until when a provider asked to be
-// left alone, so a rate-limited connection is not called again before.
+// queuedRetryHint is the retry hint of a call refused because its
+// connection's queue is full: about one slow provider call.
+const queuedRetryHint = time.Second
+
+// LimiterOptions bound the calls in flight on one connection: at most
+// MaxConcurrent reach the provider at once, at most MaxQueued more wait
+// for a place, and any beyond are refused at once with CodeRateLimited
+// and a retry hint.
+type LimiterOptions struct {
+	MaxConcurrent, MaxQueued int
+}
+
+// DefaultLimiterOptions are the default bounds (docs/operations.md#limits).
+var DefaultLimiterOptions = LimiterOptions{MaxConcurrent: 4, MaxQueued: 16}
+
+// Limiter keeps each connection (a key) within its bounds: it remembers
+// until when a provider asked to be left alone, so a rate-limited
+// connection is not called again before, and it bounds the calls in
+// flight on the connection (LimiterOptions).
 type Limiter struct {
 	mu    sync.Mutex
 	until map[string]time.Time
+	slots map[string]*slots
+	opts  LimiterOptions
 	now   func() time.Time
 }
 
-// NewLimiter returns an empty Limiter.
-func NewLimiter() *Limiter { return &Limiter{until: map[string]time.Time{}, now: time.Now} }
+// slots are one connection's places: sem holds a token per call in
+// flight; queued counts the calls waiting for one.
+type slots struct {
+	sem    chan struct{}
+	queued int
+}
+
+// NewLimiter returns a Limiter with the bounds of opts; the zero
+// LimiterOptions means DefaultLimiterOptions. MaxConcurrent is at least 1
+// and MaxQueued at least 0.
+func NewLimiter(opts LimiterOptions) *Limiter {
+	if opts == (LimiterOptions{}) {
+		opts = DefaultLimiterOptions
+	}
+	opts.MaxConcurrent, opts.MaxQueued = max(opts.MaxConcurrent, 1), max(opts.MaxQueued, 0)
+	return &Limiter{until: map[string]time.Time{}, slots: map[string]*slots{}, opts: opts, now: time.Now}
+}
 
 // Blocked reports how long key must still wait.
 func (l *Limiter) Blocked(key string) (time.Duration, bool) {
@@ -197,6 +231,44 @@ func (l *Limiter) Observe(key string, err error) {
 		l.mu.Lock()
 		l.until[key] = l.now().Add(fe.RetryAfter)
 		l.mu.Unlock()
+	}
+}
+
+// Acquire takes a place for one call on key, waiting in the queue if
+// every place is taken, and returns its release. With the queue full too
+// it returns an *Error with CodeRateLimited and a retry hint at once;
+// ctx ending while it waits returns ctx's error.
+func (l *Limiter) Acquire(ctx context.Context, key, provider string) (release func(), err error) {
+	l.mu.Lock()
+	s := l.slots[key]
+	if s == nil {
+		s = &slots{sem: make(chan struct{}, l.opts.MaxConcurrent)}
+		l.slots[key] = s
+	}
+	select {
+	case s.sem <- struct{}{}:
+		l.mu.Unlock()
+		return func() { <-s.sem }, nil
+	default:
+	}
+	if s.queued >= l.opts.MaxQueued {
+		l.mu.Unlock()
+		return nil, &Error{Code: CodeRateLimited, RetryAfter: queuedRetryHint, Message: fmt.Sprintf(
+			"%d %s calls are already in flight on this workspace's connection and %d are waiting, the limit; retry after %s",
+			l.opts.MaxConcurrent, provider, l.opts.MaxQueued, queuedRetryHint)}
+	}
+	s.queued++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		s.queued--
+		l.mu.Unlock()
+	}()
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

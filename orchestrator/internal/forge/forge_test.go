@@ -177,7 +177,7 @@ func TestErrorsBecomeStableCodes(t *testing.T) {
 			assert.Equal(t, 7*time.Second, fe.RetryAfter)
 			assert.Contains(t, fe.Message, "retry after 7s")
 
-			l := forge.NewLimiter()
+			l := forge.NewLimiter(forge.LimiterOptions{})
 			_, blocked := l.Blocked("conn")
 			assert.False(t, blocked)
 			l.Observe("conn", err)
@@ -186,4 +186,54 @@ func TestErrorsBecomeStableCodes(t *testing.T) {
 			assert.InDelta(t, 7*time.Second, wait, float64(time.Second))
 		})
 	}
+}
+
+// TestLimiterBoundsCallsInFlight: places are per connection; a call
+// beyond the places and the queue is refused at once with a retry hint; a
+// queued call takes the first place released, or ends with its context.
+func TestLimiterBoundsCallsInFlight(t *testing.T) {
+	t.Parallel()
+	l := forge.NewLimiter(forge.LimiterOptions{MaxConcurrent: 1, MaxQueued: 1})
+	ctx := context.Background()
+	first, err := l.Acquire(ctx, "ws/github", "github")
+	require.NoError(t, err)
+	other, err := l.Acquire(ctx, "ws/gitlab", "gitlab")
+	require.NoError(t, err, "another connection has its own places")
+	other()
+
+	queued := make(chan error, 1)
+	go func() {
+		for {
+			release, err := l.Acquire(ctx, "ws/github", "github")
+			var fe *forge.Error
+			if errors.As(err, &fe) {
+				continue // the probe below held the queue's place for a moment
+			}
+			if err == nil {
+				release()
+			}
+			queued <- err
+			return
+		}
+	}()
+	// A probe whose context has ended waits nowhere: it is refused if the
+	// queue is full, else it ends with its context.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	var fe *forge.Error
+	require.Eventually(t, func() bool {
+		_, err := l.Acquire(ended, "ws/github", "github")
+		return errors.As(err, &fe)
+	}, 5*time.Second, time.Millisecond, "the queue fills")
+	assert.Equal(t, forge.CodeRateLimited, fe.Code)
+	assert.Equal(t, time.Second, fe.RetryAfter)
+	assert.Contains(t, fe.Message, "1 github calls are already in flight on this workspace's connection and 1 are waiting")
+	first()
+	require.NoError(t, <-queued, "the queued call took the released place")
+
+	hold, err := l.Acquire(ctx, "ws/github", "github")
+	require.NoError(t, err)
+	defer hold()
+	_, err = l.Acquire(ended, "ws/github", "github")
+	assert.ErrorIs(t, err, context.Canceled)
 }

@@ -71,7 +71,7 @@ func New(opts Options) *Poller {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Limiter == nil {
-		opts.Limiter = forge.NewLimiter()
+		opts.Limiter = forge.NewLimiter(forge.LimiterOptions{})
 	}
 	p := &Poller{opts: opts}
 	p.client = func(pr providers.Provider, baseURL, token string) (forge.Client, error) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -79,7 +80,7 @@ func TestSocketIsReplacedOnlyWhenStale(t *testing.T) {
 
 	_, err = listenSocket(path)
 	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
-	assert.Contains(t, err.Error(), "another orchestrator serves on "+path)
+	assert.Contains(t, err.Error(), fmt.Sprintf("another orchestrator (pid %d) serves on %s", os.Getpid(), path), "the holder is named by its pid")
 	require.NoError(t, live.Close())
 	_, err = os.Lstat(path)
 	assert.ErrorIs(t, err, os.ErrNotExist, "closing the listener removes the socket")

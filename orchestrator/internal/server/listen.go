@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -88,8 +89,9 @@ func listenSocket(path string) (net.Listener, error) {
 			return nil, errdefs.FailedPrecondition("%s exists and is not a socket; move it away", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			holder := holderOf(c)
 			_ = c.Close()
-			return nil, errdefs.FailedPrecondition("another orchestrator serves on %s (same data directory)", path)
+			return nil, errdefs.FailedPrecondition("another orchestrator%s serves on %s (same data directory); stop it first, or use another --data-dir", holder, path)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, err
@@ -108,6 +110,26 @@ func listenSocket(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return lis, nil
+}
+
+// holderOf names the process listening at the other end of a Unix socket
+// connection, " (pid N)", read with SO_PEERCRED; empty if unknown.
+func holderOf(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ""
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var cred *unix.Ucred
+	if err := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cred == nil || cred.Pid <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (pid %d)", cred.Pid)
 }
 
 // Method is one RPC the server serves.

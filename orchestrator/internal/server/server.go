@@ -34,6 +34,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -70,6 +71,12 @@ type Config struct {
 	PollInterval time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// ProviderCalls bounds the provider calls in flight on each workspace
+	// connection; forge.DefaultLimiterOptions if zero.
+	ProviderCalls forge.LimiterOptions
+	// DBMaxReaders bounds the database's reader connections;
+	// store.DefaultMaxReaders if zero.
+	DBMaxReaders int
 }
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
@@ -118,6 +125,26 @@ func DefaultDataDir() (string, error) {
 		return "", fmt.Errorf("find a data dir (set --data-dir or TOOLSCOPE_DATA_DIR): %w", err)
 	}
 	return filepath.Join(home, ".local", "share", "toolscope"), nil
+}
+
+// InstallationID identifies this orchestrator's installation to every
+// agentctl it attaches to (ADR 0014): the host and the database's
+// absolute, resolved path. A restart on the same data directory keeps it;
+// a copy of the database elsewhere, on this host or another, has another
+// one, so agentctl refuses to let it take over the original's sessions.
+// Docker containers are labelled with it too.
+func InstallationID(dbPath string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if abs, err := filepath.Abs(dbPath); err == nil {
+		dbPath = abs
+	}
+	if resolved, err := filepath.EvalSymlinks(dbPath); err == nil {
+		dbPath = resolved
+	}
+	return "toolscope@" + host + ":" + dbPath
 }
 
 // newDocker enables the docker executor when a Docker engine answers.
@@ -227,7 +254,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets})
+	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets,
+		MaxReaders: cfg.DBMaxReaders})
 	if err != nil {
 		return err
 	}
@@ -235,6 +263,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 
 	dispatcher := toolcalls.New(st, log)
 	dispatcher.SetCredentials(creds)
+	dispatcher.SetProviderLimits(cfg.ProviderCalls)
 	// Backends report sessions lost on their own; the service (created
 	// below, before anything is launched or re-attached) records them.
 	var eventsTo atomic.Pointer[service.Service]
@@ -251,7 +280,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 			cfg.Agentctl = found
 		}
 	}
-	orchestratorID := "toolscope@" + st.Path()
+	orchestratorID := InstallationID(st.Path())
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,

@@ -16,6 +16,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // policyWorld is a workspace with a GitHub task, a GitLab and a local
@@ -283,7 +284,7 @@ func TestRejectionTellsTheAgentWhy(t *testing.T) {
 
 	_, err := w.svc.RejectSourceRequest(ctx, req.ID, "no\x1bway")
 	assert.Equal(t, "reason", errdefs.FieldOf(err))
-	_, err = w.svc.RejectSourceRequest(ctx, req.ID, string(make([]rune, service.MaxReasonLength+1)))
+	_, err = w.svc.RejectSourceRequest(ctx, req.ID, string(make([]rune, textlimit.Reason.Max+1)))
 	assert.Equal(t, "reason", errdefs.FieldOf(err))
 
 	d, err := w.svc.RejectSourceRequest(ctx, req.ID, "the web app is out of scope")

@@ -26,6 +26,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // MaxBatch is the most repositories one AddSources call may attach.
@@ -95,7 +96,7 @@ func (s *Service) Close() { s.once.Do(func() { close(s.done) }) }
 // CreateWorkspace creates an empty workspace.
 func (s *Service) CreateWorkspace(ctx context.Context, name string) (model.Workspace, error) {
 	name = strings.TrimSpace(name)
-	if err := checkName("name", name, 100); err != nil {
+	if err := checkName("name", name, textlimit.Name); err != nil {
 		return model.Workspace{}, err
 	}
 	return s.store.CreateWorkspace(ctx, name)
@@ -299,7 +300,7 @@ func (s *Service) CreateRepository(ctx context.Context, in RepositoryInput) (mod
 			return model.Repository{}, err
 		}
 	}
-	if err := checkPrintable("path", r.Path); err != nil {
+	if err := textlimit.Path.Check("path", r.Path); err != nil {
 		return model.Repository{}, err
 	}
 	return s.store.CreateRepository(ctx, r)
@@ -411,7 +412,10 @@ func (s *Service) CreateTask(ctx context.Context, in TaskInput) (model.Task, err
 		return model.Task{}, err
 	}
 	title := strings.TrimSpace(in.Title)
-	if err := checkName("title", title, 200); err != nil {
+	if err := checkName("title", title, textlimit.Title); err != nil {
+		return model.Task{}, err
+	}
+	if err := textlimit.Text.Check("description", in.Description); err != nil {
 		return model.Task{}, err
 	}
 	if err := required("repository_id", in.RepositoryID); err != nil {
@@ -467,21 +471,10 @@ func required(field, value string) error {
 	return nil
 }
 
-func checkName(field, value string, maxLen int) error {
+// checkName refuses a blank value, or one that kind does not allow.
+func checkName(field, value string, kind textlimit.Kind) error {
 	if err := required(field, value); err != nil {
 		return err
 	}
-	if n := len([]rune(value)); n > maxLen {
-		return errdefs.InvalidField(field, "is %d characters long; the limit is %d", n, maxLen)
-	}
-	return checkPrintable(field, value)
-}
-
-func checkPrintable(field, value string) error {
-	for _, r := range value {
-		if unicode.IsControl(r) && r != '\t' {
-			return errdefs.InvalidField(field, "contains a control character (%U)", r)
-		}
-	}
-	return nil
+	return kind.Check(field, value)
 }

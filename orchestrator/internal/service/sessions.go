@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // Executors are the backend names a session can be launched with.
@@ -125,10 +127,15 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 	default:
 		return in, errdefs.InvalidField("mode", "%q is not a session mode; use task or plan", in.Mode)
 	}
+	total := 0
 	for i, a := range in.AgentArgv {
-		if strings.ContainsRune(a, 0) {
-			return in, errdefs.InvalidField(fmt.Sprintf("agent.argv[%d]", i), "contains a NUL byte")
+		if err := textlimit.Text.Check(fmt.Sprintf("agent.argv[%d]", i), a); err != nil {
+			return in, err
 		}
+		total += utf8.RuneCountInString(a)
+	}
+	if total > textlimit.Text.Max {
+		return in, errdefs.InvalidField("agent.argv", "is %d characters in all; the limit is %d", total, textlimit.Text.Max)
 	}
 	switch {
 	case in.Executor == "docker" && strings.TrimSpace(in.Image) == "":

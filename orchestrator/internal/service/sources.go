@@ -9,6 +9,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // UnknownPerson is the actor of an API change when the context carries
@@ -96,9 +97,6 @@ func (s *Service) GetSourceRequest(ctx context.Context, id string) (model.Source
 	return s.store.GetSourceRequest(ctx, id)
 }
 
-// MaxReasonLength bounds a rejection's reason, which the agent reads.
-const MaxReasonLength = 500
-
 // SourceDecision is a decided request and, for an approval that attached
 // repositories, the batch's outcome (its pushes).
 type SourceDecision struct {
@@ -118,10 +116,7 @@ func (s *Service) ApproveSourceRequest(ctx context.Context, id string) (SourceDe
 // passed on to the agent.
 func (s *Service) RejectSourceRequest(ctx context.Context, id, reason string) (SourceDecision, error) {
 	reason = strings.TrimSpace(reason)
-	if n := len([]rune(reason)); n > MaxReasonLength {
-		return SourceDecision{}, errdefs.InvalidField("reason", "is %d characters long; the limit is %d", n, MaxReasonLength)
-	}
-	if err := checkPrintable("reason", reason); err != nil {
+	if err := textlimit.Reason.Check("reason", reason); err != nil {
 		return SourceDecision{}, err
 	}
 	return s.decide(ctx, id, store.Decision{Reason: reason})

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -73,4 +74,32 @@ func BenchmarkTaskProvidersAtScale(b *testing.B) {
 		})
 	}
 	benchstats.Report(b, figure, floor)
+}
+
+// BenchmarkOpenAtScale: opening an existing database of 1,000 tasks, each
+// with a repository — which includes the start-up checks (schema version,
+// PRAGMA quick_check) over the whole file.
+func BenchmarkOpenAtScale(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := store.Open(ctx, dir, store.Options{})
+	require.NoError(b, err)
+	ws, err := s.CreateWorkspace(ctx, "scale")
+	require.NoError(b, err)
+	for i := range 1000 {
+		r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: ws.ID, Provider: "github", Host: "example.com", Path: fmt.Sprintf("acme/r%d", i)})
+		require.NoError(b, err)
+		_, err = s.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: fmt.Sprintf("task %d", i), Description: "a description of some length"}, r.ID)
+		require.NoError(b, err)
+	}
+	require.NoError(b, s.Close())
+	info, err := os.Stat(filepath.Join(dir, store.FileName))
+	require.NoError(b, err)
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := store.Open(ctx, dir, store.Options{})
+		require.NoError(b, err)
+		require.NoError(b, s.Close())
+	}
+	b.ReportMetric(float64(info.Size()), "db-bytes")
 }

@@ -42,12 +42,26 @@ import (
 // FileName is the database file inside the data directory.
 const FileName = "toolscope.db"
 
+// Bounds of the reader pool (Options.MaxReaders, Options.ReaderIdleTime).
+// Each connection holds up to three file descriptors (the database, its
+// -wal and -shm); a burst of reads waits for a connection rather than
+// opening one per read.
+const (
+	DefaultMaxReaders     = 8
+	DefaultReaderIdleTime = time.Minute
+)
+
 //go:embed migrations/*.sql
 var migrations embed.FS
 
 // ErrSchemaTooNew reports a database written by a newer toolscope. It is
 // an errdefs.ErrFailedPrecondition.
 var ErrSchemaTooNew = fmt.Errorf("database schema is newer than this toolscope: %w", errdefs.ErrFailedPrecondition)
+
+// ErrDamaged reports a database file that cannot be trusted: empty where a
+// previous run's data was expected, or failing SQLite's quick_check. It is
+// an errdefs.ErrFailedPrecondition.
+var ErrDamaged = fmt.Errorf("database is damaged: %w", errdefs.ErrFailedPrecondition)
 
 // Options configure a Store.
 type Options struct {
@@ -59,6 +73,12 @@ type Options struct {
 	// Secrets are the credentials event messages and prompts are scrubbed
 	// of before they are stored (token-shaped strings always are).
 	Secrets *scrub.Set
+	// MaxReaders bounds the reader pool's open connections;
+	// DefaultMaxReaders if zero.
+	MaxReaders int
+	// ReaderIdleTime closes a reader connection idle that long;
+	// DefaultReaderIdleTime if zero.
+	ReaderIdleTime time.Duration
 }
 
 // Store is the orchestrator's SQLite database. It is safe for concurrent
@@ -82,6 +102,15 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	}
 	if dataDir == "" {
 		return nil, errdefs.RequiredField("data_dir")
+	}
+	if opts.MaxReaders < 0 {
+		return nil, errdefs.InvalidField("max_readers", "%d readers; give at least 1", opts.MaxReaders)
+	}
+	if opts.MaxReaders == 0 {
+		opts.MaxReaders = DefaultMaxReaders
+	}
+	if opts.ReaderIdleTime <= 0 {
+		opts.ReaderIdleTime = DefaultReaderIdleTime
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, hostError(dataDir, err)
@@ -109,6 +138,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	r.SetMaxOpenConns(opts.MaxReaders)
+	r.SetMaxIdleConns(opts.MaxReaders)
+	r.SetConnMaxIdleTime(opts.ReaderIdleTime)
 	s := &Store{w: w, r: r, path: path, opts: opts}
 	if err := s.migrate(ctx, src); err != nil {
 		_ = s.Close()
@@ -122,6 +154,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
+
+// ReaderStats returns the reader pool's statistics.
+func (s *Store) ReaderStats() sql.DBStats { return s.r.Stats() }
 
 // Close closes the database.
 func (s *Store) Close() error { return errors.Join(s.r.Close(), s.w.Close()) }
@@ -163,10 +198,19 @@ func latestMigration(src fs.FS) (int64, error) {
 // database is left as it was found: side files (-wal, -shm) that the check
 // itself created are removed.
 func checkExisting(ctx context.Context, path string, latest int64) (err error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	if info.Size() == 0 {
+		if prev := previousRun(path); len(prev) > 0 {
+			return fmt.Errorf("open database %s: it is empty, but the data directory holds %s of a previous run, so its data is gone; "+
+				"restore it from a backup (docs/operations.md, Backups), or, to start afresh, move it and those aside: %w",
+				path, strings.Join(prev, " and "), ErrDamaged)
+		}
+		return nil // a database created but never written: a new one
 	}
 	for _, suffix := range []string{"-wal", "-shm"} {
 		side := path + suffix
@@ -200,6 +244,12 @@ func checkExisting(ctx context.Context, path string, latest int64) (err error) {
 		return fmt.Errorf("open database %s: it is not a toolscope database (no schema version table): %w",
 			path, errdefs.ErrFailedPrecondition)
 	}
+	if problems, err := quickCheck(ctx, db); err != nil {
+		return fmt.Errorf("open database %s: run quick_check: %w", path, err)
+	} else if len(problems) > 0 {
+		return fmt.Errorf("open database %s: it is damaged (quick_check: %s); stop here and restore it from a backup "+
+			"(docs/operations.md, Backups), keeping the damaged file aside: %w", path, strings.Join(problems, "; "), ErrDamaged)
+	}
 	var v sql.NullInt64
 	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version WHERE is_applied`).Scan(&v); err != nil {
 		return fmt.Errorf("open database %s: read schema version: %w", path, err)
@@ -209,6 +259,53 @@ func checkExisting(ctx context.Context, path string, latest int64) (err error) {
 			path, v.Int64, latest, ErrSchemaTooNew)
 	}
 	return nil
+}
+
+// previousRun returns the files beside the database at path that a
+// previous run leaves: its write-ahead log and index, the sessions' and
+// containers' directories.
+func previousRun(path string) []string {
+	var found []string
+	dir := filepath.Dir(path)
+	for _, name := range []string{FileName + "-wal", FileName + "-shm", "sessions", "containers"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			found = append(found, name)
+		}
+	}
+	return found
+}
+
+// quickCheck runs SQLite's quick_check (the b-trees' structure, without
+// matching indexes to tables) and returns its first problems; none means
+// the file is sound.
+func quickCheck(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `PRAGMA quick_check(3)`)
+	if err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CORRUPT {
+			return []string{se.Error()}, nil
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		if line != "ok" {
+			problems = append(problems, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CORRUPT {
+			return append(problems, se.Error()), nil
+		}
+		return nil, err
+	}
+	return problems, nil
 }
 
 func (s *Store) migrate(ctx context.Context, src fs.FS) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -508,3 +510,115 @@ func TestChangeRequestsAndAutomation(t *testing.T) {
 
 // testActor makes the tests' changes.
 var testActor = model.Actor{Kind: model.ActorPerson, Name: "test"}
+
+// TestTheReaderPoolIsBounded: reads beyond Options.MaxReaders wait for a
+// connection instead of opening one each; a negative bound is refused.
+func TestTheReaderPoolIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, err := store.Open(ctx, dir, store.Options{MaxReaders: -1})
+	assert.Equal(t, "max_readers", errdefs.FieldOf(err))
+
+	s, err := store.Open(ctx, dir, store.Options{MaxReaders: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	f := newFixture(t, s, "acme")
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Go(func() {
+			_, err := s.GetWorkspace(ctx, f.ws.ID)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	stats := s.ReaderStats()
+	assert.Equal(t, 2, stats.MaxOpenConnections)
+	assert.LessOrEqual(t, stats.OpenConnections, 2)
+	assert.Positive(t, stats.WaitCount, "reads waited for a connection")
+}
+
+// damage overwrites the middle of the database file with bytes that are
+// not a b-tree page (after checkpointing everything into it), as a disk
+// or a careless copy can.
+func damage(t *testing.T, path string) {
+	t.Helper()
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	const page = 4096
+	require.Greater(t, info.Size(), int64(4*page), "a database of several pages")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	junk := bytes.Repeat([]byte{0xA5, 0x5A, 0xFF, 0x00}, 2*page/4)
+	_, err = f.WriteAt(junk, (info.Size()/page/2)*page)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestDamagedDatabasesAreRefusedWithoutWritingToThem: an empty database
+// file beside a previous run's files, and a file whose quick_check fails,
+// stop Open with an error that names the file and the recovery step; the
+// file and the data directory are left exactly as they were. An empty file
+// in an otherwise new directory is a new database.
+func TestDamagedDatabasesAreRefusedWithoutWritingToThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	refused := func(t *testing.T, dir string, want string) {
+		t.Helper()
+		path := filepath.Join(dir, store.FileName)
+		before, err := os.ReadFile(path)
+		require.NoError(t, err)
+		files := listDir(t, dir)
+		_, openErr := store.Open(ctx, dir, store.Options{})
+		require.ErrorIs(t, openErr, store.ErrDamaged)
+		assert.ErrorIs(t, openErr, errdefs.ErrFailedPrecondition)
+		assert.ErrorContains(t, openErr, path)
+		assert.ErrorContains(t, openErr, want)
+		assert.ErrorContains(t, openErr, "restore it from a backup")
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(before, after), "the database file was changed")
+		assert.Equal(t, files, listDir(t, dir), "files appeared or vanished in the data dir")
+		testutil.Figure(t, "damaged database: "+t.Name()[strings.LastIndex(t.Name(), "/")+1:], "refused (%s), its %d bytes and the data directory unchanged",
+			openErr.Error()[len("open database "+path+": "):], len(after))
+	}
+	t.Run("empty beside a previous run's sessions", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "sessions"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, store.FileName), nil, 0o600))
+		refused(t, dir, "is empty, but the data directory holds sessions")
+	})
+	t.Run("empty beside a write-ahead log", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, store.FileName), nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, store.FileName+"-wal"), []byte("wal of a previous run"), 0o600))
+		refused(t, dir, "is empty, but the data directory holds "+store.FileName+"-wal")
+	})
+	t.Run("quick_check fails", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		s, err := store.Open(ctx, dir, store.Options{})
+		require.NoError(t, err)
+		ws, err := s.CreateWorkspace(ctx, "acme")
+		require.NoError(t, err)
+		for i := range 200 {
+			_, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: ws.ID, Provider: "local", Path: fmt.Sprintf("/src/%d/%s", i, strings.Repeat("x", 200))})
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+		damage(t, filepath.Join(dir, store.FileName))
+		refused(t, dir, "quick_check")
+	})
+	t.Run("empty in a new directory", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, store.FileName), nil, 0o600))
+		s, err := store.Open(ctx, dir, store.Options{})
+		require.NoError(t, err)
+		_, err = s.CreateWorkspace(ctx, "acme")
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})
+}

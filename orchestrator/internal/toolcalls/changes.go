@@ -13,6 +13,7 @@ import (
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // providerTool is a tool on one provider's change requests.
@@ -58,8 +59,10 @@ func init() {
 
 // handleProvider runs the provider checks in order — the repository is
 // attached to the task and has the tool's provider, the workspace is
-// connected to it, its credential resolves, it is not rate limited — and
-// only then lets the handler reach the provider's API.
+// connected to it, its credential resolves, it is not rate limited, it
+// has a place among the connection's calls in flight (waiting in its
+// queue if need be) — and only then lets the handler reach the provider's
+// API.
 func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t providerTool, args json.RawMessage) Result {
 	var sel toolapi.RepoArgs
 	if t.repoOnly {
@@ -103,6 +106,15 @@ func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t pro
 	if wait, blocked := d.limiter.Blocked(limitID); blocked {
 		return fail(forge.CodeRateLimited, "%s asked toolscope to wait; retry after %s", t.provider, wait.Round(1e9))
 	}
+	release, err := d.limiter.Acquire(ctx, limitID, string(t.provider))
+	var fe *forge.Error
+	switch {
+	case errors.As(err, &fe):
+		return fail(fe.Code, "%s", fe.Message)
+	case err != nil:
+		return fail(forge.CodeUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
+	}
+	defer release()
 	client, err := forge.New(t.provider, conn.APIBaseURL, token, d.httpClient)
 	if err != nil {
 		return d.internal(ctx, call, err)
@@ -158,6 +170,23 @@ func (d *Dispatcher) targetRepository(task model.Task, p providers.Provider, id 
 		len(matches), p, strings.Join(ids, ", ")), false
 }
 
+// textArg is a free-text argument and the kind of text it is.
+type textArg struct {
+	kind         textlimit.Kind
+	field, value string
+}
+
+// checkText returns the invalid_arguments result of the first argument
+// its kind refuses.
+func checkText(args ...textArg) (Result, bool) {
+	for _, a := range args {
+		if err := a.kind.Check(a.field, a.value); err != nil {
+			return fail(CodeInvalidArguments, "%v", err), true
+		}
+	}
+	return Result{}, false
+}
+
 // decode reads a tool's arguments strictly: unknown fields are refused.
 func decode(args json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -210,6 +239,14 @@ func createChange(ctx context.Context, c *changeCall, args json.RawMessage) Resu
 		return fail(CodeInvalidArguments, "branch is required: the pushed branch with the changes")
 	case strings.TrimSpace(in.Title) == "":
 		return fail(CodeInvalidArguments, "title is required")
+	}
+	if r, bad := checkText(
+		textArg{textlimit.Branch, "branch", in.Branch},
+		textArg{textlimit.Branch, "base", in.Base},
+		textArg{textlimit.Title, "title", in.Title},
+		textArg{textlimit.Text, "body", in.Body},
+	); bad {
+		return r
 	}
 	p := mustProvider(c.repo.Provider)
 	if existing, err := c.d.store.ChangeRequest(ctx, c.scope.task.ID, c.repo.ID); err == nil {
@@ -264,6 +301,9 @@ func reply(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 	if strings.TrimSpace(in.ThreadID) == "" || strings.TrimSpace(in.Body) == "" {
 		return fail(CodeInvalidArguments, "thread_id and body are required")
 	}
+	if r, bad := checkText(textArg{textlimit.Name, "thread_id", in.ThreadID}, textArg{textlimit.Text, "body", in.Body}); bad {
+		return r
+	}
 	cm, err := c.client.Reply(ctx, forge.Repo{Path: c.repo.Path}, c.change.Number, in.ThreadID, in.Body)
 	if err != nil {
 		return c.providerFailure(err)
@@ -282,6 +322,9 @@ func requestReviewers(ctx context.Context, c *changeCall, args json.RawMessage) 
 	for i, r := range in.Reviewers {
 		if strings.TrimSpace(r) == "" {
 			return fail(CodeInvalidArguments, "reviewers[%d]: is blank; name a username", i)
+		}
+		if r, bad := checkText(textArg{textlimit.Name, fmt.Sprintf("reviewers[%d]", i), r}); bad {
+			return r
 		}
 	}
 	got, err := c.client.RequestReviewers(ctx, forge.Repo{Path: c.repo.Path}, c.change.Number, in.Reviewers)

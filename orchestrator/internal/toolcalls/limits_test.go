@@ -1,13 +1,21 @@
 package toolcalls
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // TestOversizedArgumentsAreRefused: the orchestrator checks the argument
@@ -54,4 +62,101 @@ func TestArgumentsAreCheckedAsStrictlyAsAgentctlsSchemas(t *testing.T) {
 		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %v: %s", c.tool, c.args, r.Text)
 	}
 	assert.Equal(t, before, f.gh.Requests(), "no refused call reached the provider")
+}
+
+// TestFreeTextArgumentsAreBounded: the free text an agent sends a
+// provider (titles, branches, bodies, replies, usernames) is refused over
+// its limit (package textlimit) or with a control character, with
+// invalid_arguments naming the field, before any provider request.
+func TestFreeTextArgumentsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	created := f.call("github_pr_create", map[string]any{"title": "t", "branch": "fix-login"})
+	require.False(t, created.IsError, "%s: %s", created.Code, created.Text)
+	before, beforeGL := f.gh.Requests(), f.gl.Requests()
+	long := strings.Repeat("b", textlimit.Text.Max+1)
+	for _, c := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"gitlab_mr_create", map[string]any{"title": "fix \x1b[31mlogin", "branch": "fix-login"}, "title"},
+		{"gitlab_mr_create", map[string]any{"title": strings.Repeat("t", textlimit.Title.Max+1), "branch": "fix-login"}, "title"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix\x00login"}, "branch"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "base": "main\n"}, "base"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": long}, "body"},
+		{"gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": "ok\x07"}, "body"},
+		{"github_pr_reply", map[string]any{"thread_id": "1", "body": long}, "body"},
+		{"github_pr_reply", map[string]any{"thread_id": "1\x1b", "body": "done"}, "thread_id"},
+		{"github_pr_request_reviewers", map[string]any{"reviewers": []string{"carol", "dave\x00"}}, "reviewers[1]"},
+	} {
+		r := f.call(c.tool, c.args)
+		require.True(t, r.IsError, "%s %v: %s", c.tool, c.field, r.Text)
+		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %s: %s", c.tool, c.field, r.Text)
+		assert.True(t, strings.HasPrefix(r.Text, "invalid "+c.field+": "), "%s: %s", c.field, r.Text)
+	}
+	assert.Equal(t, before, f.gh.Requests(), "no refused call reached GitHub")
+	assert.Equal(t, beforeGL, f.gl.Requests(), "no refused call reached GitLab")
+	ok := f.call("gitlab_mr_create", map[string]any{"title": "t", "branch": "fix-login", "body": long[1:]})
+	assert.False(t, ok.IsError, "a body at the limit is sent: %s: %s", ok.Code, ok.Text)
+}
+
+// TestProviderCallsPerConnectionAreBounded: one agent's 500 simultaneous
+// calls on a slow provider reach it at most MaxConcurrent at a time; the
+// next MaxQueued wait for a place and then succeed; the rest are refused
+// at once with rate_limited and a retry hint.
+func TestProviderCallsPerConnectionAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	created := f.call("github_pr_create", map[string]any{"title": "t", "branch": "fix-login"})
+	require.False(t, created.IsError, "%s: %s", created.Code, created.Text)
+	limits := forge.DefaultLimiterOptions
+
+	release := f.gh.Hold()
+	defer release()
+	const calls = 500
+	var (
+		mu      sync.Mutex
+		results []Result
+		refused atomic.Int32
+		wg      sync.WaitGroup
+	)
+	for range calls {
+		wg.Go(func() {
+			r := f.d.Handle(context.Background(), Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: "github_pr_status",
+				Arguments: json.RawMessage(`{}`), OnLink: true})
+			if r.Code == forge.CodeRateLimited {
+				refused.Add(1)
+			}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		})
+	}
+	want := int32(calls - limits.MaxConcurrent - limits.MaxQueued)
+	require.Eventually(t, func() bool {
+		now, _ := f.gh.InFlight()
+		return refused.Load() == want && now == limits.MaxConcurrent
+	}, 20*time.Second, 5*time.Millisecond, "waiting for %d calls refused and %d at the provider", want, limits.MaxConcurrent)
+	release()
+	wg.Wait()
+
+	_, peak := f.gh.InFlight()
+	ok := 0
+	for _, r := range results {
+		switch {
+		case !r.IsError:
+			ok++
+		case r.Code == forge.CodeRateLimited:
+			assert.Contains(t, r.Text, "retry after 1s")
+		default:
+			t.Errorf("unexpected result %s: %s", r.Code, r.Text)
+		}
+	}
+	f.results = append(f.results, results...)
+	assert.LessOrEqual(t, peak, limits.MaxConcurrent, "requests in flight at the provider at once")
+	assert.Equal(t, limits.MaxConcurrent+limits.MaxQueued, ok, "the calls in flight and queued succeed")
+	testutil.Figure(t, "limit: provider calls per connection",
+		"500 simultaneous calls on a held provider: at most %d at the provider at once, %d queued then answered, %d refused rate_limited (retry after 1s)",
+		peak, ok-limits.MaxConcurrent, refused.Load())
 }

@@ -111,8 +111,12 @@ func New(st *store.Store, log *slog.Logger) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter(), creds: credentials.Resolver{Secrets: &scrub.Set{}}}
+	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter(forge.LimiterOptions{}), creds: credentials.Resolver{Secrets: &scrub.Set{}}}
 }
+
+// SetProviderLimits bounds the provider calls in flight on each
+// workspace connection; call it before the first call.
+func (d *Dispatcher) SetProviderLimits(opts forge.LimiterOptions) { d.limiter = forge.NewLimiter(opts) }
 
 // handler answers one task tool once the call is authorized.
 type handler func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result

@@ -1549,7 +1549,13 @@ func (x *AttachAck) GetAgentctlVersion() string {
 // AttachHello opens the Attach stream.
 type AttachHello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Identifies the orchestrator instance, for agentctl's logs.
+	// Identifies the orchestrator's installation: its host and database
+	// path, the same after a restart, different for a copy of the database
+	// elsewhere (ADR 0014). agentctl serves one orchestrator at a time: a
+	// stream with the attached orchestrator's id replaces its earlier one;
+	// another id is refused with FAILED_PRECONDITION naming the holder while
+	// one is attached, and with PERMISSION_DENIED while agentctl hosts
+	// sessions of the orchestrator that attached last.
 	OrchestratorId string `protobuf:"bytes,1,opt,name=orchestrator_id,json=orchestratorId,proto3" json:"orchestrator_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

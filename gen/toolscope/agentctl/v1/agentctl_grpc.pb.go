@@ -69,7 +69,10 @@ type AgentctlServiceClient interface {
 	ReadAgentLog(ctx context.Context, in *ReadAgentLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentLogResponse], error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
-	// answers each tool call with a result carrying the same call_id.
+	// answers each tool call with a result carrying the same call_id. When
+	// the stream ends, the calls it carried fail toward their agents with
+	// the retryable code orchestrator_unreachable. One orchestrator at a
+	// time (see AttachHello).
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
 }
 
@@ -213,7 +216,10 @@ type AgentctlServiceServer interface {
 	ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
-	// answers each tool call with a result carrying the same call_id.
+	// answers each tool call with a result carrying the same call_id. When
+	// the stream ends, the calls it carried fail toward their agents with
+	// the retryable code orchestrator_unreachable. One orchestrator at a
+	// time (see AttachHello).
 	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
 	mustEmbedUnimplementedAgentctlServiceServer()
 }

@@ -36,6 +36,13 @@ type GitHub struct {
 	echo     bool     // see EchoCredentials
 	echoed   []string // the bodies that echoed a credential
 	srv      *httptest.Server
+
+	// held, while set, makes requests wait before they are handled; see
+	// Hold. inFlight and peak count the requests received and not yet
+	// answered.
+	held           chan struct{}
+	inFlight, peak int
+	heldMu         sync.Mutex
 }
 
 type failure struct {
@@ -175,7 +182,50 @@ var (
 	ghReviewerPath = regexp.MustCompile(`^/requested_reviewers$`)
 )
 
+// Hold makes every request wait, before it is handled, until the returned
+// release is called: a slow provider.
+func (g *GitHub) Hold() (release func()) {
+	ch := make(chan struct{})
+	g.heldMu.Lock()
+	g.held = ch
+	g.heldMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.heldMu.Lock()
+			g.held = nil
+			g.heldMu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// InFlight returns the requests received and not yet answered, and the
+// most there ever were at once.
+func (g *GitHub) InFlight() (now, peak int) {
+	g.heldMu.Lock()
+	defer g.heldMu.Unlock()
+	return g.inFlight, g.peak
+}
+
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+	g.heldMu.Lock()
+	g.inFlight++
+	g.peak = max(g.peak, g.inFlight)
+	held := g.held
+	g.heldMu.Unlock()
+	defer func() {
+		g.heldMu.Lock()
+		g.inFlight--
+		g.heldMu.Unlock()
+	}()
+	if held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w = echo(g.echo, w, r, "Authorization", func(body string) { g.echoed = append(g.echoed, body) })

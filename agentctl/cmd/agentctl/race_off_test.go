@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// raceEnabled says the tests run under -race.
+const raceEnabled = false
