@@ -170,7 +170,11 @@ type Status struct {
 	// session applied (0: none was ever given).
 	ExternalGeneration uint64
 	ToolNames          []string
-	AgentExitCode      int
+	// AgentExitCode and AgentOutput, when Phase is PhaseAgentExited: the
+	// agent's exit code and the last lines of its output (as in
+	// SessionEvent).
+	AgentExitCode int
+	AgentOutput   string
 }
 
 // PushResult is the outcome of SetProviders and of SetExternalTools.
@@ -244,6 +248,23 @@ type Notifier interface {
 	Notify(ctx context.Context, h Handle, text string) (int, error)
 }
 
+// AgentLogReader is an optional capability: a backend that can stream a
+// running session's agent log from its agentctl, wherever it runs.
+type AgentLogReader interface {
+	// AgentLog sends the log's last 1 MiB to fn, then, with follow, what
+	// the agent writes, until it exits, the session stops or ctx ends.
+	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
+}
+
+// AgentctlLogReader is an optional capability: a backend that keeps the
+// log of each session's agentctl, also once the session failed or
+// stopped (the local executor's agentctl.log).
+type AgentctlLogReader interface {
+	// AgentctlLog sends the log's last 1 MiB to fn, then, with follow,
+	// what agentctl writes until it ends or ctx does.
+	AgentctlLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
+}
+
 // ErrLost reports a session whose agentctl is gone or unreachable. It is an
 // errdefs.ErrUnavailable.
 var ErrLost = fmt.Errorf("session lost: %w", errdefs.ErrUnavailable)
@@ -283,11 +304,21 @@ type CallHandler func(ctx context.Context, call ToolCall) ToolResult
 // session.
 type SessionEvent struct {
 	SessionID string
-	// Kind is "agent_exited", "tools_changed", "client_connected" (from
+	// Kind is EventAgentExited, "tools_changed", "client_connected" (from
 	// agentctl) or EventLost (from the backend).
 	Kind    string
 	Message string
+	// AgentExitCode and AgentOutput, for EventAgentExited: the agent's exit
+	// code (-1: ended by a signal) and the last lines of its output,
+	// bounded by agentctl and not scrubbed.
+	AgentExitCode int
+	AgentOutput   string
 }
+
+// EventAgentExited is the kind of event agentctl sends when a session's
+// agent process exits; agentctl goes on serving the session's MCP
+// endpoint until the session is stopped.
+const EventAgentExited = "agent_exited"
 
 // EventLost is the kind of event a backend sends, on its own, when it sees
 // a launched session's agentctl end without being stopped (the process or

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -291,7 +292,8 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 			})
 		}
 		if e := msg.GetSessionEvent(); e != nil && l.opts.Events != nil {
-			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage()})
+			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage(),
+				AgentExitCode: int(e.GetAgentExitCode()), AgentOutput: e.GetAgentOutputTail()})
 		}
 		if msg.GetAttached() != nil {
 			// agentctl routes tool calls here from now on.
@@ -305,7 +307,7 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 func eventKind(k agentctlv1.SessionEventKind) string {
 	switch k {
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED:
-		return "agent_exited"
+		return executors.EventAgentExited
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED:
 		return "tools_changed"
 	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_CLIENT_CONNECTED:
@@ -377,6 +379,27 @@ func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, e
 	return FromProto(resp.GetStatus()), nil
 }
 
+// AgentLog streams a session's agent log to fn (agentctl ReadAgentLog).
+func (l *Link) AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := l.Client.ReadAgentLog(ctx, &agentctlv1.ReadAgentLogRequest{SessionId: sessionID, Follow: follow})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := fn(resp.GetData()); err != nil {
+			return err
+		}
+	}
+}
+
 // Notify sends a message to a session's MCP clients.
 func (l *Link) Notify(ctx context.Context, sessionID, text string) (int, error) {
 	resp, err := l.Client.Notify(ctx, &agentctlv1.NotifyRequest{SessionId: sessionID, Text: text})
@@ -414,7 +437,7 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 	out := executors.Status{
 		MCPURL: st.GetMcpUrl(), MCPToken: st.GetMcpBearerToken(),
 		Providers: providers.Of(st.GetProviderSet().GetProviders()...), Generation: st.GetProviderSet().GetGeneration(),
-		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), ExternalGeneration: st.GetExternalToolsGeneration(),
+		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), AgentOutput: st.GetAgentOutputTail(), ExternalGeneration: st.GetExternalToolsGeneration(),
 	}
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:

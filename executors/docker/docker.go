@@ -447,6 +447,52 @@ func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) 
 	return s.link.Notify(ctx, s.st.SessionID, text)
 }
 
+// AgentLog implements executors.AgentLogReader.
+func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	s, _, err := e.lookup(h)
+	if err != nil {
+		return err
+	}
+	if s.gone() {
+		return fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.AgentLog(ctx, s.st.SessionID, follow, fn)
+}
+
+// agentctlLogLines bounds what AgentctlLog sends before following: the
+// engine keeps the container's output by lines.
+const agentctlLogLines = "5000"
+
+// AgentctlLog implements executors.AgentctlLogReader: agentctl's output is
+// the container's, kept by the engine while the container exists (a
+// stopped or lost session's container is removed). It sends the last
+// 5,000 lines, then, with follow, what agentctl writes until the
+// container ends.
+func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	logs, err := e.cli.ContainerLogs(ctx, st.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: agentctlLogLines})
+	if client.IsErrNotFound(err) {
+		return errdefs.FailedPrecondition("the container of session %s was removed with it, and agentctl's log with it", st.SessionID)
+	} else if err != nil {
+		return fmt.Errorf("read the output of container %s: %w", short(st.ContainerID), err)
+	}
+	defer logs.Close()
+	w := writerFunc(func(b []byte) (int, error) { return len(b), fn(b) })
+	_, err = stdcopy.StdCopy(w, w, logs)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
 // Inspect implements executors.Executor.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
 	s, _, err := e.lookup(h)

@@ -54,6 +54,8 @@ func TestConformance(t *testing.T) {
 		},
 		Prepare:     func(s *executors.Spec) { s.Image = image },
 		ReportsLoss: true,
+		Agent:       []string{"/toolscope/agentctl", "version"},
+		Printed:     "contract toolscope.agentctl.v1.AgentctlService",
 		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
 			var st struct {
 				ContainerID string `json:"container_id"`
@@ -275,4 +277,43 @@ func TestLinksToDeadContainersAreNeverRedialed(t *testing.T) {
 	for _, h := range handles {
 		require.NoError(t, e.Stop(ctx, h))
 	}
+}
+
+// TestAgentctlLogIsTheContainersOutput: a docker session's agentctl log is
+// its container's output, followed until the container ends; once the
+// session is stopped, its container and that log are gone, and reading it
+// says so.
+func TestAgentctlLogIsTheContainersOutput(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := e.Launch(ctx, executors.Spec{SessionID: "agentctl-log", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	var reader executors.AgentctlLogReader = e
+
+	var got []byte
+	require.NoError(t, reader.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
+	assert.Contains(t, string(got), "session created")
+
+	followed := make(chan error, 1)
+	var tail testutil.SyncBuffer
+	go func() {
+		followed <- reader.AgentctlLog(ctx, h, true, func(b []byte) error { _, err := tail.Write(b); return err })
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(tail.String(), "session created") }, time.Minute, 10*time.Millisecond)
+	require.NoError(t, e.Stop(ctx, h))
+	select {
+	case err := <-followed:
+		assert.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("following agentctl's log did not end with its container")
+	}
+	err = reader.AgentctlLog(ctx, h, false, func([]byte) error { return nil })
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, "was removed with it")
 }

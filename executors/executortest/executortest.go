@@ -56,6 +56,10 @@ type Backend struct {
 	// could, without the orchestrator: issue 15's attacker who creates
 	// sessions of their own. The backend closes the connection.
 	Control func(t *testing.T, h executors.Handle) Controller
+	// Agent is an agent command that prints Printed and exits 0 where the
+	// backend's sessions run (`agentctl version` in a FROM scratch image).
+	Agent   []string
+	Printed string
 }
 
 // Controller is a direct connection to a session's agentctl.
@@ -472,6 +476,44 @@ func Run(t *testing.T, b Backend) {
 			err := second.Reattach(ctx(t), h)
 			return errors.Is(err, executors.ErrLost)
 		}, time.Minute, 50*time.Millisecond)
+	})
+
+	t.Run("an agent's exit and its log reach the orchestrator", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle, nil)
+		s := spec("github", 1)
+		s.Agent = &executors.AgentCommand{Argv: b.Agent}
+		h, _ := launch(t, e, s)
+		var st executors.Status
+		require.Eventually(t, func() bool {
+			var err error
+			st, err = e.Inspect(ctx(t), h)
+			return err == nil && st.Phase == executors.PhaseAgentExited
+		}, time.Minute, 20*time.Millisecond, "the agent exits; agentctl serves on")
+		assert.Equal(t, 0, st.AgentExitCode)
+		assert.Contains(t, st.AgentOutput, b.Printed, "the last lines of its output")
+		reader, ok := e.(executors.AgentLogReader)
+		require.True(t, ok, "every backend reads agent logs")
+		var log []byte
+		require.NoError(t, reader.AgentLog(ctx(t), h, true, func(b []byte) error {
+			log = append(log, b...)
+			return nil
+		}), "following the log of an agent that exited ends")
+		assert.Equal(t, st.AgentOutput, strings.TrimSpace(string(log)))
+	})
+
+	t.Run("an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle, nil)
+		for _, c := range []struct{ argv0, want string }{
+			{"no-such-agent", "agent command `no-such-agent` not found on the executor's PATH"},
+			{"/nowhere/agent", "agent command `/nowhere/agent` not found on the executor"},
+		} {
+			s := spec("github", 1)
+			s.Agent = &executors.AgentCommand{Argv: []string{c.argv0, "--flag"}}
+			_, _, err := e.Launch(ctx(t), s, nil)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition, "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+		}
 	})
 
 	t.Run("bad specs are refused before anything starts", func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"github.com/toolscope/toolscope/executors/agentlink"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/procs"
 	"github.com/toolscope/toolscope/internal/providers"
 )
 
@@ -403,6 +405,72 @@ func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) 
 	return s.link.Notify(ctx, s.id, text)
 }
 
+// AgentLog implements executors.AgentLogReader.
+func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	s, err := e.lookup(h)
+	if err != nil {
+		return err
+	}
+	if s.gone() {
+		return fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
+	}
+	return s.link.AgentLog(ctx, s.id, follow, fn)
+}
+
+// Bounds of AgentctlLog, as agentctl's ReadAgentLog has them.
+const (
+	logBacklog = 1 << 20
+	logChunk   = 32 << 10
+	logPoll    = 100 * time.Millisecond
+)
+
+// AgentctlLog implements executors.AgentctlLogReader: the agentctl.log the
+// executor writes in the session's state directory. Following it ends once
+// that agentctl no longer runs.
+func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(st.Dir, "agentctl.log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return errdefs.NotFound("agentctl log of session", st.SessionID)
+	} else if err != nil {
+		return err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > logBacklog {
+		if _, err := f.Seek(info.Size()-logBacklog, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(logPoll)
+	defer tick.Stop()
+	buf := make([]byte, logChunk)
+	ended := false // agentctl was seen gone: one more read takes its last words
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if err := fn(buf[:n]); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if !follow || ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		ended = !procs.Alive(st.PID)
+	}
+}
+
 // Inspect implements executors.Executor.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
 	s, err := e.lookup(h)
@@ -452,7 +520,14 @@ func (e *Executor) releaseAgent(st state) {
 func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s, err := e.lookup(h)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil // not ours any more: nothing runs that we know of
+		// Not attached to this orchestrator (re-attaching failed: it was
+		// frozen, say): its agentctl may still run.
+		var st state
+		if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+			return err
+		}
+		e.killDetached(st)
+		return nil
 	} else if err != nil {
 		return err
 	}
@@ -470,6 +545,30 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// killDetached ends the agentctl of a session this orchestrator does not
+// hold, if it still runs — its process group, then whatever runs under
+// the session's agent uid — and releases the uid. The pid is checked to
+// be that session's agentctl (its command line names the session's
+// secret file), never a process that reused the pid.
+func (e *Executor) killDetached(st state) {
+	if !procs.Alive(st.PID) {
+		return
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID))
+	if err != nil || st.SecretFile == "" || !slices.Contains(strings.Split(string(cmdline), "\x00"), st.SecretFile) {
+		return
+	}
+	e.opts.Log.Warn("ending the agentctl of a session this orchestrator does not hold", "session_id", st.SessionID, "pid", st.PID)
+	_ = syscall.Kill(-st.PID, syscall.SIGTERM)
+	_ = syscall.Kill(-st.PID, syscall.SIGCONT) // a frozen agentctl gets its SIGTERM
+	deadline := time.Now().Add(e.opts.StopGrace)
+	for procs.Alive(st.PID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // not our child: nothing to wait on
+	}
+	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+	e.releaseAgent(st)
 }
 
 // lost reports a session whose agentctl ended on its own: one this
@@ -512,7 +611,7 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if s, err := e.lookup(h); err == nil && !s.gone() {
 		return nil // already attached
 	}
-	if !alive(st.PID) {
+	if !procs.Alive(st.PID) {
 		return fmt.Errorf("agentctl (pid %d) is not running: %w", st.PID, executors.ErrLost)
 	}
 	link, err := e.dial(st)
@@ -553,7 +652,7 @@ func (e *Executor) watch(s *session) {
 			return
 		case <-t.C:
 		}
-		if !alive(s.st.PID) {
+		if !procs.Alive(s.st.PID) {
 			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
 			e.releaseAgent(s.st)
 			close(s.exit)
@@ -577,14 +676,6 @@ func (e *Executor) Close() error {
 	}
 	clear(e.sessions)
 	return nil
-}
-
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func newSecret() string {

@@ -47,6 +47,8 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, syscall.Kill(-st.PID, syscall.SIGKILL))
 		},
 		ReportsLoss: true,
+		Agent:       []string{"sh", "-c", "echo an agent; echo done"},
+		Printed:     "an agent\ndone",
 		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
 			var st struct {
 				Addr       string `json:"addr"`

@@ -239,6 +239,19 @@ func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) 
 	return l.Notify(ctx, id, text)
 }
 
+// AgentLog implements executors.AgentLogReader.
+func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	id, err := e.session(h)
+	if err != nil {
+		return err
+	}
+	l, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return l.AgentLog(ctx, id, follow, fn)
+}
+
 // Inspect implements executors.Executor. A daemon that does not answer
 // within ProbeTimeout makes the session lost for now.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {

@@ -123,6 +123,8 @@ func (h *host) executor(t testing.TB, calls executors.CallHandler) *remote.Execu
 func TestConformance(t *testing.T) {
 	h := startHost(t)
 	executortest.Run(t, executortest.Backend{
+		Agent:   []string{"/toolscope/agentctl", "version"},
+		Printed: "contract toolscope.agentctl.v1.AgentctlService",
 		New: func(t *testing.T, calls executors.CallHandler, _ executors.EventHandler) executors.Executor {
 			return h.executor(t, calls)
 		},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/toolscope/toolscope/internal/procs"
 )
 
 // Range is the uids agentctl runs agents under, one per live session
@@ -164,7 +166,7 @@ func stale(path string, uid uint32) bool {
 		return false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err == nil && pid > 0 && (syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)) {
+	if err == nil && procs.Alive(pid) {
 		return false
 	}
 	return !running(uid)

@@ -331,9 +331,11 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	if len(spec.GetAgent().GetArgv()) == 0 && spec.GetAgent().GetProfile() == "" {
 		return nil
 	}
-	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, func(code int32) {
+	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, func(code int32, out string) {
 		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
-		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code)))
+		e := s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code))
+		e.AgentExitCode, e.AgentOutputTail = code, out
+		d.emit(e)
 	})
 }
 

@@ -66,6 +66,7 @@ type session struct {
 	extGen    uint64
 	phase     agentctlv1.SessionPhase
 	exitCode  int32
+	exitTail  string // the last lines of the agent's output, once it exited
 	agent     *exec.Cmd
 	agentDone chan struct{} // closed when the agent process has been reaped
 }
@@ -82,6 +83,7 @@ func (s *session) status() *agentctlv1.SessionStatus {
 		ToolNames:               s.toolNamesLocked(),
 		McpUrl:                  s.url,
 		AgentExitCode:           s.exitCode,
+		AgentOutputTail:         s.exitTail,
 		McpBearerToken:          s.token,
 		ExternalToolsGeneration: s.extGen,
 	}
@@ -203,7 +205,7 @@ func (s *session) writeFile(path string, b []byte) error {
 // variables of agentctl's environment, then the spec's env and the plan's,
 // then the MCP variables. With a uid of its own, it runs under it, with
 // its session directory as HOME. It runs in its own process group.
-func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32)) error {
+func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32, tail string)) error {
 	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
 		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
 		profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
@@ -224,7 +226,7 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		return fmt.Errorf("agent command %q: %w", argv[0], err)
+		return agentNotFound(argv[0], err)
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Dir = spec.GetWorkingDir()
@@ -258,9 +260,11 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 			return errdefs.FailedPrecondition("start agent %q as uid %d (a uid of its own, not agentctl's): %v; the command and the working directory %q must be reachable by that uid",
 				argv[0], s.uid, err, spec.GetWorkingDir())
 		}
-		return fmt.Errorf("start agent %q: %w", argv[0], err)
+		return errdefs.FailedPrecondition("start agent command `%s` in %q: %v", argv[0], spec.GetWorkingDir(), err)
 	}
+	s.mu.Lock()
 	s.agent, s.agentDone = cmd, make(chan struct{})
+	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
@@ -269,15 +273,36 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		if err != nil && !errors.As(err, &ee) {
 			code = -1
 		}
+		out := tail(logFile.Name(), agentTailLines, agentTailBytes)
 		s.mu.Lock()
 		if s.phase == agentctlv1.SessionPhase_SESSION_PHASE_RUNNING {
-			s.phase, s.exitCode = agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED, code
+			s.phase, s.exitCode, s.exitTail = agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED, code, out
 		}
 		s.mu.Unlock()
 		close(s.agentDone)
-		onExit(code)
+		onExit(code, out)
 	}()
 	return nil
+}
+
+// agentNotFound is the error of an agent command that cannot be run from
+// where this agentctl runs (the executor's host or container): a
+// precondition of the launch, named as the user gave it.
+func agentNotFound(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		if strings.ContainsRune(name, '/') {
+			return errdefs.FailedPrecondition("agent command `%s` not found on the executor", name)
+		}
+		return errdefs.FailedPrecondition("agent command `%s` not found on the executor's PATH; install it there, or name it by its full path", name)
+	}
+	return errdefs.FailedPrecondition("agent command `%s`: %v", name, err)
+}
+
+// stopped reports whether the session was stopped.
+func (s *session) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase == agentctlv1.SessionPhase_SESSION_PHASE_STOPPED
 }
 
 // stop ends the agent (SIGTERM to its group, SIGKILL after grace) and the

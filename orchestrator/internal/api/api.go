@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 )
@@ -211,6 +212,20 @@ func (h *sessions) StartSession(req *pb.StartSessionRequest, stream grpc.ServerS
 		return err
 	}
 	return stream.Send(&pb.StartSessionResponse{Update: &pb.StartSessionResponse_Session{Session: toSession(s)}})
+}
+
+func (h *sessions) ReadSessionLog(req *pb.ReadSessionLogRequest, stream grpc.ServerStreamingServer[pb.ReadSessionLogResponse]) error {
+	log := service.LogAgent
+	switch req.GetLog() {
+	case pb.SessionLog_SESSION_LOG_UNSPECIFIED, pb.SessionLog_SESSION_LOG_AGENT:
+	case pb.SessionLog_SESSION_LOG_AGENTCTL:
+		log = service.LogAgentctl
+	default:
+		return errdefs.InvalidField("log", "%d is not a session log", req.GetLog())
+	}
+	return h.svc.ReadSessionLog(stream.Context(), req.GetSessionId(), log, req.GetFollow(), func(text string) error {
+		return stream.Send(&pb.ReadSessionLogResponse{Text: text})
+	})
 }
 
 func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
@@ -98,8 +99,13 @@ var states = map[model.SessionState]pb.SessionState{
 }
 
 func toSession(s model.Session) *pb.Session {
+	var exitCode *int32
+	if s.AgentExited {
+		exitCode = proto.Int32(int32(s.AgentExitCode))
+	}
 	return &pb.Session{
-		Id: s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
+		AgentExitCode: exitCode,
+		Id:            s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
 		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
 		PushedProviderSet: toProviderSet(s.Pushed), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
@@ -112,6 +118,7 @@ var eventKinds = map[model.EventKind]pb.TaskEventKind{
 	model.EventSourcesAdded:            pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
 	model.EventSessionStarted:          pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
 	model.EventSessionEnded:            pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
+	model.EventAgentExited:             pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED,
 	model.EventProvidersPushed:         pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
 	model.EventProvidersPushFailed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
 	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,

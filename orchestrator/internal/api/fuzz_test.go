@@ -212,6 +212,15 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.AuthService.WhoAmI", func(e *fuzzEnv) func(context.Context, *pb.WhoAmIRequest) (*pb.WhoAmIResponse, error) {
 		return e.auth.WhoAmI
 	}),
+	{
+		method: "toolscope.orchestrator.v1.SessionService.ReadSessionLog",
+		req:    func() proto.Message { return &pb.ReadSessionLogRequest{} },
+		call: func(ctx context.Context, e *fuzzEnv, req proto.Message) ([]proto.Message, error) {
+			stream := &fuzzStream[pb.ReadSessionLogResponse]{ctx: ctx, limit: -1}
+			err := e.sessions.ReadSessionLog(req.(*pb.ReadSessionLogRequest), stream)
+			return stream.sent, err
+		},
+	},
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")

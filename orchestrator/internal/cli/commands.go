@@ -476,7 +476,58 @@ func (a *app) sessionCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig)
+	var follow, agentLog, agentctlLog bool
+	logs := &cobra.Command{
+		Use:   "logs SESSION [--agent|--agentctl] [--follow]",
+		Short: "Print a session's agent log (its last 1 MiB, scrubbed; running sessions, every executor) or, with --agentctl, its agentctl's (local sessions whatever their state, docker ones while their container exists); --follow until it ends (JSON lines with --json)",
+		Args:  exactArgs("SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			which := pb.SessionLog_SESSION_LOG_AGENT
+			switch {
+			case agentLog && agentctlLog:
+				return usagef("--agent and --agentctl name different logs; give one")
+			case agentctlLog:
+				which = pb.SessionLog_SESSION_LOG_AGENTCTL
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if !follow {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, a.timeout)
+				defer cancel()
+			}
+			conn, err := a.dial(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			stream, err := a.sessions(conn).ReadSessionLog(ctx, &pb.ReadSessionLogRequest{SessionId: args[0], Follow: follow, Log: which})
+			if err != nil {
+				return err
+			}
+			for {
+				resp, err := stream.Recv()
+				switch {
+				case errors.Is(err, io.EOF) || (err != nil && follow && ctx.Err() != nil):
+					return nil
+				case err != nil:
+					return err
+				}
+				if a.json {
+					b, err := jsonLine.Marshal(resp)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "%s\n", b)
+				} else {
+					fmt.Fprint(a.stdout, resp.GetText())
+				}
+			}
+		},
+	}
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what is written until the agent (or agentctl) ends, the session stops or you interrupt")
+	logs.Flags().BoolVar(&agentLog, "agent", false, "the agent's output (the default)")
+	logs.Flags().BoolVar(&agentctlLog, "agentctl", false, "the session's agentctl's own log (local and docker executors)")
+	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig, logs)
 	return cmd
 }
 

@@ -111,11 +111,11 @@ var sessionModes = map[pb.SessionMode]string{
 }
 
 func printSessions(w io.Writer, list []*pb.Session) {
-	fmt.Fprintln(w, "ID\tEXECUTOR\tMODE\tSTATE\tPROVIDERS\tREPAIR")
+	fmt.Fprintln(w, "ID\tEXECUTOR\tMODE\tSTATE\tPROVIDERS\tSTATUS")
 	for _, s := range list {
-		repair := ""
+		repair := s.GetStatusMessage() // why it failed, or that its agent exited
 		if s.GetNeedsRepair() {
-			repair = "needs repair: " + s.GetStatusMessage()
+			repair = "needs repair: " + repair
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (gen %d)\t%s\n", s.GetId(), s.GetExecutor(), sessionModes[s.GetMode()],
 			sessionStates[s.GetState()], providerList(s.GetPushedProviderSet()), s.GetPushedProviderSet().GetGeneration(), repair)
@@ -127,6 +127,7 @@ var eventKinds = map[pb.TaskEventKind]string{
 	pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED:              "sources added",
 	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED:            "session started",
 	pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED:              "session ended",
+	pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED:               "agent exited",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED:           "providers pushed",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED:      "providers push failed",
 	pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED:       "providers recomputed",

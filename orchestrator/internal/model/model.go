@@ -138,8 +138,13 @@ type Session struct {
 	ExternalGeneration uint64
 	NeedsRepair        bool
 	StatusMessage      string
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	// AgentExited says the agent of the session's current run exited, with
+	// AgentExitCode (-1: ended by a signal); it is recorded once, with a
+	// agent.exited event.
+	AgentExited   bool
+	AgentExitCode int
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // Repaired reports whether a session's repair mark may go: it is running
@@ -155,10 +160,14 @@ type EventKind string
 
 // Task event kinds.
 const (
-	EventTaskCreated         EventKind = "task.created"
-	EventSourcesAdded        EventKind = "sources.added"
-	EventSessionStarted      EventKind = "session.started"
-	EventSessionEnded        EventKind = "session.ended"
+	EventTaskCreated    EventKind = "task.created"
+	EventSourcesAdded   EventKind = "sources.added"
+	EventSessionStarted EventKind = "session.started"
+	EventSessionEnded   EventKind = "session.ended"
+	// EventAgentExited records a session's agent process exiting: its exit
+	// code and the last lines of its output. The session stays running
+	// (agentctl serves its MCP endpoint) until it is stopped.
+	EventAgentExited         EventKind = "agent.exited"
 	EventProvidersPushed     EventKind = "providers.pushed"
 	EventProvidersPushFailed EventKind = "providers.push_failed"
 	EventProvidersRecomputed EventKind = "providers.recomputed"

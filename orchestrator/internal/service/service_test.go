@@ -464,6 +464,41 @@ func TestStopSessionIsIdempotent(t *testing.T) {
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }
 
+// TestStoppingAFailedSessionRecordsItStopped: a failed session is stopped
+// (its executor ends what is left of it) and recorded stopped, with one
+// session.ended event; when its backend is off here, it is recorded
+// stopped all the same.
+func TestStoppingAFailedSessionRecordsItStopped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc, st := newServiceAndStore(t)
+	ws, err := svc.CreateWorkspace(ctx, "acme")
+	require.NoError(t, err)
+	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+	require.NoError(t, err)
+	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
+	require.NoError(t, err)
+	sess, err := st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "docker", Mode: model.ModeTask,
+		State: model.SessionFailed, Handle: model.Handle{Version: 1, State: []byte(`{"container_id":"gone"}`)}})
+	require.NoError(t, err)
+
+	stopped, err := svc.StopSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, model.SessionStopped, stopped.State)
+	again, err := svc.StopSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, stopped, again)
+	evs, err := st.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	var ended []string
+	for _, e := range evs {
+		if e.Kind == model.EventSessionEnded {
+			ended = append(ended, e.Message)
+		}
+	}
+	assert.Equal(t, []string{"stopped after it failed"}, ended)
+}
+
 // TestConnectValidatesAndRecordsTheUsername asks a (fake) GitHub who the
 // token belongs to; a missing variable or a rejected token is refused with
 // a message naming the reference, never the value.

@@ -200,7 +200,12 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
 		status.Generation, len(status.ToolNames))
 	running, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
-		m.State, m.Handle, m.StatusMessage, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, "", false
+		if m.State == model.SessionPending && m.AgentExited {
+			m.StatusMessage = agentExitedMessage(m.AgentExitCode) // the agent exited during the launch
+		} else {
+			m.StatusMessage, m.AgentExited, m.AgentExitCode = "", false, 0 // a new run
+		}
+		m.State, m.Handle, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, false
 		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		m.ExternalGeneration = status.ExternalGeneration
 		return []model.Event{
@@ -234,6 +239,18 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 	if sess.State == model.SessionRunning {
 		return s.repair(ctx, exec, sess)
 	}
+	return s.relaunch(ctx, exec, sess)
+}
+
+// relaunch starts a session again after ending what is left of its last
+// run: a failed session's agentctl may still run (frozen for a while, or
+// unreachable), and one session never has two agentctls.
+func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
+	if len(sess.Handle.State) > 0 {
+		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
+			return sess, fmt.Errorf("end the last agentctl of session %s before resuming it: %w", sess.ID, err)
+		}
+	}
 	return s.start(ctx, exec, sess, nil, "resumed")
 }
 
@@ -245,7 +262,7 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	}
 	res, err := exec.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
 	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
-		return s.start(ctx, exec, sess, nil, "resumed")
+		return s.relaunch(ctx, exec, sess)
 	}
 	if err != nil {
 		return sess, err
@@ -262,28 +279,39 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	return s.store.GetSession(ctx, sess.ID)
 }
 
-// StopSession stops a session. Stopping a stopped or failed session
-// succeeds and changes nothing.
+// StopSession stops a session: its executor ends every process of it. A
+// failed session is stopped too (its agentctl may still run: frozen, or
+// unreachable for a while) and recorded stopped. Stopping a stopped
+// session succeeds and changes nothing.
 func (s *Service) StopSession(ctx context.Context, id string) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
 		return sess, err
 	}
-	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
+	if sess.State == model.SessionStopped {
 		return sess, nil
 	}
-	if sess.State == model.SessionRunning {
+	if sess.State == model.SessionRunning || (sess.State == model.SessionFailed && len(sess.Handle.State) > 0) {
 		exec, err := s.executor(sess.Executor)
 		if err != nil {
-			return sess, err
-		}
-		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
+			if sess.State == model.SessionRunning {
+				return sess, err
+			}
+			// A failed session whose backend is off here: nothing of it
+			// can be reached; it is recorded stopped.
+		} else if err := exec.Stop(ctx, handleOf(sess)); err != nil {
 			return sess, fmt.Errorf("stop session %s: %w", id, err)
 		}
 	}
 	stopped, err := s.store.UpdateSession(ctx, id, func(m *model.Session) ([]model.Event, error) {
-		if m.State == model.SessionStopped || m.State == model.SessionFailed {
+		switch m.State {
+		case model.SessionStopped:
 			return nil, errStateChanged
+		case model.SessionFailed:
+			// Its first session.ended said how it failed; this one says
+			// that nothing of it runs any more.
+			m.State = model.SessionStopped
+			return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped after it failed"}}, nil
 		}
 		m.State = model.SessionStopped
 		return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped"}}, nil
@@ -338,6 +366,14 @@ func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session
 	case err != nil:
 		return sess
 	}
+	if st.Phase == executors.PhaseAgentExited && !sess.AgentExited {
+		// agentctl's event was missed (no orchestrator was attached) or is
+		// still on its way: record the exit now.
+		s.recordAgentExit(ctx, sess.ID, st.AgentExitCode, st.AgentOutput)
+		if updated, err := s.store.GetSession(ctx, sess.ID); err == nil {
+			sess = updated
+		}
+	}
 	if st.Phase != executors.PhaseLost && st.Phase != executors.PhaseStopped {
 		return sess
 	}
@@ -368,17 +404,56 @@ func (s *Service) markLost(ctx context.Context, sess model.Session, reason strin
 // repair at once, with a session_ended event, so watchers learn it without
 // anyone asking; ResumeSession relaunches it with the task's current set.
 func (s *Service) SessionEvent(ev executors.SessionEvent) {
-	if ev.Kind != executors.EventLost {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	switch ev.Kind {
+	case executors.EventAgentExited:
+		s.recordAgentExit(ctx, ev.SessionID, ev.AgentExitCode, ev.AgentOutput)
+		return
+	case executors.EventLost:
+	default:
+		return
+	}
 	sess, err := s.store.GetSession(ctx, ev.SessionID)
 	if err != nil || sess.State != model.SessionRunning {
 		return // unknown, or launching (the launch records its own outcome), or ended
 	}
 	s.log.WarnContext(ctx, "session lost", "session_id", sess.ID, "task_id", sess.TaskID, "reason", ev.Message)
 	s.markLost(ctx, sess, ev.Message)
+}
+
+// recordAgentExit records that a session's agent exited, once, however it
+// is learnt (agentctl's event, or an inspection that finds the agent gone):
+// the exit code on the session, its status message, and a
+// agent.exited event with the code and the last lines of the
+// agent's output (the store scrubs event messages). The session stays
+// running: its agentctl serves the session's MCP endpoint, with the task's
+// tools, until the session is stopped (ADR 0015). A session still
+// launching records it too, and its launch keeps it.
+func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code int, output string) {
+	_, err := s.store.UpdateSession(ctx, sessionID, func(m *model.Session) ([]model.Event, error) {
+		if (m.State != model.SessionRunning && m.State != model.SessionPending) || m.AgentExited {
+			return nil, errStateChanged
+		}
+		m.AgentExited, m.AgentExitCode = true, code
+		m.StatusMessage = agentExitedMessage(code)
+		msg := fmt.Sprintf("agent exited with code %d", code)
+		if output = strings.TrimSpace(output); output != "" {
+			msg += "; last output:\n" + output
+		} else {
+			msg += "; no output"
+		}
+		return []model.Event{{Kind: model.EventAgentExited, Message: msg}}, nil
+	})
+	if err == nil {
+		s.log.InfoContext(ctx, "agent exited", "session_id", sessionID, "exit_code", code)
+	}
+}
+
+// agentExitedMessage is the status message of a running session whose
+// agent exited.
+func agentExitedMessage(code int) string {
+	return fmt.Sprintf("agent exited with code %d; the session serves MCP until it is stopped", code)
 }
 
 // Reattach takes over the running sessions an earlier orchestrator process

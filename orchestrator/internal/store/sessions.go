@@ -14,7 +14,7 @@ import (
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
 	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image,
-	agent_profile, agent_model, agent_credential_env, external_generation`
+	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -30,11 +30,11 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 			return err
 		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
-			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration)
+			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess))
 		return err
 	})
 	return sess, err
@@ -57,10 +57,10 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 		sess.UpdatedAt = t.now
 		_, err = t.ExecContext(ctx, `UPDATE sessions SET state = ?, handle_version = ?, handle_state = ?,
 			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?,
-			external_generation = ?
+			external_generation = ?, agent_exit_code = ?
 			WHERE id = ?`,
 			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
-			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, id)
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, agentExitCode(sess), id)
 		if err != nil {
 			return err
 		}
@@ -122,6 +122,12 @@ func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Se
 	return out, err
 }
 
+// agentExitCode is the agent_exit_code column of a session: NULL until
+// its agent's exit is recorded.
+func agentExitCode(sess model.Session) sql.NullInt64 {
+	return sql.NullInt64{Int64: int64(sess.AgentExitCode), Valid: sess.AgentExited}
+}
+
 func getSession(ctx context.Context, q queryer, id string) (model.Session, error) {
 	sess, err := scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -134,14 +140,16 @@ func scanSession(sc scanner) (model.Session, error) {
 	var (
 		sess                                    model.Session
 		mode, state, argv, pushed, created, upd string
+		exitCode                                sql.NullInt64
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Pushed.Generation, &sess.NeedsRepair,
 		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
-		&sess.ExternalGeneration)
+		&sess.ExternalGeneration, &exitCode)
 	if err != nil {
 		return sess, err
 	}
+	sess.AgentExited, sess.AgentExitCode = exitCode.Valid, int(exitCode.Int64)
 	sess.Mode, sess.State = model.Mode(mode), model.SessionState(state)
 	sess.Pushed.Set = providers.Of(strings.Split(pushed, ",")...)
 	if err := json.Unmarshal([]byte(argv), &sess.AgentArgv); err != nil {

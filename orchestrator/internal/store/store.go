@@ -453,3 +453,8 @@ func isUnique(err error) bool {
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
+
+// Scrub removes the known secrets and token-shaped strings from text, as
+// the store does for every event message: for text that reaches a reader
+// without being stored (a session's agent log).
+func (s *Store) Scrub(text string) string { return s.opts.Secrets.Scrubber().String(text) }

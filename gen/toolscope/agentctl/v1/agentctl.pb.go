@@ -1205,8 +1205,11 @@ type SessionStatus struct {
 	McpBearerToken string `protobuf:"bytes,8,opt,name=mcp_bearer_token,json=mcpBearerToken,proto3" json:"mcp_bearer_token,omitempty"`
 	// The generation of the external tool set last applied (0: none).
 	ExternalToolsGeneration uint64 `protobuf:"varint,9,opt,name=external_tools_generation,json=externalToolsGeneration,proto3" json:"external_tools_generation,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// When phase is SESSION_PHASE_AGENT_EXITED: the last lines of the agent's
+	// output, bounded like SessionEvent.agent_output_tail.
+	AgentOutputTail string `protobuf:"bytes,10,opt,name=agent_output_tail,json=agentOutputTail,proto3" json:"agent_output_tail,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionStatus) Reset() {
@@ -1300,6 +1303,13 @@ func (x *SessionStatus) GetExternalToolsGeneration() uint64 {
 		return x.ExternalToolsGeneration
 	}
 	return 0
+}
+
+func (x *SessionStatus) GetAgentOutputTail() string {
+	if x != nil {
+		return x.AgentOutputTail
+	}
+	return ""
 }
 
 // AttachRequest flows from the orchestrator to agentctl.
@@ -1757,9 +1767,16 @@ type SessionEvent struct {
 	Kind      SessionEventKind       `protobuf:"varint,2,opt,name=kind,proto3,enum=toolscope.agentctl.v1.SessionEventKind" json:"kind,omitempty"`
 	Time      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
 	// Human-readable detail.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// For SESSION_EVENT_KIND_AGENT_EXITED: the agent's exit code (-1 when it
+	// was ended by a signal or could not be waited for).
+	AgentExitCode int32 `protobuf:"varint,5,opt,name=agent_exit_code,json=agentExitCode,proto3" json:"agent_exit_code,omitempty"`
+	// For SESSION_EVENT_KIND_AGENT_EXITED: the last lines of the agent's
+	// output (agent.log), at most 20 lines and 4 KiB, not scrubbed: the
+	// orchestrator scrubs every event message it stores.
+	AgentOutputTail string `protobuf:"bytes,6,opt,name=agent_output_tail,json=agentOutputTail,proto3" json:"agent_output_tail,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionEvent) Reset() {
@@ -1818,6 +1835,117 @@ func (x *SessionEvent) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *SessionEvent) GetAgentExitCode() int32 {
+	if x != nil {
+		return x.AgentExitCode
+	}
+	return 0
+}
+
+func (x *SessionEvent) GetAgentOutputTail() string {
+	if x != nil {
+		return x.AgentOutputTail
+	}
+	return ""
+}
+
+type ReadAgentLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAgentLogRequest) Reset() {
+	*x = ReadAgentLogRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAgentLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAgentLogRequest) ProtoMessage() {}
+
+func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
+func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReadAgentLogRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadAgentLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type ReadAgentLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the log, as the agent wrote them.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAgentLogResponse) Reset() {
+	*x = ReadAgentLogResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAgentLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAgentLogResponse) ProtoMessage() {}
+
+func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
+func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReadAgentLogResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
 }
 
 var File_toolscope_agentctl_v1_agentctl_proto protoreflect.FileDescriptor
@@ -1899,7 +2027,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xae\x03\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xda\x03\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -1911,7 +2039,9 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\amcp_url\x18\x06 \x01(\tR\x06mcpUrl\x12&\n" +
 	"\x0fagent_exit_code\x18\a \x01(\x05R\ragentExitCode\x12(\n" +
 	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\x12:\n" +
-	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\"\x9c\x01\n" +
+	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\x12*\n" +
+	"\x11agent_output_tail\x18\n" +
+	" \x01(\tR\x0fagentOutputTail\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
 	"\vtool_result\x18\x02 \x01(\v2!.toolscope.agentctl.v1.ToolResultH\x00R\n" +
@@ -1940,13 +2070,21 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\tR\terrorCode\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12'\n" +
-	"\x0fstructured_json\x18\x05 \x01(\fR\x0estructuredJson\"\xb4\x01\n" +
+	"\x0fstructured_json\x18\x05 \x01(\fR\x0estructuredJson\"\x88\x02\n" +
 	"\fSessionEvent\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12;\n" +
 	"\x04kind\x18\x02 \x01(\x0e2'.toolscope.agentctl.v1.SessionEventKindR\x04kind\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage*Y\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12&\n" +
+	"\x0fagent_exit_code\x18\x05 \x01(\x05R\ragentExitCode\x12*\n" +
+	"\x11agent_output_tail\x18\x06 \x01(\tR\x0fagentOutputTail\"L\n" +
+	"\x13ReadAgentLogRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"*\n" +
+	"\x14ReadAgentLogResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*Y\n" +
 	"\vSessionMode\x12\x1c\n" +
 	"\x18SESSION_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SESSION_MODE_TASK\x10\x01\x12\x15\n" +
@@ -1960,14 +2098,15 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12'\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x12$\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xe5\x05\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xd0\x06\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fSetProviders\x12*.toolscope.agentctl.v1.SetProvidersRequest\x1a+.toolscope.agentctl.v1.SetProvidersResponse\x12s\n" +
 	"\x10SetExternalTools\x12..toolscope.agentctl.v1.SetExternalToolsRequest\x1a/.toolscope.agentctl.v1.SetExternalToolsResponse\x12p\n" +
 	"\x0fGetSessionState\x12-.toolscope.agentctl.v1.GetSessionStateRequest\x1a..toolscope.agentctl.v1.GetSessionStateResponse\x12d\n" +
 	"\vStopSession\x12).toolscope.agentctl.v1.StopSessionRequest\x1a*.toolscope.agentctl.v1.StopSessionResponse\x12U\n" +
-	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12Y\n" +
+	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12i\n" +
+	"\fReadAgentLog\x12*.toolscope.agentctl.v1.ReadAgentLogRequest\x1a+.toolscope.agentctl.v1.ReadAgentLogResponse0\x01\x12Y\n" +
 	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01B\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
@@ -1984,7 +2123,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
@@ -2014,11 +2153,13 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*ToolCall)(nil),                 // 25: toolscope.agentctl.v1.ToolCall
 	(*ToolResult)(nil),               // 26: toolscope.agentctl.v1.ToolResult
 	(*SessionEvent)(nil),             // 27: toolscope.agentctl.v1.SessionEvent
-	nil,                              // 28: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
+	(*ReadAgentLogRequest)(nil),      // 28: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 29: toolscope.agentctl.v1.ReadAgentLogResponse
+	nil,                              // 30: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	28, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	30, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
@@ -2040,23 +2181,25 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	27, // 19: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
 	23, // 20: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
 	2,  // 21: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	29, // 22: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	31, // 22: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
 	10, // 23: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
 	12, // 24: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
 	8,  // 25: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
 	14, // 26: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
 	16, // 27: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
 	18, // 28: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	21, // 29: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	11, // 30: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	13, // 31: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	9,  // 32: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	15, // 33: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	17, // 34: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	19, // 35: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	22, // 36: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
+	28, // 29: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	21, // 30: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	11, // 31: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	13, // 32: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	9,  // 33: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	15, // 34: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	17, // 35: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	19, // 36: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	29, // 37: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	22, // 38: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -2082,7 +2225,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

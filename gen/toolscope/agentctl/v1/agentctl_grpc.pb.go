@@ -25,6 +25,7 @@ const (
 	AgentctlService_GetSessionState_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/GetSessionState"
 	AgentctlService_StopSession_FullMethodName      = "/toolscope.agentctl.v1.AgentctlService/StopSession"
 	AgentctlService_Notify_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Notify"
+	AgentctlService_ReadAgentLog_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/ReadAgentLog"
 	AgentctlService_Attach_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Attach"
 )
 
@@ -61,6 +62,11 @@ type AgentctlServiceClient interface {
 	// notification (notifications/message), for example a prompt about the
 	// task's pull request.
 	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
+	// ReadAgentLog streams a session's agent log (the agent's stdout and
+	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
+	// the agent has exited and all of it was sent, the session stops, or the
+	// call ends. A session without an agent is FAILED_PRECONDITION.
+	ReadAgentLog(ctx context.Context, in *ReadAgentLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentLogResponse], error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id. When
@@ -138,9 +144,28 @@ func (c *agentctlServiceClient) Notify(ctx context.Context, in *NotifyRequest, o
 	return out, nil
 }
 
+func (c *agentctlServiceClient) ReadAgentLog(ctx context.Context, in *ReadAgentLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentLogResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[0], AgentctlService_ReadAgentLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadAgentLogRequest, ReadAgentLogResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentctlService_ReadAgentLogClient = grpc.ServerStreamingClient[ReadAgentLogResponse]
+
 func (c *agentctlServiceClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[0], AgentctlService_Attach_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[1], AgentctlService_Attach_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +209,11 @@ type AgentctlServiceServer interface {
 	// notification (notifications/message), for example a prompt about the
 	// task's pull request.
 	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
+	// ReadAgentLog streams a session's agent log (the agent's stdout and
+	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
+	// the agent has exited and all of it was sent, the session stops, or the
+	// call ends. A session without an agent is FAILED_PRECONDITION.
+	ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id. When
@@ -218,6 +248,9 @@ func (UnimplementedAgentctlServiceServer) StopSession(context.Context, *StopSess
 }
 func (UnimplementedAgentctlServiceServer) Notify(context.Context, *NotifyRequest) (*NotifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
+}
+func (UnimplementedAgentctlServiceServer) ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadAgentLog not implemented")
 }
 func (UnimplementedAgentctlServiceServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
@@ -351,6 +384,17 @@ func _AgentctlService_Notify_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentctlService_ReadAgentLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadAgentLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentctlServiceServer).ReadAgentLog(m, &grpc.GenericServerStream[ReadAgentLogRequest, ReadAgentLogResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentctlService_ReadAgentLogServer = grpc.ServerStreamingServer[ReadAgentLogResponse]
+
 func _AgentctlService_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(AgentctlServiceServer).Attach(&grpc.GenericServerStream[AttachRequest, AttachResponse]{ServerStream: stream})
 }
@@ -391,6 +435,11 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReadAgentLog",
+			Handler:       _AgentctlService_ReadAgentLog_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Attach",
 			Handler:       _AgentctlService_Attach_Handler,

@@ -228,6 +228,10 @@ const (
 	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED TaskEventKind = 11
 	// A source request was approved or rejected; actor decided it.
 	TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED TaskEventKind = 12
+	// A session's agent process exited; the session keeps serving MCP until
+	// it is stopped. message holds the exit code and the last lines of the
+	// agent's output (scrubbed).
+	TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED TaskEventKind = 13
 )
 
 // Enum value maps for TaskEventKind.
@@ -246,6 +250,7 @@ var (
 		10: "TASK_EVENT_KIND_TOOL_CALLED",
 		11: "TASK_EVENT_KIND_SOURCES_REQUESTED",
 		12: "TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED",
+		13: "TASK_EVENT_KIND_AGENT_EXITED",
 	}
 	TaskEventKind_value = map[string]int32{
 		"TASK_EVENT_KIND_UNSPECIFIED":                0,
@@ -261,6 +266,7 @@ var (
 		"TASK_EVENT_KIND_TOOL_CALLED":                10,
 		"TASK_EVENT_KIND_SOURCES_REQUESTED":          11,
 		"TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED":    12,
+		"TASK_EVENT_KIND_AGENT_EXITED":               13,
 	}
 )
 
@@ -1158,10 +1164,16 @@ type Session struct {
 	// True when the session's provider set is behind the task's; the next
 	// launch or resume pushes the current set and clears it.
 	NeedsRepair bool `protobuf:"varint,8,opt,name=needs_repair,json=needsRepair,proto3" json:"needs_repair,omitempty"`
-	// Why the session needs repair, or why it failed.
+	// Why the session needs repair, or why it failed, or that its agent
+	// exited.
 	StatusMessage string                 `protobuf:"bytes,9,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The exit code of the agent of the session's current run, once it
+	// exited (-1: ended by a signal); unset while it runs, or without an
+	// agent. The session stays running: its MCP endpoint is served until it
+	// is stopped.
+	AgentExitCode *int32 `protobuf:"varint,12,opt,name=agent_exit_code,json=agentExitCode,proto3,oneof" json:"agent_exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1271,6 +1283,13 @@ func (x *Session) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Session) GetAgentExitCode() int32 {
+	if x != nil && x.AgentExitCode != nil {
+		return *x.AgentExitCode
+	}
+	return 0
 }
 
 // TaskEvent is one entry in a task's append-only event log.
@@ -2260,7 +2279,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xa1\x04\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xe2\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2275,7 +2294,9 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xef\x02\n" +
+	"updateTime\x12+\n" +
+	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01B\x12\n" +
+	"\x10_agent_exit_code\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
@@ -2374,7 +2395,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_STOPPED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_FAILED\x10\x04*\x88\x04\n" +
+	"\x14SESSION_STATE_FAILED\x10\x04*\xaa\x04\n" +
 	"\rTaskEventKind\x12\x1f\n" +
 	"\x1bTASK_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTASK_EVENT_KIND_TASK_CREATED\x10\x01\x12!\n" +
@@ -2389,7 +2410,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x1bTASK_EVENT_KIND_TOOL_CALLED\x10\n" +
 	"\x12%\n" +
 	"!TASK_EVENT_KIND_SOURCES_REQUESTED\x10\v\x12+\n" +
-	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f*\xa2\x01\n" +
+	"'TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED\x10\f\x12 \n" +
+	"\x1cTASK_EVENT_KIND_AGENT_EXITED\x10\r*\xa2\x01\n" +
 	"\x12SourceRequestState\x12$\n" +
 	" SOURCE_REQUEST_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSOURCE_REQUEST_STATE_PENDING\x10\x01\x12!\n" +
@@ -2492,6 +2514,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_EnvVar)(nil),
 		(*CredentialRef_FilePath)(nil),
 	}
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[10].OneofWrappers = []any{}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[13].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),

@@ -21,6 +21,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SessionLog names a log of a session.
+type SessionLog int32
+
+const (
+	SessionLog_SESSION_LOG_UNSPECIFIED SessionLog = 0
+	// The agent's stdout and stderr, read from its agentctl: running
+	// sessions, every executor.
+	SessionLog_SESSION_LOG_AGENT SessionLog = 1
+	// The session's agentctl's own log, kept by the executor: the local
+	// executor's, also after the session failed or stopped; the docker
+	// executor's container output, while the container exists. A remote
+	// daemon's log is its host's.
+	SessionLog_SESSION_LOG_AGENTCTL SessionLog = 2
+)
+
+// Enum value maps for SessionLog.
+var (
+	SessionLog_name = map[int32]string{
+		0: "SESSION_LOG_UNSPECIFIED",
+		1: "SESSION_LOG_AGENT",
+		2: "SESSION_LOG_AGENTCTL",
+	}
+	SessionLog_value = map[string]int32{
+		"SESSION_LOG_UNSPECIFIED": 0,
+		"SESSION_LOG_AGENT":       1,
+		"SESSION_LOG_AGENTCTL":    2,
+	}
+)
+
+func (x SessionLog) Enum() *SessionLog {
+	p := new(SessionLog)
+	*p = x
+	return p
+}
+
+func (x SessionLog) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionLog) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolscope_orchestrator_v1_services_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionLog) Type() protoreflect.EnumType {
+	return &file_toolscope_orchestrator_v1_services_proto_enumTypes[0]
+}
+
+func (x SessionLog) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionLog.Descriptor instead.
+func (SessionLog) EnumDescriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{0}
+}
+
 type CreateWorkspaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1257,6 +1313,112 @@ func (x *SessionPush) GetApplied() *ProviderSet {
 	return nil
 }
 
+type ReadSessionLogRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Follow    bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Which log; unspecified is the agent's.
+	Log           SessionLog `protobuf:"varint,3,opt,name=log,proto3,enum=toolscope.orchestrator.v1.SessionLog" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSessionLogRequest) Reset() {
+	*x = ReadSessionLogRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSessionLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSessionLogRequest) ProtoMessage() {}
+
+func (x *ReadSessionLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSessionLogRequest.ProtoReflect.Descriptor instead.
+func (*ReadSessionLogRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReadSessionLogRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadSessionLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *ReadSessionLogRequest) GetLog() SessionLog {
+	if x != nil {
+		return x.Log
+	}
+	return SessionLog_SESSION_LOG_UNSPECIFIED
+}
+
+type ReadSessionLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next lines of the log (a last line may lack its newline).
+	Text          string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSessionLogResponse) Reset() {
+	*x = ReadSessionLogResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSessionLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSessionLogResponse) ProtoMessage() {}
+
+func (x *ReadSessionLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSessionLogResponse.ProtoReflect.Descriptor instead.
+func (*ReadSessionLogResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReadSessionLogResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 type GetSessionMCPRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1266,7 +1428,7 @@ type GetSessionMCPRequest struct {
 
 func (x *GetSessionMCPRequest) Reset() {
 	*x = GetSessionMCPRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1440,7 @@ func (x *GetSessionMCPRequest) String() string {
 func (*GetSessionMCPRequest) ProtoMessage() {}
 
 func (x *GetSessionMCPRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1453,7 @@ func (x *GetSessionMCPRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMCPRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionMCPRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetSessionMCPRequest) GetSessionId() string {
@@ -1315,7 +1477,7 @@ type GetSessionMCPResponse struct {
 
 func (x *GetSessionMCPResponse) Reset() {
 	*x = GetSessionMCPResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1489,7 @@ func (x *GetSessionMCPResponse) String() string {
 func (*GetSessionMCPResponse) ProtoMessage() {}
 
 func (x *GetSessionMCPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1502,7 @@ func (x *GetSessionMCPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMCPResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionMCPResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetSessionMCPResponse) GetUrl() string {
@@ -1383,7 +1545,7 @@ type LaunchSessionRequest struct {
 
 func (x *LaunchSessionRequest) Reset() {
 	*x = LaunchSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1557,7 @@ func (x *LaunchSessionRequest) String() string {
 func (*LaunchSessionRequest) ProtoMessage() {}
 
 func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1570,7 @@ func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionRequest.ProtoReflect.Descriptor instead.
 func (*LaunchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LaunchSessionRequest) GetTaskId() string {
@@ -1465,7 +1627,7 @@ type LaunchSessionResponse struct {
 
 func (x *LaunchSessionResponse) Reset() {
 	*x = LaunchSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1639,7 @@ func (x *LaunchSessionResponse) String() string {
 func (*LaunchSessionResponse) ProtoMessage() {}
 
 func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1652,7 @@ func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionResponse.ProtoReflect.Descriptor instead.
 func (*LaunchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LaunchSessionResponse) GetSession() *Session {
@@ -1516,7 +1678,7 @@ type StartSessionRequest struct {
 
 func (x *StartSessionRequest) Reset() {
 	*x = StartSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1690,7 @@ func (x *StartSessionRequest) String() string {
 func (*StartSessionRequest) ProtoMessage() {}
 
 func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1703,7 @@ func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StartSessionRequest) GetLaunch() *LaunchSessionRequest {
@@ -1564,7 +1726,7 @@ type StartSessionResponse struct {
 
 func (x *StartSessionResponse) Reset() {
 	*x = StartSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1738,7 @@ func (x *StartSessionResponse) String() string {
 func (*StartSessionResponse) ProtoMessage() {}
 
 func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1751,7 @@ func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
 func (*StartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StartSessionResponse) GetUpdate() isStartSessionResponse_Update {
@@ -1644,7 +1806,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1818,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1831,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1688,7 +1850,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1862,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1875,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1732,7 +1894,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1906,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1919,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1776,7 +1938,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1950,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1963,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StopSessionResponse) GetSession() *Session {
@@ -1820,7 +1982,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1994,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2007,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1864,7 +2026,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2038,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2051,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1908,7 +2070,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2082,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2095,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSessionsRequest) GetTaskId() string {
@@ -1952,7 +2114,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2126,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2139,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{38}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1998,7 +2160,7 @@ type WatchTaskEventsRequest struct {
 
 func (x *WatchTaskEventsRequest) Reset() {
 	*x = WatchTaskEventsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2172,7 @@ func (x *WatchTaskEventsRequest) String() string {
 func (*WatchTaskEventsRequest) ProtoMessage() {}
 
 func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2185,7 @@ func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchTaskEventsRequest) GetTaskId() string {
@@ -2049,7 +2211,7 @@ type WatchTaskEventsResponse struct {
 
 func (x *WatchTaskEventsResponse) Reset() {
 	*x = WatchTaskEventsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2223,7 @@ func (x *WatchTaskEventsResponse) String() string {
 func (*WatchTaskEventsResponse) ProtoMessage() {}
 
 func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2236,7 @@ func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
@@ -2095,7 +2257,7 @@ type CreateToolProviderRequest struct {
 
 func (x *CreateToolProviderRequest) Reset() {
 	*x = CreateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2269,7 @@ func (x *CreateToolProviderRequest) String() string {
 func (*CreateToolProviderRequest) ProtoMessage() {}
 
 func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2282,7 @@ func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
@@ -2140,7 +2302,7 @@ type CreateToolProviderResponse struct {
 
 func (x *CreateToolProviderResponse) Reset() {
 	*x = CreateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2314,7 @@ func (x *CreateToolProviderResponse) String() string {
 func (*CreateToolProviderResponse) ProtoMessage() {}
 
 func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2327,7 @@ func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateToolProviderResponse) GetProvider() *ToolProvider {
@@ -2192,7 +2354,7 @@ type UpdateToolProviderRequest struct {
 
 func (x *UpdateToolProviderRequest) Reset() {
 	*x = UpdateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2366,7 @@ func (x *UpdateToolProviderRequest) String() string {
 func (*UpdateToolProviderRequest) ProtoMessage() {}
 
 func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2379,7 @@ func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
@@ -2237,7 +2399,7 @@ type UpdateToolProviderResponse struct {
 
 func (x *UpdateToolProviderResponse) Reset() {
 	*x = UpdateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2411,7 @@ func (x *UpdateToolProviderResponse) String() string {
 func (*UpdateToolProviderResponse) ProtoMessage() {}
 
 func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2424,7 @@ func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateToolProviderResponse) GetProvider() *ToolProvider {
@@ -2289,7 +2451,7 @@ type GetToolProviderRequest struct {
 
 func (x *GetToolProviderRequest) Reset() {
 	*x = GetToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2463,7 @@ func (x *GetToolProviderRequest) String() string {
 func (*GetToolProviderRequest) ProtoMessage() {}
 
 func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2476,7 @@ func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetToolProviderRequest) GetProvider() string {
@@ -2333,7 +2495,7 @@ type GetToolProviderResponse struct {
 
 func (x *GetToolProviderResponse) Reset() {
 	*x = GetToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2507,7 @@ func (x *GetToolProviderResponse) String() string {
 func (*GetToolProviderResponse) ProtoMessage() {}
 
 func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2520,7 @@ func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
@@ -2376,7 +2538,7 @@ type ListToolProvidersRequest struct {
 
 func (x *ListToolProvidersRequest) Reset() {
 	*x = ListToolProvidersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2550,7 @@ func (x *ListToolProvidersRequest) String() string {
 func (*ListToolProvidersRequest) ProtoMessage() {}
 
 func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2563,7 @@ func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
 }
 
 type ListToolProvidersResponse struct {
@@ -2413,7 +2575,7 @@ type ListToolProvidersResponse struct {
 
 func (x *ListToolProvidersResponse) Reset() {
 	*x = ListToolProvidersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2587,7 @@ func (x *ListToolProvidersResponse) String() string {
 func (*ListToolProvidersResponse) ProtoMessage() {}
 
 func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2600,7 @@ func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
@@ -2458,7 +2620,7 @@ type TestToolProviderRequest struct {
 
 func (x *TestToolProviderRequest) Reset() {
 	*x = TestToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2632,7 @@ func (x *TestToolProviderRequest) String() string {
 func (*TestToolProviderRequest) ProtoMessage() {}
 
 func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2645,7 @@ func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*TestToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TestToolProviderRequest) GetProvider() string {
@@ -2506,7 +2668,7 @@ type TestToolProviderResponse struct {
 
 func (x *TestToolProviderResponse) Reset() {
 	*x = TestToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2680,7 @@ func (x *TestToolProviderResponse) String() string {
 func (*TestToolProviderResponse) ProtoMessage() {}
 
 func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2693,7 @@ func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*TestToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TestToolProviderResponse) GetServerName() string {
@@ -2565,7 +2727,7 @@ type RefreshToolProviderRequest struct {
 
 func (x *RefreshToolProviderRequest) Reset() {
 	*x = RefreshToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2739,7 @@ func (x *RefreshToolProviderRequest) String() string {
 func (*RefreshToolProviderRequest) ProtoMessage() {}
 
 func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2752,7 @@ func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RefreshToolProviderRequest) GetProvider() string {
@@ -2610,7 +2772,7 @@ type RefreshToolProviderResponse struct {
 
 func (x *RefreshToolProviderResponse) Reset() {
 	*x = RefreshToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2784,7 @@ func (x *RefreshToolProviderResponse) String() string {
 func (*RefreshToolProviderResponse) ProtoMessage() {}
 
 func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2797,7 @@ func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RefreshToolProviderResponse) GetProvider() *ToolProvider {
@@ -2663,7 +2825,7 @@ type SetToolProviderEnabledRequest struct {
 
 func (x *SetToolProviderEnabledRequest) Reset() {
 	*x = SetToolProviderEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2837,7 @@ func (x *SetToolProviderEnabledRequest) String() string {
 func (*SetToolProviderEnabledRequest) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2850,7 @@ func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetToolProviderEnabledRequest) GetProvider() string {
@@ -2714,7 +2876,7 @@ type SetToolProviderEnabledResponse struct {
 
 func (x *SetToolProviderEnabledResponse) Reset() {
 	*x = SetToolProviderEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2888,7 @@ func (x *SetToolProviderEnabledResponse) String() string {
 func (*SetToolProviderEnabledResponse) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2901,7 @@ func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
@@ -2759,7 +2921,7 @@ type ListCatalogToolsRequest struct {
 
 func (x *ListCatalogToolsRequest) Reset() {
 	*x = ListCatalogToolsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2933,7 @@ func (x *ListCatalogToolsRequest) String() string {
 func (*ListCatalogToolsRequest) ProtoMessage() {}
 
 func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2946,7 @@ func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListCatalogToolsRequest) GetProvider() string {
@@ -2803,7 +2965,7 @@ type ListCatalogToolsResponse struct {
 
 func (x *ListCatalogToolsResponse) Reset() {
 	*x = ListCatalogToolsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2977,7 @@ func (x *ListCatalogToolsResponse) String() string {
 func (*ListCatalogToolsResponse) ProtoMessage() {}
 
 func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2990,7 @@ func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListCatalogToolsResponse) GetTools() []*CatalogTool {
@@ -2848,7 +3010,7 @@ type GetCatalogToolRequest struct {
 
 func (x *GetCatalogToolRequest) Reset() {
 	*x = GetCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3022,7 @@ func (x *GetCatalogToolRequest) String() string {
 func (*GetCatalogToolRequest) ProtoMessage() {}
 
 func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3035,7 @@ func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetCatalogToolRequest) GetTool() string {
@@ -2892,7 +3054,7 @@ type GetCatalogToolResponse struct {
 
 func (x *GetCatalogToolResponse) Reset() {
 	*x = GetCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3066,7 @@ func (x *GetCatalogToolResponse) String() string {
 func (*GetCatalogToolResponse) ProtoMessage() {}
 
 func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3079,7 @@ func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetCatalogToolResponse) GetTool() *CatalogTool {
@@ -2938,7 +3100,7 @@ type SetCatalogToolEnabledRequest struct {
 
 func (x *SetCatalogToolEnabledRequest) Reset() {
 	*x = SetCatalogToolEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3112,7 @@ func (x *SetCatalogToolEnabledRequest) String() string {
 func (*SetCatalogToolEnabledRequest) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3125,7 @@ func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetCatalogToolEnabledRequest) GetTool() string {
@@ -2989,7 +3151,7 @@ type SetCatalogToolEnabledResponse struct {
 
 func (x *SetCatalogToolEnabledResponse) Reset() {
 	*x = SetCatalogToolEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3163,7 @@ func (x *SetCatalogToolEnabledResponse) String() string {
 func (*SetCatalogToolEnabledResponse) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3176,7 @@ func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetCatalogToolEnabledResponse) GetTool() *CatalogTool {
@@ -3037,7 +3199,7 @@ type AssignCatalogToolRequest struct {
 
 func (x *AssignCatalogToolRequest) Reset() {
 	*x = AssignCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3211,7 @@ func (x *AssignCatalogToolRequest) String() string {
 func (*AssignCatalogToolRequest) ProtoMessage() {}
 
 func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3224,7 @@ func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AssignCatalogToolRequest) GetTool() string {
@@ -3095,7 +3257,7 @@ type AssignCatalogToolResponse struct {
 
 func (x *AssignCatalogToolResponse) Reset() {
 	*x = AssignCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3269,7 @@ func (x *AssignCatalogToolResponse) String() string {
 func (*AssignCatalogToolResponse) ProtoMessage() {}
 
 func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3282,7 @@ func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AssignCatalogToolResponse) GetTool() *CatalogTool {
@@ -3212,7 +3374,14 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12@\n" +
-	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"5\n" +
+	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"\x87\x01\n" +
+	"\x15ReadSessionLogRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\x127\n" +
+	"\x03log\x18\x03 \x01(\x0e2%.toolscope.orchestrator.v1.SessionLogR\x03log\",\n" +
+	"\x16ReadSessionLogResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"5\n" +
 	"\x14GetSessionMCPRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"q\n" +
@@ -3313,7 +3482,12 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12\x1a\n" +
 	"\bassigned\x18\x03 \x01(\bR\bassigned\"W\n" +
 	"\x19AssignCatalogToolResponse\x12:\n" +
-	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool2\xe5\x04\n" +
+	"\x04tool\x18\x01 \x01(\v2&.toolscope.orchestrator.v1.CatalogToolR\x04tool*Z\n" +
+	"\n" +
+	"SessionLog\x12\x1b\n" +
+	"\x17SESSION_LOG_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SESSION_LOG_AGENT\x10\x01\x12\x18\n" +
+	"\x14SESSION_LOG_AGENTCTL\x10\x022\xe5\x04\n" +
 	"\x10WorkspaceService\x12x\n" +
 	"\x0fCreateWorkspace\x121.toolscope.orchestrator.v1.CreateWorkspaceRequest\x1a2.toolscope.orchestrator.v1.CreateWorkspaceResponse\x12o\n" +
 	"\fGetWorkspace\x12..toolscope.orchestrator.v1.GetWorkspaceRequest\x1a/.toolscope.orchestrator.v1.GetWorkspaceResponse\x12u\n" +
@@ -3330,7 +3504,7 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\aGetTask\x12).toolscope.orchestrator.v1.GetTaskRequest\x1a*.toolscope.orchestrator.v1.GetTaskResponse\x12f\n" +
 	"\tListTasks\x12+.toolscope.orchestrator.v1.ListTasksRequest\x1a,.toolscope.orchestrator.v1.ListTasksResponse\x12i\n" +
 	"\n" +
-	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\xa9\x06\n" +
+	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\xa2\a\n" +
 	"\x0eSessionService\x12r\n" +
 	"\rLaunchSession\x12/.toolscope.orchestrator.v1.LaunchSessionRequest\x1a0.toolscope.orchestrator.v1.LaunchSessionResponse\x12q\n" +
 	"\fStartSession\x12..toolscope.orchestrator.v1.StartSessionRequest\x1a/.toolscope.orchestrator.v1.StartSessionResponse0\x01\x12r\n" +
@@ -3339,7 +3513,8 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"GetSession\x12,.toolscope.orchestrator.v1.GetSessionRequest\x1a-.toolscope.orchestrator.v1.GetSessionResponse\x12o\n" +
 	"\fListSessions\x12..toolscope.orchestrator.v1.ListSessionsRequest\x1a/.toolscope.orchestrator.v1.ListSessionsResponse\x12r\n" +
-	"\rGetSessionMCP\x12/.toolscope.orchestrator.v1.GetSessionMCPRequest\x1a0.toolscope.orchestrator.v1.GetSessionMCPResponse2\x8a\x01\n" +
+	"\rGetSessionMCP\x12/.toolscope.orchestrator.v1.GetSessionMCPRequest\x1a0.toolscope.orchestrator.v1.GetSessionMCPResponse\x12w\n" +
+	"\x0eReadSessionLog\x120.toolscope.orchestrator.v1.ReadSessionLogRequest\x1a1.toolscope.orchestrator.v1.ReadSessionLogResponse0\x012\x8a\x01\n" +
 	"\fEventService\x12z\n" +
 	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x012\xa7\v\n" +
 	"\x0eCatalogService\x12\x81\x01\n" +
@@ -3368,194 +3543,201 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescData
 }
 
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_toolscope_orchestrator_v1_services_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
-	(*CreateWorkspaceRequest)(nil),         // 0: toolscope.orchestrator.v1.CreateWorkspaceRequest
-	(*CreateWorkspaceResponse)(nil),        // 1: toolscope.orchestrator.v1.CreateWorkspaceResponse
-	(*GetWorkspaceRequest)(nil),            // 2: toolscope.orchestrator.v1.GetWorkspaceRequest
-	(*GetWorkspaceResponse)(nil),           // 3: toolscope.orchestrator.v1.GetWorkspaceResponse
-	(*ListWorkspacesRequest)(nil),          // 4: toolscope.orchestrator.v1.ListWorkspacesRequest
-	(*ListWorkspacesResponse)(nil),         // 5: toolscope.orchestrator.v1.ListWorkspacesResponse
-	(*SetConnectionRequest)(nil),           // 6: toolscope.orchestrator.v1.SetConnectionRequest
-	(*SetConnectionResponse)(nil),          // 7: toolscope.orchestrator.v1.SetConnectionResponse
-	(*RemoveConnectionRequest)(nil),        // 8: toolscope.orchestrator.v1.RemoveConnectionRequest
-	(*RemoveConnectionResponse)(nil),       // 9: toolscope.orchestrator.v1.RemoveConnectionResponse
-	(*CreateRepositoryRequest)(nil),        // 10: toolscope.orchestrator.v1.CreateRepositoryRequest
-	(*CreateRepositoryResponse)(nil),       // 11: toolscope.orchestrator.v1.CreateRepositoryResponse
-	(*GetRepositoryRequest)(nil),           // 12: toolscope.orchestrator.v1.GetRepositoryRequest
-	(*GetRepositoryResponse)(nil),          // 13: toolscope.orchestrator.v1.GetRepositoryResponse
-	(*ListRepositoriesRequest)(nil),        // 14: toolscope.orchestrator.v1.ListRepositoriesRequest
-	(*ListRepositoriesResponse)(nil),       // 15: toolscope.orchestrator.v1.ListRepositoriesResponse
-	(*CreateTaskRequest)(nil),              // 16: toolscope.orchestrator.v1.CreateTaskRequest
-	(*CreateTaskResponse)(nil),             // 17: toolscope.orchestrator.v1.CreateTaskResponse
-	(*GetTaskRequest)(nil),                 // 18: toolscope.orchestrator.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),                // 19: toolscope.orchestrator.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),               // 20: toolscope.orchestrator.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),              // 21: toolscope.orchestrator.v1.ListTasksResponse
-	(*AddSourcesRequest)(nil),              // 22: toolscope.orchestrator.v1.AddSourcesRequest
-	(*AddSourcesResponse)(nil),             // 23: toolscope.orchestrator.v1.AddSourcesResponse
-	(*SessionPush)(nil),                    // 24: toolscope.orchestrator.v1.SessionPush
-	(*GetSessionMCPRequest)(nil),           // 25: toolscope.orchestrator.v1.GetSessionMCPRequest
-	(*GetSessionMCPResponse)(nil),          // 26: toolscope.orchestrator.v1.GetSessionMCPResponse
-	(*LaunchSessionRequest)(nil),           // 27: toolscope.orchestrator.v1.LaunchSessionRequest
-	(*LaunchSessionResponse)(nil),          // 28: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*StartSessionRequest)(nil),            // 29: toolscope.orchestrator.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),           // 30: toolscope.orchestrator.v1.StartSessionResponse
-	(*ResumeSessionRequest)(nil),           // 31: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),          // 32: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),             // 33: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),            // 34: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),              // 35: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 36: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 37: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 38: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),         // 39: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),        // 40: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*CreateToolProviderRequest)(nil),      // 41: toolscope.orchestrator.v1.CreateToolProviderRequest
-	(*CreateToolProviderResponse)(nil),     // 42: toolscope.orchestrator.v1.CreateToolProviderResponse
-	(*UpdateToolProviderRequest)(nil),      // 43: toolscope.orchestrator.v1.UpdateToolProviderRequest
-	(*UpdateToolProviderResponse)(nil),     // 44: toolscope.orchestrator.v1.UpdateToolProviderResponse
-	(*GetToolProviderRequest)(nil),         // 45: toolscope.orchestrator.v1.GetToolProviderRequest
-	(*GetToolProviderResponse)(nil),        // 46: toolscope.orchestrator.v1.GetToolProviderResponse
-	(*ListToolProvidersRequest)(nil),       // 47: toolscope.orchestrator.v1.ListToolProvidersRequest
-	(*ListToolProvidersResponse)(nil),      // 48: toolscope.orchestrator.v1.ListToolProvidersResponse
-	(*TestToolProviderRequest)(nil),        // 49: toolscope.orchestrator.v1.TestToolProviderRequest
-	(*TestToolProviderResponse)(nil),       // 50: toolscope.orchestrator.v1.TestToolProviderResponse
-	(*RefreshToolProviderRequest)(nil),     // 51: toolscope.orchestrator.v1.RefreshToolProviderRequest
-	(*RefreshToolProviderResponse)(nil),    // 52: toolscope.orchestrator.v1.RefreshToolProviderResponse
-	(*SetToolProviderEnabledRequest)(nil),  // 53: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	(*SetToolProviderEnabledResponse)(nil), // 54: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	(*ListCatalogToolsRequest)(nil),        // 55: toolscope.orchestrator.v1.ListCatalogToolsRequest
-	(*ListCatalogToolsResponse)(nil),       // 56: toolscope.orchestrator.v1.ListCatalogToolsResponse
-	(*GetCatalogToolRequest)(nil),          // 57: toolscope.orchestrator.v1.GetCatalogToolRequest
-	(*GetCatalogToolResponse)(nil),         // 58: toolscope.orchestrator.v1.GetCatalogToolResponse
-	(*SetCatalogToolEnabledRequest)(nil),   // 59: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	(*SetCatalogToolEnabledResponse)(nil),  // 60: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	(*AssignCatalogToolRequest)(nil),       // 61: toolscope.orchestrator.v1.AssignCatalogToolRequest
-	(*AssignCatalogToolResponse)(nil),      // 62: toolscope.orchestrator.v1.AssignCatalogToolResponse
-	(*Workspace)(nil),                      // 63: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),                  // 64: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),                     // 65: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),                     // 66: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                           // 67: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),                    // 68: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                       // 69: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                      // 70: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                        // 71: toolscope.orchestrator.v1.Session
-	(*LaunchPlan)(nil),                     // 72: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                      // 73: toolscope.orchestrator.v1.TaskEvent
-	(*ToolProvider)(nil),                   // 74: toolscope.orchestrator.v1.ToolProvider
-	(*DiscoveryCounts)(nil),                // 75: toolscope.orchestrator.v1.DiscoveryCounts
-	(*CatalogTool)(nil),                    // 76: toolscope.orchestrator.v1.CatalogTool
+	(SessionLog)(0),                        // 0: toolscope.orchestrator.v1.SessionLog
+	(*CreateWorkspaceRequest)(nil),         // 1: toolscope.orchestrator.v1.CreateWorkspaceRequest
+	(*CreateWorkspaceResponse)(nil),        // 2: toolscope.orchestrator.v1.CreateWorkspaceResponse
+	(*GetWorkspaceRequest)(nil),            // 3: toolscope.orchestrator.v1.GetWorkspaceRequest
+	(*GetWorkspaceResponse)(nil),           // 4: toolscope.orchestrator.v1.GetWorkspaceResponse
+	(*ListWorkspacesRequest)(nil),          // 5: toolscope.orchestrator.v1.ListWorkspacesRequest
+	(*ListWorkspacesResponse)(nil),         // 6: toolscope.orchestrator.v1.ListWorkspacesResponse
+	(*SetConnectionRequest)(nil),           // 7: toolscope.orchestrator.v1.SetConnectionRequest
+	(*SetConnectionResponse)(nil),          // 8: toolscope.orchestrator.v1.SetConnectionResponse
+	(*RemoveConnectionRequest)(nil),        // 9: toolscope.orchestrator.v1.RemoveConnectionRequest
+	(*RemoveConnectionResponse)(nil),       // 10: toolscope.orchestrator.v1.RemoveConnectionResponse
+	(*CreateRepositoryRequest)(nil),        // 11: toolscope.orchestrator.v1.CreateRepositoryRequest
+	(*CreateRepositoryResponse)(nil),       // 12: toolscope.orchestrator.v1.CreateRepositoryResponse
+	(*GetRepositoryRequest)(nil),           // 13: toolscope.orchestrator.v1.GetRepositoryRequest
+	(*GetRepositoryResponse)(nil),          // 14: toolscope.orchestrator.v1.GetRepositoryResponse
+	(*ListRepositoriesRequest)(nil),        // 15: toolscope.orchestrator.v1.ListRepositoriesRequest
+	(*ListRepositoriesResponse)(nil),       // 16: toolscope.orchestrator.v1.ListRepositoriesResponse
+	(*CreateTaskRequest)(nil),              // 17: toolscope.orchestrator.v1.CreateTaskRequest
+	(*CreateTaskResponse)(nil),             // 18: toolscope.orchestrator.v1.CreateTaskResponse
+	(*GetTaskRequest)(nil),                 // 19: toolscope.orchestrator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),                // 20: toolscope.orchestrator.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),               // 21: toolscope.orchestrator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),              // 22: toolscope.orchestrator.v1.ListTasksResponse
+	(*AddSourcesRequest)(nil),              // 23: toolscope.orchestrator.v1.AddSourcesRequest
+	(*AddSourcesResponse)(nil),             // 24: toolscope.orchestrator.v1.AddSourcesResponse
+	(*SessionPush)(nil),                    // 25: toolscope.orchestrator.v1.SessionPush
+	(*ReadSessionLogRequest)(nil),          // 26: toolscope.orchestrator.v1.ReadSessionLogRequest
+	(*ReadSessionLogResponse)(nil),         // 27: toolscope.orchestrator.v1.ReadSessionLogResponse
+	(*GetSessionMCPRequest)(nil),           // 28: toolscope.orchestrator.v1.GetSessionMCPRequest
+	(*GetSessionMCPResponse)(nil),          // 29: toolscope.orchestrator.v1.GetSessionMCPResponse
+	(*LaunchSessionRequest)(nil),           // 30: toolscope.orchestrator.v1.LaunchSessionRequest
+	(*LaunchSessionResponse)(nil),          // 31: toolscope.orchestrator.v1.LaunchSessionResponse
+	(*StartSessionRequest)(nil),            // 32: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),           // 33: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),           // 34: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 35: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),             // 36: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),            // 37: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),              // 38: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 39: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 40: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 41: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),         // 42: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),        // 43: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*CreateToolProviderRequest)(nil),      // 44: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 45: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 46: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 47: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 48: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 49: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 50: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 51: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 52: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 53: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 54: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 55: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 56: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 57: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 58: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 59: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 60: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 61: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 62: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 63: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 64: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 65: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 66: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 67: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 68: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 69: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 70: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 71: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 72: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                      // 73: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                        // 74: toolscope.orchestrator.v1.Session
+	(*LaunchPlan)(nil),                     // 75: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 76: toolscope.orchestrator.v1.TaskEvent
+	(*ToolProvider)(nil),                   // 77: toolscope.orchestrator.v1.ToolProvider
+	(*DiscoveryCounts)(nil),                // 78: toolscope.orchestrator.v1.DiscoveryCounts
+	(*CatalogTool)(nil),                    // 79: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	63, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	63, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	63, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	64, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	65, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	66, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	66, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	66, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	67, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	67, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	67, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	67, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	24, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	68, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
-	69, // 14: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	70, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	71, // 16: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	72, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
-	27, // 18: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	71, // 19: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	71, // 20: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	71, // 21: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	71, // 22: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	71, // 23: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	73, // 24: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	74, // 25: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	74, // 26: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	75, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	74, // 28: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	74, // 29: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	75, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	74, // 31: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	74, // 32: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
-	74, // 33: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	75, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	74, // 35: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	76, // 36: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
-	76, // 37: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	76, // 38: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	76, // 39: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	0,  // 40: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	2,  // 41: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	4,  // 42: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	6,  // 43: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	8,  // 44: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	10, // 45: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	12, // 46: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	14, // 47: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	16, // 48: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	18, // 49: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	20, // 50: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	22, // 51: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	27, // 52: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	29, // 53: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	31, // 54: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	33, // 55: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	35, // 56: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	37, // 57: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	25, // 58: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	39, // 59: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	41, // 60: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
-	43, // 61: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
-	45, // 62: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
-	47, // 63: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
-	49, // 64: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
-	51, // 65: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
-	53, // 66: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	55, // 67: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
-	57, // 68: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
-	59, // 69: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	61, // 70: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
-	1,  // 71: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	3,  // 72: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	5,  // 73: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	7,  // 74: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	9,  // 75: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	11, // 76: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	13, // 77: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	15, // 78: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	17, // 79: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	19, // 80: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	21, // 81: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	23, // 82: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	28, // 83: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	30, // 84: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	32, // 85: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	34, // 86: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	36, // 87: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	38, // 88: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	26, // 89: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	40, // 90: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	42, // 91: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
-	44, // 92: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
-	46, // 93: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
-	48, // 94: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
-	50, // 95: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
-	52, // 96: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
-	54, // 97: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	56, // 98: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
-	58, // 99: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
-	60, // 100: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	62, // 101: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
-	71, // [71:102] is the sub-list for method output_type
-	40, // [40:71] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	66, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	66, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	66, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	67, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	68, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	69, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	69, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	69, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	70, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	70, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	70, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	70, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	25, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
+	71, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	0,  // 14: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
+	72, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	73, // 16: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	74, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	75, // 18: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	30, // 19: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	74, // 20: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 21: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 22: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 23: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	74, // 24: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	76, // 25: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	77, // 26: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 28: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 29: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 31: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 32: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 33: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	77, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	78, // 35: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	77, // 36: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	79, // 37: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 38: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 39: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	79, // 40: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	1,  // 41: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	3,  // 42: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	5,  // 43: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	7,  // 44: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	9,  // 45: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	11, // 46: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	13, // 47: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	15, // 48: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	17, // 49: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	19, // 50: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	21, // 51: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	23, // 52: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	30, // 53: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	32, // 54: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	34, // 55: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	36, // 56: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	38, // 57: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	40, // 58: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	28, // 59: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	26, // 60: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
+	42, // 61: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	44, // 62: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	46, // 63: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	48, // 64: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	50, // 65: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	52, // 66: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	54, // 67: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	56, // 68: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	58, // 69: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	60, // 70: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	62, // 71: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	64, // 72: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	2,  // 73: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	4,  // 74: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	6,  // 75: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	8,  // 76: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	10, // 77: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	12, // 78: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	14, // 79: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	16, // 80: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	18, // 81: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	20, // 82: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	22, // 83: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	24, // 84: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	31, // 85: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	33, // 86: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	35, // 87: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	37, // 88: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	39, // 89: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	41, // 90: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	29, // 91: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	27, // 92: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
+	43, // 93: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	45, // 94: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	47, // 95: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	49, // 96: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	51, // 97: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	53, // 98: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	55, // 99: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	57, // 100: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	59, // 101: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	61, // 102: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	63, // 103: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	65, // 104: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	73, // [73:105] is the sub-list for method output_type
+	41, // [41:73] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -3564,7 +3746,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		return
 	}
 	file_toolscope_orchestrator_v1_resources_proto_init()
-	file_toolscope_orchestrator_v1_services_proto_msgTypes[30].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_services_proto_msgTypes[32].OneofWrappers = []any{
 		(*StartSessionResponse_Progress)(nil),
 		(*StartSessionResponse_Session)(nil),
 	}
@@ -3573,13 +3755,14 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   63,
+			NumEnums:      1,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
 		GoTypes:           file_toolscope_orchestrator_v1_services_proto_goTypes,
 		DependencyIndexes: file_toolscope_orchestrator_v1_services_proto_depIdxs,
+		EnumInfos:         file_toolscope_orchestrator_v1_services_proto_enumTypes,
 		MessageInfos:      file_toolscope_orchestrator_v1_services_proto_msgTypes,
 	}.Build()
 	File_toolscope_orchestrator_v1_services_proto = out.File

@@ -709,13 +709,14 @@ var TaskService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	SessionService_LaunchSession_FullMethodName = "/toolscope.orchestrator.v1.SessionService/LaunchSession"
-	SessionService_StartSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/StartSession"
-	SessionService_ResumeSession_FullMethodName = "/toolscope.orchestrator.v1.SessionService/ResumeSession"
-	SessionService_StopSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/StopSession"
-	SessionService_GetSession_FullMethodName    = "/toolscope.orchestrator.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/ListSessions"
-	SessionService_GetSessionMCP_FullMethodName = "/toolscope.orchestrator.v1.SessionService/GetSessionMCP"
+	SessionService_LaunchSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/LaunchSession"
+	SessionService_StartSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/StartSession"
+	SessionService_ResumeSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/ResumeSession"
+	SessionService_StopSession_FullMethodName    = "/toolscope.orchestrator.v1.SessionService/StopSession"
+	SessionService_GetSession_FullMethodName     = "/toolscope.orchestrator.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/ListSessions"
+	SessionService_GetSessionMCP_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/GetSessionMCP"
+	SessionService_ReadSessionLog_FullMethodName = "/toolscope.orchestrator.v1.SessionService/ReadSessionLog"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -743,6 +744,11 @@ type SessionServiceClient interface {
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
 	// the session runs on this host.
 	GetSessionMCP(ctx context.Context, in *GetSessionMCPRequest, opts ...grpc.CallOption) (*GetSessionMCPResponse, error)
+	// ReadSessionLog streams a session's log (SessionLog): its last 1 MiB,
+	// then, with follow, what is written until the agent (or agentctl)
+	// exits or the session stops. Known secrets and token-shaped strings are
+	// scrubbed, line by line.
+	ReadSessionLog(ctx context.Context, in *ReadSessionLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionLogResponse], error)
 }
 
 type sessionServiceClient struct {
@@ -832,6 +838,25 @@ func (c *sessionServiceClient) GetSessionMCP(ctx context.Context, in *GetSession
 	return out, nil
 }
 
+func (c *sessionServiceClient) ReadSessionLog(ctx context.Context, in *ReadSessionLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionLogResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SessionService_ServiceDesc.Streams[1], SessionService_ReadSessionLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadSessionLogRequest, ReadSessionLogResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_ReadSessionLogClient = grpc.ServerStreamingClient[ReadSessionLogResponse]
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -857,6 +882,11 @@ type SessionServiceServer interface {
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
 	// the session runs on this host.
 	GetSessionMCP(context.Context, *GetSessionMCPRequest) (*GetSessionMCPResponse, error)
+	// ReadSessionLog streams a session's log (SessionLog): its last 1 MiB,
+	// then, with follow, what is written until the agent (or agentctl)
+	// exits or the session stops. Known secrets and token-shaped strings are
+	// scrubbed, line by line.
+	ReadSessionLog(*ReadSessionLogRequest, grpc.ServerStreamingServer[ReadSessionLogResponse]) error
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -887,6 +917,9 @@ func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSess
 }
 func (UnimplementedSessionServiceServer) GetSessionMCP(context.Context, *GetSessionMCPRequest) (*GetSessionMCPResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSessionMCP not implemented")
+}
+func (UnimplementedSessionServiceServer) ReadSessionLog(*ReadSessionLogRequest, grpc.ServerStreamingServer[ReadSessionLogResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadSessionLog not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -1028,6 +1061,17 @@ func _SessionService_GetSessionMCP_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ReadSessionLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadSessionLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionServiceServer).ReadSessionLog(m, &grpc.GenericServerStream[ReadSessionLogRequest, ReadSessionLogResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_ReadSessionLogServer = grpc.ServerStreamingServer[ReadSessionLogResponse]
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1064,6 +1108,11 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "StartSession",
 			Handler:       _SessionService_StartSession_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadSessionLog",
+			Handler:       _SessionService_ReadSessionLog_Handler,
 			ServerStreams: true,
 		},
 	},
