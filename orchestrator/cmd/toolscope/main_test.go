@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/toolscope/toolscope/executors/executortest"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
@@ -47,10 +48,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	code := m.Run()
-	catalogtest.RemoveBuilds()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, func() { _ = os.RemoveAll(dir) }))
 }
 
 func command(ctx context.Context, args ...string) *exec.Cmd {
@@ -79,6 +77,9 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	t.Helper()
 	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
+	// A server's local sessions outlive it by design (a restarted server
+	// reattaches them): once the test's servers are gone, end them.
+	t.Cleanup(func() { testutil.StopProcessesNaming(t, dataDir) })
 	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()

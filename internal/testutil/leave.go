@@ -1,0 +1,233 @@
+package testutil
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// LeaveNothingWait is how long LeaveNothing lets the processes a
+// package's tests started finish exiting after the last test ends (a
+// session stopped in a cleanup may still be shutting down).
+const LeaveNothingWait = 10 * time.Second
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
+const prSetChildSubreaper = 36
+
+// LeaveNothing runs m's tests, then cleanup, and fails the package (a
+// nonzero code, with what was left on stderr) if a process the tests
+// started is still alive, or a temporary build a Binary made is still on
+// disk. Call it from TestMain: os.Exit(testutil.LeaveNothing(m, ...)).
+//
+// The test process becomes a child subreaper, so a process its tests
+// started stays its descendant even when its parent (a server the test
+// killed) is gone; a process whose command line names a Binary's build is
+// counted too. What is left is killed after it is reported, so a failing
+// package leaves nothing either.
+func LeaveNothing(m *testing.M, cleanup ...func()) int {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "leave nothing: become a child subreaper: %v\n", errno)
+		return 1
+	}
+	code := m.Run()
+	for _, f := range cleanup {
+		f()
+	}
+	if err := checkLeftovers(LeaveNothingWait); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left something behind: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// checkLeftovers waits up to wait for the processes the tests started to
+// exit, then reports (and kills) those still alive and reports the builds
+// still on disk.
+func checkLeftovers(wait time.Duration) error {
+	var left []process
+	deadline := time.Now().Add(wait)
+	for {
+		ps, err := processes()
+		if err != nil {
+			return err
+		}
+		left = started(ps, os.Getpid(), builds.dirs())
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling /proc: there is no event for another process's exit
+	}
+	var errs []error
+	for _, p := range left {
+		errs = append(errs, fmt.Errorf("process %d still running: %s", p.pid, p.args))
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	for _, dir := range builds.dirs() {
+		if _, err := os.Stat(dir); err == nil {
+			errs = append(errs, fmt.Errorf("temporary build %s still on disk (call its RemoveBuilds from TestMain)", dir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// process is one entry of /proc.
+type process struct {
+	pid, ppid int
+	state     byte   // R, S, Z...
+	args      string // the command line, arguments joined by spaces
+}
+
+// processes lists the processes of this machine's (or container's) /proc.
+// A process that exits while it is read is left out.
+func processes() ([]process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var ps []process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		ps = append(ps, process{pid: pid, ppid: ppid, state: fields[0][0], args: args})
+	}
+	return ps, nil
+}
+
+// started returns the live processes (not zombies) that descend from
+// root or whose command line names one of names, root excluded, by pid.
+func started(ps []process, root int, names []string) []process {
+	children := map[int][]int{}
+	byPID := map[int]process{}
+	for _, p := range ps {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+		byPID[p.pid] = p
+	}
+	found := map[int]bool{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if !found[c] {
+				found[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	for _, p := range ps {
+		for _, n := range names {
+			if n != "" && strings.Contains(p.args, n) {
+				found[p.pid] = true
+			}
+		}
+	}
+	var out []process
+	for pid := range found {
+		if p, ok := byPID[pid]; ok && pid != root && p.state != 'Z' && p.state != 'X' {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// StopProcessesNaming ends every process whose command line names dir
+// (the agentctl processes of a server's data directory, which outlive the
+// server by design): SIGTERM, then SIGKILL for those still alive after
+// LeaveNothingWait, and waits until they are gone. It fails t if one
+// cannot be ended.
+func StopProcessesNaming(t testing.TB, dir string) {
+	t.Helper()
+	signal := syscall.SIGTERM
+	deadline := time.Now().Add(LeaveNothingWait)
+	sent := map[int]syscall.Signal{}
+	for {
+		ps, err := processes()
+		if err != nil {
+			t.Errorf("stop the processes of %s: %v", dir, err)
+			return
+		}
+		left := started(ps, -1, []string{dir})
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			if signal == syscall.SIGKILL {
+				t.Errorf("processes of %s still running after SIGKILL: %v", dir, left)
+				return
+			}
+			signal, deadline = syscall.SIGKILL, time.Now().Add(LeaveNothingWait)
+		}
+		for _, p := range left {
+			if sent[p.pid] != signal {
+				sent[p.pid] = signal
+				_ = syscall.Kill(p.pid, signal)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // polling /proc: there is no event for another process's exit
+	}
+}
+
+// builds are the directories Binary.Path made in this test process.
+var builds buildDirs
+
+type buildDirs struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (b *buildDirs) add(dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.list = append(b.list, dir)
+}
+
+func (b *buildDirs) dirs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.list...)
+}
+
+// ProcessesNaming returns the command lines of the live processes whose
+// command line names s.
+func ProcessesNaming(t testing.TB, s string) []string {
+	t.Helper()
+	ps, err := processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range started(ps, -1, []string{s}) {
+		out = append(out, p.args)
+	}
+	return out
+}
