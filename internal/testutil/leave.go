@@ -163,9 +163,10 @@ func started(ps []process, root int, names []string) []process {
 // StopProcessesNaming ends every process whose command line names dir
 // (the agentctl processes of a server's data directory, which outlive the
 // server by design): SIGTERM, then SIGKILL for those still alive after
-// LeaveNothingWait, and waits until they are gone. It fails t if one
-// cannot be ended.
-func StopProcessesNaming(t testing.TB, dir string) {
+// LeaveNothingWait, and waits until they are gone. It returns the
+// command lines of the processes it ended, and fails t if one cannot be
+// ended.
+func StopProcessesNaming(t testing.TB, dir string) (ended []string) {
 	t.Helper()
 	signal := syscall.SIGTERM
 	deadline := time.Now().Add(LeaveNothingWait)
@@ -174,21 +175,24 @@ func StopProcessesNaming(t testing.TB, dir string) {
 		ps, err := processes()
 		if err != nil {
 			t.Errorf("stop the processes of %s: %v", dir, err)
-			return
+			return ended
 		}
 		left := started(ps, -1, []string{dir})
 		if len(left) == 0 {
-			return
+			return ended
 		}
 		if time.Now().After(deadline) {
 			if signal == syscall.SIGKILL {
 				t.Errorf("processes of %s still running after SIGKILL: %v", dir, left)
-				return
+				return ended
 			}
 			signal, deadline = syscall.SIGKILL, time.Now().Add(LeaveNothingWait)
 		}
 		for _, p := range left {
 			if sent[p.pid] != signal {
+				if sent[p.pid] == 0 {
+					ended = append(ended, p.args)
+				}
 				sent[p.pid] = signal
 				_ = syscall.Kill(p.pid, signal)
 			}

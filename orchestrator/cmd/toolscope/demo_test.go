@@ -60,7 +60,7 @@ func startDemoEnv(t *testing.T, config string, env []string, args ...string) *de
 		}
 		// With SIGKILL, the demo's session is left running: end it.
 		if i := slices.Index(args, "--data-dir"); i >= 0 && i+1 < len(args) {
-			testutil.StopProcessesNaming(t, args[i+1])
+			endSessions(t, args[i+1])
 		}
 	})
 	sc := bufio.NewScanner(stdout)

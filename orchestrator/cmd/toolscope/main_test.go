@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,9 +78,7 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	t.Helper()
 	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
-	// A server's local sessions outlive it by design (a restarted server
-	// reattaches them): once the test's servers are gone, end them.
-	t.Cleanup(func() { testutil.StopProcessesNaming(t, dataDir) })
+	t.Cleanup(func() { endSessions(t, dataDir) })
 	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -106,6 +105,20 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 		t.Fatalf("server not ready; logs: %s", logs)
 	}
 	return o
+}
+
+// endSessions ends the local sessions of the data directory dataDir once
+// the test's servers are gone: their agentctl processes outlive a server
+// by design (a restarted server reattaches them). It removes the sessions
+// directory each named, as stopping the session would have.
+func endSessions(t *testing.T, dataDir string) {
+	t.Helper()
+	for _, args := range testutil.StopProcessesNaming(t, dataDir) {
+		fields := strings.Fields(args)
+		if i := slices.Index(fields, "--sessions-dir"); i >= 0 && i+1 < len(fields) {
+			assert.NoError(t, os.RemoveAll(fields[i+1]))
+		}
+	}
 }
 
 // stop sends SIGTERM and expects a clean exit.
