@@ -1,18 +1,17 @@
 package testutil
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolscope/toolscope/internal/procs"
 )
 
 // LeaveNothingWait is how long LeaveNothing lets the processes a
@@ -55,7 +54,7 @@ func LeaveNothing(m *testing.M, cleanup ...func()) int {
 // exit, then reports (and kills) those still alive and reports the builds
 // still on disk.
 func checkLeftovers(wait time.Duration) error {
-	var left []process
+	var left []procs.Process
 	deadline := time.Now().Add(wait)
 	for {
 		ps, err := processes()
@@ -70,8 +69,8 @@ func checkLeftovers(wait time.Duration) error {
 	}
 	var errs []error
 	for _, p := range left {
-		errs = append(errs, fmt.Errorf("process %d still running: %s", p.pid, p.args))
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		errs = append(errs, fmt.Errorf("process %d still running: %s", p.PID, p.Args))
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 	for _, dir := range builds.dirs() {
 		if _, err := os.Stat(dir); err == nil {
@@ -81,55 +80,23 @@ func checkLeftovers(wait time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// process is one entry of /proc.
-type process struct {
-	pid, ppid int
-	state     byte   // R, S, Z...
-	args      string // the command line, arguments joined by spaces
-}
-
-// processes lists the processes of this machine's (or container's) /proc.
-// A process that exits while it is read is left out.
-func processes() ([]process, error) {
-	entries, err := os.ReadDir("/proc")
+// processes lists the processes of /proc.
+func processes() ([]procs.Process, error) {
+	ps, err := procs.List()
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	var ps []process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-		ps = append(ps, process{pid: pid, ppid: ppid, state: fields[0][0], args: args})
 	}
 	return ps, nil
 }
 
 // started returns the live processes (not zombies) that descend from
 // root or whose command line names one of names, root excluded, by pid.
-func started(ps []process, root int, names []string) []process {
+func started(ps []procs.Process, root int, names []string) []procs.Process {
 	children := map[int][]int{}
-	byPID := map[int]process{}
+	byPID := map[int]procs.Process{}
 	for _, p := range ps {
-		children[p.ppid] = append(children[p.ppid], p.pid)
-		byPID[p.pid] = p
+		children[p.PPID] = append(children[p.PPID], p.PID)
+		byPID[p.PID] = p
 	}
 	found := map[int]bool{}
 	queue := []int{root}
@@ -145,18 +112,18 @@ func started(ps []process, root int, names []string) []process {
 	}
 	for _, p := range ps {
 		for _, n := range names {
-			if n != "" && strings.Contains(p.args, n) {
-				found[p.pid] = true
+			if n != "" && strings.Contains(p.Args, n) {
+				found[p.PID] = true
 			}
 		}
 	}
-	var out []process
+	var out []procs.Process
 	for pid := range found {
-		if p, ok := byPID[pid]; ok && pid != root && p.state != 'Z' && p.state != 'X' {
+		if p, ok := byPID[pid]; ok && pid != root && p.State != 'Z' && p.State != 'X' {
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out
 }
 
@@ -189,12 +156,12 @@ func StopProcessesNaming(t testing.TB, dir string) (ended []string) {
 			signal, deadline = syscall.SIGKILL, time.Now().Add(LeaveNothingWait)
 		}
 		for _, p := range left {
-			if sent[p.pid] != signal {
-				if sent[p.pid] == 0 {
-					ended = append(ended, p.args)
+			if sent[p.PID] != signal {
+				if sent[p.PID] == 0 {
+					ended = append(ended, p.Args)
 				}
-				sent[p.pid] = signal
-				_ = syscall.Kill(p.pid, signal)
+				sent[p.PID] = signal
+				_ = syscall.Kill(p.PID, signal)
 			}
 		}
 		time.Sleep(50 * time.Millisecond) // polling /proc: there is no event for another process's exit
@@ -231,7 +198,7 @@ func ProcessesNaming(t testing.TB, s string) []string {
 	}
 	var out []string
 	for _, p := range started(ps, -1, []string{s}) {
-		out = append(out, p.args)
+		out = append(out, p.Args)
 	}
 	return out
 }

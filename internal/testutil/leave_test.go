@@ -29,9 +29,9 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 		ps, err := processes()
 		require.NoError(t, err)
 		for _, p := range started(ps, os.Getpid(), nil) {
-			if strings.Contains(p.args, marker) {
-				orphan = p.pid
-				assert.Equal(t, os.Getpid(), p.ppid, "reparented to the test process")
+			if strings.Contains(p.Args, marker) {
+				orphan = p.PID
+				assert.Equal(t, os.Getpid(), p.PPID, "reparented to the test process")
 				return true
 			}
 		}
