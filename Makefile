@@ -42,11 +42,17 @@ serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
 # test` collects them here and prints them after the run.
 FIGURES := $(CURDIR)/bench/figures.txt
 
+# Skipped tests record why (testutil.Skip); `make test` prints them last,
+# whether the run passed or not, so no skip goes unseen.
+SKIPS := $(CURDIR)/bench/skips.txt
+
 .PHONY: test
-test: ## run every test with -race, then print the reliability figures
-	@mkdir -p bench && rm -f $(FIGURES)
-	TOOLSCOPE_FIGURES=$(FIGURES) $(GO) test -race -count=1 $(PKGS)
-	@if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi
+test: ## run every test with -race, then print the reliability figures and the skipped tests
+	@mkdir -p bench && rm -f $(FIGURES) $(SKIPS)
+	@rc=0; TOOLSCOPE_FIGURES=$(FIGURES) TOOLSCOPE_SKIPS=$(SKIPS) $(GO) test -race -count=1 $(PKGS) || rc=$$?; \
+	if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi; \
+	echo; if [[ -s $(SKIPS) ]]; then echo "== skipped tests ($$(wc -l < $(SKIPS))), and why"; sort $(SKIPS); else echo "== skipped tests: none"; fi; \
+	exit $$rc
 
 # The agentctl load storm runs alone, so that its 10 s of load on 2 cores
 # neither disturbs nor is disturbed by other tests: first under -race, then

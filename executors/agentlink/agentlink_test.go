@@ -29,9 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	executortest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds))
 }
 
 // serve starts a real `agentctl serve` and returns its address and

@@ -30,9 +30,7 @@ import (
 var conformanceID = fmt.Sprintf("docker-conformance-%d", os.Getpid())
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	executortest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds))
 }
 
 func TestConformance(t *testing.T) {

@@ -374,7 +374,7 @@ func Run(t *testing.T, b Backend) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		n, ok := e.(executors.Notifier)
 		if !ok {
-			t.Skipf("%s is not an executors.Notifier", e.Name())
+			testutil.Skip(t, "%s is not an executors.Notifier", e.Name())
 		}
 		h, st := launch(t, e, spec("github", 1))
 		// Log notifications travel on stateful sessions (2025-11-25 and

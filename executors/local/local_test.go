@@ -24,9 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	executortest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds))
 }
 
 func TestConformance(t *testing.T) {

@@ -33,9 +33,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	executortest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds))
 }
 
 // host is a "remote host": agentctl serve in a container of its own, with

@@ -49,3 +49,44 @@ func procMounted() bool {
 	_, err := os.Stat("/proc/self/stat")
 	return err == nil
 }
+
+// Process is one entry of /proc.
+type Process struct {
+	PID, PPID int
+	State     byte   // as State returns it
+	Args      string // the command line, its arguments joined by spaces
+}
+
+// List returns the processes of /proc. One that exits while it is read
+// is left out.
+func List() ([]Process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var ps []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) S ppid ...": read after the last ')', as State does.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := bytes.Fields(b[i+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(fields[1]))
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		args := string(bytes.TrimSpace(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		ps = append(ps, Process{PID: pid, PPID: ppid, State: fields[0][0], Args: args})
+	}
+	return ps, nil
+}

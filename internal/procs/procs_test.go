@@ -1,7 +1,9 @@
 package procs
 
 import (
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,4 +33,20 @@ func TestAZombieIsNotAlive(t *testing.T) {
 	assert.False(t, Alive(0))
 	assert.False(t, Alive(-1))
 	assert.True(t, Alive(syscall.Getpid()))
+}
+
+// TestListHasThisProcess: List holds this process, with its parent and
+// its command line.
+func TestListHasThisProcess(t *testing.T) {
+	ps, err := List()
+	require.NoError(t, err)
+	for _, p := range ps {
+		if p.PID == os.Getpid() {
+			assert.Equal(t, os.Getppid(), p.PPID)
+			assert.Equal(t, strings.Join(os.Args, " "), p.Args)
+			assert.NotEqual(t, byte('Z'), p.State)
+			return
+		}
+	}
+	t.Fatalf("this process (pid %d) is not in the list of %d", os.Getpid(), len(ps))
 }

@@ -12,7 +12,8 @@ import (
 
 // Binary is a static binary built once per test process from a package of
 // the go.work workspace (so it is the code under test, not a release).
-// Declare one as a package variable and call Remove from TestMain.
+// Declare one as a package variable and call Remove from TestMain;
+// LeaveNothing fails the package if a build is still on disk.
 type Binary struct {
 	Package string // import path, e.g. ".../agentctl/cmd/agentctl"
 	Name    string // file name of the binary
@@ -31,6 +32,7 @@ func (b *Binary) Path(t testing.TB) string {
 		if b.dir, b.err = os.MkdirTemp("", "toolscope-"+b.Name+"-"); b.err != nil {
 			return
 		}
+		builds.add(b.dir)
 		b.path = filepath.Join(b.dir, b.Name)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("TOOLSCOPE_TEST_AGENT"); mode != "" {
 		os.Exit(agentMain(mode))
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.LeaveNothing(m))
 }
 
 // agentMain is a tiny agent. "list" connects to the injected MCP endpoint,

@@ -118,7 +118,7 @@ var refusalCode = regexp.MustCompile(`^([a-z][a-z0-9_]*): `)
 // refused with a code, and no goroutine outlives the daemon.
 func TestLoadPushStormKeepsListsWholeNotifiesListenersAndAnswersCalls(t *testing.T) {
 	if os.Getenv(envLoad) == "" {
-		t.Skipf("the load storm runs on its own, with and without -race, in make test-long (%s=1): "+
+		testutil.Skip(t, "the load storm runs on its own, with and without -race, in make test-long (%s=1): "+
 			"on 2 cores its 10 s of load would disturb the timing of the tests running beside it", envLoad)
 	}
 	// Not parallel: goleak compares with the goroutines running now, and

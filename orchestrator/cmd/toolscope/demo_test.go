@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,11 +36,18 @@ type demoProc struct {
 // printed its closing hints; the demo keeps serving until stop.
 func startDemo(t *testing.T, config string, args ...string) *demoProc {
 	t.Helper()
+	return startDemoEnv(t, config, []string{}, append([]string{"--data-dir", t.TempDir()}, args...)...)
+}
+
+// startDemoEnv is startDemo with extra environment and no --data-dir of
+// its own.
+func startDemoEnv(t *testing.T, config string, env []string, args ...string) *demoProc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cmd := command(ctx, append([]string{"demo", "--data-dir", t.TempDir(),
-		"--agentctl", executortest.Agentctl(t)}, args...)...)
+	cmd := command(ctx, append([]string{"demo", "--agentctl", executortest.Agentctl(t)}, args...)...)
 	cmd.Env = append(cmd.Env, "TOOLSCOPE_CONFIG="+config, "TOOLSCOPE_ADDR=", "TOOLSCOPE_CONTEXT=", "TOOLSCOPE_TOKEN=")
+	cmd.Env = append(cmd.Env, env...)
 	d := &demoProc{cmd: cmd, stderr: &testutil.SyncBuffer{}}
 	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -49,6 +57,10 @@ func startDemo(t *testing.T, config string, args ...string) *demoProc {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+		}
+		// With SIGKILL, the demo's session is left running: end it.
+		if i := slices.Index(args, "--data-dir"); i >= 0 && i+1 < len(args) {
+			endSessions(t, args[i+1])
 		}
 	})
 	sc := bufio.NewScanner(stdout)
@@ -263,5 +275,34 @@ func TestDemoDeadContext(t *testing.T) {
 		}
 		r = runEnv(t, []string{"TOOLSCOPE_CONFIG=" + config, "TOOLSCOPE_CONTEXT=demo"}, "workspace", "list")
 		assert.Contains(t, r.stderr, "unset TOOLSCOPE_CONTEXT")
+	}
+}
+
+// TestDemoLeavesNothingOnASignal: on Ctrl-C (SIGINT) and on SIGTERM the
+// demo stops its session (no agentctl survives it) and removes the data
+// directory it made.
+func TestDemoLeavesNothingOnASignal(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			tmp := t.TempDir()
+			d := startDemoEnv(t, filepath.Join(t.TempDir(), "config.json"), []string{"TMPDIR=" + tmp}, "--json")
+			made, err := filepath.Glob(filepath.Join(tmp, "toolscope-demo-*"))
+			require.NoError(t, err)
+			require.Len(t, made, 1, "the demo made its data directory in TMPDIR")
+			before := testutil.ProcessesNaming(t, made[0])
+			require.NotEmpty(t, before, "the demo's agentctl runs in its data directory")
+
+			start := time.Now()
+			require.NoError(t, d.cmd.Process.Signal(sig))
+			assert.NoError(t, d.cmd.Wait(), "the demo stops cleanly on %s; stderr: %s", sig, d.stderr.String())
+			testutil.Figure(t, "demo on "+sig.String(), "stopped %d agentctl and removed its data directory in %s",
+				len(before), time.Since(start).Round(time.Millisecond))
+			assert.Empty(t, testutil.ProcessesNaming(t, made[0]), "no process of the demo survives it")
+			assert.NoDirExists(t, made[0], "the demo's data directory is removed")
+			left, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			assert.Empty(t, left, "the demo leaves nothing in TMPDIR")
+		})
 	}
 }

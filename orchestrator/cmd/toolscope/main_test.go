@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/toolscope/toolscope/executors/executortest"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
@@ -47,10 +49,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	code := m.Run()
-	catalogtest.RemoveBuilds()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, func() { _ = os.RemoveAll(dir) }))
 }
 
 func command(ctx context.Context, args ...string) *exec.Cmd {
@@ -79,6 +78,7 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	t.Helper()
 	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
+	t.Cleanup(func() { endSessions(t, dataDir) })
 	logs := &testutil.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
@@ -105,6 +105,20 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 		t.Fatalf("server not ready; logs: %s", logs)
 	}
 	return o
+}
+
+// endSessions ends the local sessions of the data directory dataDir once
+// the test's servers are gone: their agentctl processes outlive a server
+// by design (a restarted server reattaches them). It removes the sessions
+// directory each named, as stopping the session would have.
+func endSessions(t *testing.T, dataDir string) {
+	t.Helper()
+	for _, args := range testutil.StopProcessesNaming(t, dataDir) {
+		fields := strings.Fields(args)
+		if i := slices.Index(fields, "--sessions-dir"); i >= 0 && i+1 < len(fields) {
+			assert.NoError(t, os.RemoveAll(fields[i+1]))
+		}
+	}
 }
 
 // stop sends SIGTERM and expects a clean exit.

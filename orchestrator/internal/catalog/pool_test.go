@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
@@ -25,9 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	catalogtest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds))
 }
 
 func TestCanonicalIgnoresKeyOrderAndFormatting(t *testing.T) {

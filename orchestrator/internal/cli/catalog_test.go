@@ -27,10 +27,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	code := m.Run()
-	catalogtest.RemoveBuilds()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, func() { _ = os.RemoveAll(dir) }))
 }
 
 // orchestrator is server.Run in this process, on its Unix socket, with

@@ -21,7 +21,9 @@ func (a *app) demoCmd() *cobra.Command {
 local stand-ins of the GitHub and GitLab APIs: a task on a GitHub repository, an
 agent session listing its MCP tools, a GitLab repository attached in one batch,
 one tools/list_changed and the new list, one GitHub and one GitLab tool call.
-The orchestrator keeps running afterwards for you to explore.
+The orchestrator keeps running afterwards for you to explore. On Ctrl-C or
+SIGTERM the demo stops its session (its agentctl), then the orchestrator, and
+removes its data directory if it made it (no --data-dir).
 
 While it runs, the CLI config file (see 'toolscope context') holds a context
 named "demo" pointing at its socket, made current, so that plain toolscope
@@ -44,7 +46,7 @@ TOOLSCOPE_ADDR to export instead.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "also serve TCP on this loopback address (callers there need an API token)")
-	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one)")
+	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one, removed when the demo stops)")
 	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
 	cmd.Flags().BoolVar(&noContext, "no-context", false, "leave the CLI config file alone (no \"demo\" context); print the TOOLSCOPE_ADDR to export instead")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "also print the orchestrator's logs (stderr)")

@@ -88,6 +88,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return err
 		}
 		opts.DataDir = dir
+		// Removed last, once the server and its sessions are gone.
+		defer func() {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the demo's data directory: %w", rerr))
+			}
+		}()
 	}
 	tell := teller{out: opts.Out, json: opts.JSON}
 	tell.say("intro", map[string]any{}, "toolscope demo: an agent gets exactly the MCP tools its task can use.\n")
@@ -103,18 +109,29 @@ func Run(ctx context.Context, opts Options) (err error) {
 	tell.say("standins", map[string]any{"github": gh.URL, "gitlab": gl.URL},
 		"Stand-in provider APIs on this machine (no real GitHub or GitLab is contacted):\n  GitHub  %s\n  GitLab  %s", gh.URL, gl.URL)
 
-	serveCtx, stopServer := context.WithCancel(ctx)
-	defer stopServer()
+	// The server outlives ctx (a signal) until the demo's session is
+	// stopped through it.
+	serveCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan server.Ready, 1)
 	served := make(chan error, 1)
 	go func() {
 		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, Agentctl: opts.Agentctl,
 			Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
 	}()
+	// However the demo ends (but SIGKILL), the server has returned
+	// before the data directory is removed.
+	serverDone := false
+	defer func() {
+		if !serverDone {
+			stopServer()
+			err = errors.Join(err, <-served)
+		}
+	}()
 	var r server.Ready
 	select {
 	case r = <-ready:
 	case err := <-served:
+		serverDone = true
 		return err
 	case <-ctx.Done():
 		return nil
@@ -141,6 +158,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	tell.sayContext(addr, cliCtx, opts.SetContext == nil, contextErr)
 
 	ids, err := scenario(ctx, addr, gh, gl, tell)
+	if ids[2] != "" {
+		// The session's agentctl outlives the server by design: stop it
+		// while the server still runs.
+		defer func() { err = errors.Join(err, stopSession(addr, ids[2])) }()
+	}
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -158,11 +180,29 @@ func Run(ctx context.Context, opts Options) (err error) {
 			"Press Ctrl-C to stop.", addr, ids[0], ids[1], ids[2], export, where)
 	select {
 	case <-ctx.Done():
-		stopServer()
-		return <-served
+		return nil
 	case err := <-served:
+		serverDone = true
 		return err
 	}
+}
+
+// stopSessionTimeout bounds stopping the demo's session on the way out.
+const stopSessionTimeout = 30 * time.Second
+
+// stopSession stops the demo's session through the server at addr.
+func stopSession(addr, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), stopSessionTimeout)
+	defer cancel()
+	conn, err := grpc.NewClient(addr, append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return fmt.Errorf("stop the demo's session %s: %w", id, err)
+	}
+	defer conn.Close()
+	if _, err := pb.NewSessionServiceClient(conn).StopSession(ctx, &pb.StopSessionRequest{SessionId: id}); err != nil {
+		return fmt.Errorf("stop the demo's session %s: %w", id, err)
+	}
+	return nil
 }
 
 // sayContext tells how the CLI finds the demo: through the context the
@@ -243,6 +283,7 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		return ids, fmt.Errorf("launch a local session (is agentctl built? 'make build'): %w", err)
 	}
 	sid := launched.GetSession().GetId()
+	ids = [3]string{wsID, taskID, sid} // from here on, the session is the caller's to stop
 	endpoint, err := sessions.GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: sid})
 	if err != nil {
 		return ids, err

@@ -18,6 +18,7 @@ import (
 	"github.com/toolscope/toolscope/executors/local"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
@@ -27,10 +28,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	executortest.RemoveBuilds()
-	catalogtest.RemoveBuilds()
-	os.Exit(code)
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds))
 }
 
 // live is a service running real local sessions.

@@ -26,10 +26,7 @@ func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mounting a tmpfs (the disk-full and read-only tests need root): %v", err)
-		}
-		t.Skipf("SKIPPED: mounting a tmpfs needs root (CAP_SYS_ADMIN), which CI has: %v", err)
+		testutil.SkipOrFailUnderCI(t, "mounting a tmpfs (the disk-full and read-only tests) needs root (CAP_SYS_ADMIN): %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
