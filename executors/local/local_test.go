@@ -221,3 +221,80 @@ func TestLinksToDeadAgentctlsAreNeverRedialed(t *testing.T) {
 	}
 	testutil.Figure(t, "links to killed agentctls", "goroutines %d before %d launches, %d after kill, resume and stop", before, n, runtime.NumGoroutine())
 }
+
+// TestStoppedSessionsLeaveNoSecrets: once a session stops, no file under
+// the data directory or the agent's sessions directory holds its launch
+// secret or its MCP bearer token; its logs (agentctl's and the agent's)
+// stay readable in the logs directory.
+func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
+	data := t.TempDir()
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: filepath.Join(data, "sessions"), OrchestratorID: t.Name(),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	spec := executors.Spec{SessionID: "retire-1", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"sh", "-c", "echo an agent; sleep 60"}}}
+	h, status, err := e.Launch(ctx, spec, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	require.NotEmpty(t, status.MCPToken)
+	var st struct {
+		SecretFile  string `json:"secret_file"`
+		SessionsDir string `json:"sessions_dir"`
+	}
+	require.NoError(t, json.Unmarshal(h.State, &st))
+	secret, err := os.ReadFile(st.SecretFile)
+	require.NoError(t, err)
+	scanner := testutil.NewLeakScanner(map[string]string{"launch secret": string(secret), "MCP token": status.MCPToken})
+	roots := []string{data}
+	if st.SessionsDir != "" {
+		roots = append(roots, st.SessionsDir)
+	}
+	scan := func() (files int, leaks []string) {
+		for _, root := range roots {
+			_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return nil
+				}
+				b, err := os.ReadFile(path)
+				require.NoError(t, err)
+				files++
+				if hits := scanner.Find(b); len(hits) > 0 {
+					leaks = append(leaks, path+": "+hits[0])
+				}
+				return nil
+			})
+		}
+		return files, leaks
+	}
+	_, before := scan()
+	require.NotEmpty(t, before, "while it runs, the session's files hold its secrets (the scan sees them)")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(st.SessionsDir, spec.SessionID, "agent.log"))
+		if st.SessionsDir == "" {
+			b, _ = os.ReadFile(filepath.Join(data, "sessions", spec.SessionID, "agentctl", "sessions", spec.SessionID, "agent.log"))
+		}
+		return len(b) > 0
+	}, time.Minute, 20*time.Millisecond, "the agent writes its log")
+
+	require.NoError(t, e.Stop(ctx, h))
+	files, leaks := scan()
+	assert.Empty(t, leaks, "after stop, no file holds a secret")
+	assert.NoDirExists(t, filepath.Join(data, "sessions", spec.SessionID))
+	if st.SessionsDir != "" {
+		assert.NoDirExists(t, st.SessionsDir)
+	}
+	var log []byte
+	require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error {
+		log = append(log, b...)
+		return nil
+	}), "agentctl's log is readable after stop")
+	assert.NotEmpty(t, log)
+	agentLog, err := os.ReadFile(filepath.Join(data, "logs", spec.SessionID, "agent.log"))
+	require.NoError(t, err, "the agent's log is kept")
+	assert.Contains(t, string(agentLog), "an agent")
+	testutil.Figure(t, "local stop: files left, secrets in them", "%d files (logs) after stop, %d holding a secret (%d before stop)", files, len(leaks), len(before))
+}
