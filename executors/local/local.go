@@ -254,6 +254,10 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		return nil, err
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", st.SecretFile, "--state-dir", filepath.Join(dir, "agentctl")}
+	if st.LogDir != "" {
+		// A stopped session's agent.log goes beside its agentctl.log.
+		args = append(args, "--logs-dir", filepath.Dir(st.LogDir))
+	}
 	if st.AgentUID != 0 {
 		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
 	}
