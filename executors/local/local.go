@@ -515,6 +515,10 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
 	}
 	st, err := s.link.State(ctx, s.id)
+	if err != nil && s.gone() {
+		// It ended while we asked, and its link was closed under the call.
+		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
+	}
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
