@@ -590,7 +590,10 @@ func TestStopRemovesTheSessionsDirectoryAndKeepsItsLog(t *testing.T) {
 	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{os.Args[0]}, Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "wait"}}
 	h.create(t, sp)
 	dir := filepath.Join(h.stateDir, "sessions", "s1")
-	require.Eventually(t, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "agent.log")); return strings.Contains(string(b), "waiting") },
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		return strings.Contains(string(b), "waiting")
+	},
 		30*time.Second, 10*time.Millisecond, "agent did not start")
 	scanner := testutil.NewLeakScanner(map[string]string{"MCP token": h.token(t, "s1")})
 	scan := func() (files int, leaks []string) {
