@@ -204,6 +204,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	var err error
 	st := state{SessionID: spec.SessionID, SecretFile: secretFile, Dir: dir, LogDir: logDir}
 	if st.AgentUID, err = e.agentUID(); err != nil {
+		e.retire(st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	if st.AgentUID != 0 {

@@ -20,6 +20,8 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/local"
+	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
@@ -297,4 +299,26 @@ func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
 	require.NoError(t, err, "the agent's log is kept")
 	assert.Contains(t, string(agentLog), "an agent")
 	testutil.Figure(t, "local stop: files left, secrets in them", "%d files (logs) after stop, %d holding a secret (%d before stop)", files, len(leaks), len(before))
+}
+
+// TestALaunchRefusedForItsAgentUIDLeavesNoSecret: when every agent uid is
+// taken (the local session limit), the refused launch leaves no directory
+// with its launch secret.
+func TestALaunchRefusedForItsAgentUIDLeavesNoSecret(t *testing.T) {
+	executortest.RequireRoot(t)
+	state := t.TempDir()
+	uid := uint32(1_600_000_000 + os.Getpid()%1_000_000) // outside the default range, one per test process
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: state, OrchestratorID: t.Name(), AgentUIDs: agentuid.Single(uid),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := e.Launch(ctx, executors.Spec{SessionID: "holds-the-uid", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+
+	_, _, err = e.Launch(ctx, executors.Spec{SessionID: "refused", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.ErrorIs(t, err, errdefs.ErrResourceExhausted)
+	assert.NoDirExists(t, filepath.Join(state, "refused"), "the refused launch's secret is not left")
 }
