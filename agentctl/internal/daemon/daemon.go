@@ -152,7 +152,25 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}, nil
+	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
+	d.retireLeftovers()
+	return d, nil
+}
+
+// retireLeftovers removes the sessions' directories a previous run of the
+// daemon left (it crashed, or was killed): a new daemon hosts no session,
+// so each of them is a stopped session's, with its MCP token. Their agent
+// logs are kept, as a stop keeps them.
+func (d *Daemon) retireLeftovers() {
+	entries, err := os.ReadDir(d.opts.SessionsDir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			d.retire(&session{id: e.Name(), dir: filepath.Join(d.opts.SessionsDir, e.Name())})
+		}
+	}
 }
 
 // NewGRPCServer returns a gRPC server with the daemon registered behind

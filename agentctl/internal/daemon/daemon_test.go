@@ -630,3 +630,22 @@ func TestStopRemovesTheSessionsDirectoryAndKeepsItsLog(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(h.stateDir, "sessions", "s2"), "a failed start leaves no directory")
 	testutil.Figure(t, "agentctl stop: files left, token in them", "%d files (the agent log) after stop, %d holding the token (%d before stop); a failed start: no directory", files, len(leaks), len(before))
 }
+
+// TestARestartedDaemonRemovesItsPredecessorsSessionDirectories: a daemon
+// that crashed left its sessions' directories; the next one on the same
+// state directory hosts none of those sessions, so it removes them, and
+// keeps their agent logs.
+func TestARestartedDaemonRemovesItsPredecessorsSessionDirectories(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	left := filepath.Join(state, "sessions", "crashed")
+	require.NoError(t, os.MkdirAll(left, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "mcp.json"), []byte(`{"token":"left-behind-token-0123456789"}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "agent.log"), []byte("last words\n"), 0o600))
+
+	newHarnessWith(t, func(o *daemon.Options) { o.StateDir = state })
+	assert.NoDirExists(t, left)
+	log, err := os.ReadFile(filepath.Join(state, "logs", "crashed", "agent.log"))
+	require.NoError(t, err, "its agent log is kept")
+	assert.Equal(t, "last words\n", string(log))
+}
