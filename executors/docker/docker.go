@@ -185,6 +185,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	// Readable by root alone: agentctl runs as root in the container, the
 	// agent does not.
 	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
 		return executors.Handle{}, executors.Status{}, err
 	}
 
@@ -212,11 +213,12 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		},
 	}, nil, nil, containerName(spec.SessionID))
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return executors.Handle{}, executors.Status{}, fmt.Errorf("create container: %w", err)
 	}
 	st := state{SessionID: spec.SessionID, ContainerID: created.ID, SecretFile: secretFile}
 	fail := func(err error) (executors.Handle, executors.Status, error) {
-		e.remove(context.WithoutCancel(ctx), created.ID)
+		e.retire(context.WithoutCancel(ctx), st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 
@@ -523,7 +525,7 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		e.remove(ctx, st.ContainerID) // not attached, but leave no container behind
+		e.retire(ctx, st) // not attached, but leave no container or secret behind
 		return nil
 	} else if err != nil {
 		return err
@@ -538,11 +540,23 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	}
 	s.cancel()
 	_ = s.link.Close()
-	e.remove(ctx, st.ContainerID)
+	e.retire(ctx, st)
 	e.mu.Lock()
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// retire removes a session's container, then its directory on the host
+// with the launch secret that was bind-mounted into it.
+func (e *Executor) retire(ctx context.Context, st state) {
+	e.remove(ctx, st.ContainerID)
+	if st.SecretFile == "" || filepath.Dir(filepath.Dir(st.SecretFile)) != filepath.Clean(e.opts.StateDir) {
+		return // not a directory of this executor's: left alone
+	}
+	if err := os.RemoveAll(filepath.Dir(st.SecretFile)); err != nil {
+		e.opts.Log.Warn("remove a session's directory", "session_id", st.SessionID, "error", err)
+	}
 }
 
 // remove stops and removes a container; a missing one is fine.
@@ -622,7 +636,7 @@ func (e *Executor) Sweep(ctx context.Context, keep func(sessionID string) bool) 
 		if keep(session) {
 			continue
 		}
-		e.remove(ctx, id)
+		e.retire(ctx, state{SessionID: session, ContainerID: id, SecretFile: filepath.Join(e.opts.StateDir, session, "secret")})
 		cleaned = append(cleaned, session)
 	}
 	return cleaned, nil

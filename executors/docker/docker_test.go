@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -314,4 +315,61 @@ func TestAgentctlLogIsTheContainersOutput(t *testing.T) {
 	err = reader.AgentctlLog(ctx, h, false, func([]byte) error { return nil })
 	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
 	assert.ErrorContains(t, err, "was removed with it")
+}
+
+// TestStoppedSessionsLeaveNoSecrets: once a docker session stops, or its
+// launch fails after the secret was written, the host keeps no file with
+// its launch secret or its MCP token.
+func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	stateDir := t.TempDir()
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: stateDir, Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, status, err := e.Launch(ctx, executors.Spec{SessionID: "retire-docker", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	var st struct {
+		SecretFile string `json:"secret_file"`
+	}
+	require.NoError(t, json.Unmarshal(h.State, &st))
+	secret, err := os.ReadFile(st.SecretFile)
+	require.NoError(t, err)
+	scanner := testutil.NewLeakScanner(map[string]string{"launch secret": string(secret), "MCP token": status.MCPToken})
+	scan := func() (files int, leaks []string) {
+		_ = filepath.WalkDir(stateDir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			files++
+			if hits := scanner.Find(b); len(hits) > 0 {
+				leaks = append(leaks, path+": "+hits[0])
+			}
+			return nil
+		})
+		return files, leaks
+	}
+	_, before := scan()
+	require.NotEmpty(t, before, "while it runs, the secret file is there (the scan sees it)")
+	require.NoError(t, e.Stop(ctx, h))
+	files, leaks := scan()
+	assert.Empty(t, leaks, "after stop, no file holds a secret")
+	assert.NoDirExists(t, filepath.Join(stateDir, "retire-docker"))
+
+	// A launch that fails after the secret was written: the "agentctl"
+	// bind-mounted is a shell script, which a FROM scratch image cannot run.
+	notAgentctl := t.TempDir() + "/agentctl"
+	require.NoError(t, os.WriteFile(notAgentctl, []byte("#!/bin/sh\necho hi\n"), 0o755))
+	bad, err := docker.New(docker.Options{Agentctl: notAgentctl, StateDir: stateDir, Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer bad.Close()
+	_, _, err = bad.Launch(ctx, executors.Spec{SessionID: "retire-docker-failed", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.Error(t, err)
+	assert.NoDirExists(t, filepath.Join(stateDir, "retire-docker-failed"), "a failed launch leaves no secret")
+	testutil.Figure(t, "docker stop: files left, secrets in them", "%d files after stop, %d holding a secret (%d before stop); a failed launch: no directory", files, len(leaks), len(before))
 }

@@ -49,8 +49,12 @@ type Options struct {
 	// Agentctl is the path of the agentctl binary.
 	Agentctl string
 	// StateDir holds one directory per session (secret file, agentctl's
-	// state and log).
+	// state), removed when the session's agentctl ends.
 	StateDir string
+	// LogsDir holds one directory per session with its logs (agentctl.log,
+	// and agent.log once agentctl ended), kept after the session stops;
+	// default: "logs" beside StateDir.
+	LogsDir string
 	// ReadyTimeout bounds the wait for agentctl's readiness line.
 	ReadyTimeout time.Duration
 	// StopGrace is the time between SIGTERM and SIGKILL.
@@ -80,6 +84,17 @@ type state struct {
 	// which the agent cannot enter.
 	AgentUID    uint32 `json:"agent_uid,omitempty"`
 	SessionsDir string `json:"sessions_dir,omitempty"`
+	// LogDir holds the session's logs, kept after it stops (empty in
+	// handles from before it existed: the logs were in Dir).
+	LogDir string `json:"log_dir,omitempty"`
+}
+
+// logDir is where the session's logs are.
+func (st state) logDir() string {
+	if st.LogDir != "" {
+		return st.LogDir
+	}
+	return st.Dir
 }
 
 // Executor is the local backend.
@@ -116,6 +131,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.StateDir == "" {
 		return nil, errdefs.RequiredField("state_dir")
+	}
+	if opts.LogsDir == "" {
+		opts.LogsDir = filepath.Join(filepath.Dir(filepath.Clean(opts.StateDir)), "logs")
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 30 * time.Second
@@ -173,13 +191,20 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
+	logDir := filepath.Join(e.opts.LogsDir, spec.SessionID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		_ = os.RemoveAll(dir)
+		return executors.Handle{}, executors.Status{}, err
+	}
 	secretFile := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secretFile, []byte(newSecret()), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	var err error
-	st := state{SessionID: spec.SessionID, SecretFile: secretFile, Dir: dir}
+	st := state{SessionID: spec.SessionID, SecretFile: secretFile, Dir: dir, LogDir: logDir}
 	if st.AgentUID, err = e.agentUID(); err != nil {
+		e.retire(st)
 		return executors.Handle{}, executors.Status{}, err
 	}
 	if st.AgentUID != 0 {
@@ -224,12 +249,16 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 // after, agentctl's end does.
 func (e *Executor) start(ctx context.Context, st state, env []string) (*session, error) {
 	id, dir := st.SessionID, st.Dir
-	logFile, err := os.OpenFile(filepath.Join(dir, "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := os.OpenFile(filepath.Join(st.logDir(), "agentctl.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		e.releaseAgent(st)
 		return nil, err
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", st.SecretFile, "--state-dir", filepath.Join(dir, "agentctl")}
+	if st.LogDir != "" {
+		// A stopped session's agent.log goes beside its agentctl.log.
+		args = append(args, "--logs-dir", filepath.Dir(st.LogDir))
+	}
 	if st.AgentUID != 0 {
 		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
 	}
@@ -276,7 +305,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	select {
 	case line = <-ready:
 	case <-s.exit:
-		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.cause, tail(filepath.Join(dir, "agentctl.log")))
+		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.cause, tail(filepath.Join(st.logDir(), "agentctl.log")))
 	case <-timer.C:
 		e.kill(s)
 		return nil, fmt.Errorf("agentctl was not ready within %s: %w", e.opts.ReadyTimeout, errdefs.ErrUnavailable)
@@ -290,7 +319,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Addr == "" {
 		e.kill(s)
 		return nil, fmt.Errorf("agentctl printed %q instead of its readiness line; is %s an agentctl binary for this machine? log: %s",
-			strings.TrimSpace(line), e.opts.Agentctl, tail(filepath.Join(dir, "agentctl.log")))
+			strings.TrimSpace(line), e.opts.Agentctl, tail(filepath.Join(st.logDir(), "agentctl.log")))
 	}
 	s.st.Addr = r.Addr
 	link, err := e.dial(s.st)
@@ -425,14 +454,14 @@ const (
 )
 
 // AgentctlLog implements executors.AgentctlLogReader: the agentctl.log the
-// executor writes in the session's state directory. Following it ends once
-// that agentctl no longer runs.
+// executor writes in the session's logs directory, kept after it stops.
+// Following it ends once that agentctl no longer runs.
 func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
 	var st state
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(st.Dir, "agentctl.log"))
+	f, err := os.Open(filepath.Join(st.logDir(), "agentctl.log"))
 	if errors.Is(err, os.ErrNotExist) {
 		return errdefs.NotFound("agentctl log of session", st.SessionID)
 	} else if err != nil {
@@ -487,6 +516,10 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
 	}
 	st, err := s.link.State(ctx, s.id)
+	if err != nil && s.gone() {
+		// It ended while we asked, and its link was closed under the call.
+		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
+	}
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
 	}
@@ -504,16 +537,63 @@ func (st state) sessionsDir() string {
 
 // releaseAgent runs once agentctl is gone (or never started): it ends
 // whatever still runs under the session's agent uid (an agent outlives an
-// agentctl killed with its process group), removes the directory made
-// for it, and frees the uid.
+// agentctl killed with its process group), removes the session's
+// directories (retire), and frees the uid.
 func (e *Executor) releaseAgent(st state) {
-	if st.SessionsDir != "" {
-		_ = os.RemoveAll(st.SessionsDir)
-	}
 	if st.AgentUID != 0 {
 		agentuid.Kill(st.AgentUID)
+	}
+	e.retire(st)
+	if st.AgentUID != 0 {
 		agentuid.Release(st.AgentUID)
 	}
+}
+
+// retire removes the directories of a session whose agentctl is gone,
+// since they hold its secrets: the launch secret first, then the state
+// directory (agentctl's session directory with mcp.json, bridge.json and
+// the profile files holding the MCP bearer token) and the directory made
+// for the agent. The agent's log is kept first, in the logs directory,
+// beside agentctl.log. Nothing runs there any more, so nothing writes
+// a secret back.
+func (e *Executor) retire(st state) {
+	if st.LogDir != "" {
+		keepLog(filepath.Join(st.sessionsDir(), st.SessionID, "agent.log"), filepath.Join(st.LogDir, "agent.log"))
+	}
+	if st.SecretFile != "" {
+		if err := os.Remove(st.SecretFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.opts.Log.Warn("removing a session's secret file", "session_id", st.SessionID, "error", err)
+		}
+	}
+	dirs := []string{st.SessionsDir, st.Dir}
+	if st.LogDir == "" {
+		// A handle from before the logs directory: its agentctl.log is in
+		// Dir, and stays.
+		dirs[1] = filepath.Join(st.Dir, "agentctl")
+	}
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			e.opts.Log.Warn("removing a session's directory", "session_id", st.SessionID, "dir", dir, "error", err)
+		}
+	}
+}
+
+// keepLog appends the log at from, if any, to the one at to.
+func keepLog(from, to string) {
+	src, err := os.Open(from)
+	if err != nil {
+		return
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer dst.Close()
+	_, _ = io.Copy(dst, src)
 }
 
 // Stop implements executors.Executor: the session, then its agentctl.
@@ -527,6 +607,9 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 			return err
 		}
 		e.killDetached(st)
+		if !procs.Alive(st.PID) {
+			e.retire(st) // gone before, or ended now: its secrets go too
+		}
 		return nil
 	} else if err != nil {
 		return err

@@ -20,6 +20,8 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/executors/local"
+	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
@@ -218,4 +220,103 @@ func TestLinksToDeadAgentctlsAreNeverRedialed(t *testing.T) {
 		t.Logf("%s", buf[:runtime.Stack(buf, true)])
 	}
 	testutil.Figure(t, "links to killed agentctls", "goroutines %d before %d launches, %d after kill, resume and stop", before, n, runtime.NumGoroutine())
+}
+
+// TestStoppedSessionsLeaveNoSecrets: once a session stops, no file under
+// the data directory or the agent's sessions directory holds its launch
+// secret or its MCP bearer token; its logs (agentctl's and the agent's)
+// stay readable in the logs directory.
+func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
+	data := t.TempDir()
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: filepath.Join(data, "sessions"), OrchestratorID: t.Name(),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	spec := executors.Spec{SessionID: "retire-1", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"sh", "-c", "echo an agent; sleep 60"}}}
+	h, status, err := e.Launch(ctx, spec, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	require.NotEmpty(t, status.MCPToken)
+	var st struct {
+		SecretFile  string `json:"secret_file"`
+		SessionsDir string `json:"sessions_dir"`
+	}
+	require.NoError(t, json.Unmarshal(h.State, &st))
+	secret, err := os.ReadFile(st.SecretFile)
+	require.NoError(t, err)
+	scanner := testutil.NewLeakScanner(map[string]string{"launch secret": string(secret), "MCP token": status.MCPToken})
+	roots := []string{data}
+	if st.SessionsDir != "" {
+		roots = append(roots, st.SessionsDir)
+	}
+	scan := func() (files int, leaks []string) {
+		for _, root := range roots {
+			_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return nil
+				}
+				b, err := os.ReadFile(path)
+				require.NoError(t, err)
+				files++
+				if hits := scanner.Find(b); len(hits) > 0 {
+					leaks = append(leaks, path+": "+hits[0])
+				}
+				return nil
+			})
+		}
+		return files, leaks
+	}
+	_, before := scan()
+	require.NotEmpty(t, before, "while it runs, the session's files hold its secrets (the scan sees them)")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(st.SessionsDir, spec.SessionID, "agent.log"))
+		if st.SessionsDir == "" {
+			b, _ = os.ReadFile(filepath.Join(data, "sessions", spec.SessionID, "agentctl", "sessions", spec.SessionID, "agent.log"))
+		}
+		return len(b) > 0
+	}, time.Minute, 20*time.Millisecond, "the agent writes its log")
+
+	require.NoError(t, e.Stop(ctx, h))
+	files, leaks := scan()
+	assert.Empty(t, leaks, "after stop, no file holds a secret")
+	assert.NoDirExists(t, filepath.Join(data, "sessions", spec.SessionID))
+	if st.SessionsDir != "" {
+		assert.NoDirExists(t, st.SessionsDir)
+	}
+	var log []byte
+	require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error {
+		log = append(log, b...)
+		return nil
+	}), "agentctl's log is readable after stop")
+	assert.NotEmpty(t, log)
+	agentLog, err := os.ReadFile(filepath.Join(data, "logs", spec.SessionID, "agent.log"))
+	require.NoError(t, err, "the agent's log is kept")
+	assert.Contains(t, string(agentLog), "an agent")
+	testutil.Figure(t, "local stop: files left, secrets in them", "%d files (logs) after stop, %d holding a secret (%d before stop)", files, len(leaks), len(before))
+}
+
+// TestALaunchRefusedForItsAgentUIDLeavesNoSecret: when every agent uid is
+// taken (the local session limit), the refused launch leaves no directory
+// with its launch secret.
+func TestALaunchRefusedForItsAgentUIDLeavesNoSecret(t *testing.T) {
+	executortest.RequireRoot(t)
+	state := t.TempDir()
+	uid := uint32(1_600_000_000 + os.Getpid()%1_000_000) // outside the default range, one per test process
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: state, OrchestratorID: t.Name(), AgentUIDs: agentuid.Single(uid),
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := e.Launch(ctx, executors.Spec{SessionID: "holds-the-uid", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+
+	_, _, err = e.Launch(ctx, executors.Spec{SessionID: "refused", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.ErrorIs(t, err, errdefs.ErrResourceExhausted)
+	assert.NoDirExists(t, filepath.Join(state, "refused"), "the refused launch's secret is not left")
 }

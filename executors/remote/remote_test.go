@@ -1,7 +1,10 @@
 package remote_test
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -313,4 +316,69 @@ func TestSharedUIDNeedsOptIn(t *testing.T) {
 		assert.Contains(t, err.Error(), "--allow-shared-uid")
 		assert.Contains(t, err.Error(), `"ws_b"`)
 	}
+}
+
+// TestStoppedSessionsLeaveNoSecrets: once the orchestrator stops a
+// session on a remote host, no file in the daemon's state directory holds
+// its MCP token; the agent's log is kept in the daemon's logs directory.
+func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
+	h := startHost(t)
+	e := h.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec := executors.Spec{SessionID: "retire-remote", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl", "version"}}}
+	handle, st, err := e.Launch(ctx, spec, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), handle) })
+	scanner := testutil.NewLeakScanner(map[string]string{"MCP token": st.MCPToken})
+	// The daemon's files, as a tar of its state directory (a FROM scratch
+	// image has no shell to list them with).
+	files := func() map[string][]byte {
+		rc, _, err := h.cli.CopyFromContainer(ctx, h.id, "/tmp/agentctl")
+		require.NoError(t, err)
+		defer rc.Close()
+		out := map[string][]byte{}
+		r := tar.NewReader(rc)
+		for {
+			hdr, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			require.NoError(t, err)
+			if hdr.Typeflag == tar.TypeReg {
+				b, err := io.ReadAll(r)
+				require.NoError(t, err)
+				out[hdr.Name] = b
+			}
+		}
+	}
+	leaks := func(fs map[string][]byte) (found []string) {
+		for name, b := range fs {
+			if hits := scanner.Find(b); len(hits) > 0 {
+				found = append(found, name+": "+hits[0])
+			}
+		}
+		return found
+	}
+	before := leaks(files())
+	require.NotEmpty(t, before, "while it runs, the session's configs hold its token (the scan sees them)")
+	require.Eventually(t, func() bool {
+		s, err := e.Inspect(ctx, handle)
+		return err == nil && s.Phase == executors.PhaseAgentExited
+	}, time.Minute, 20*time.Millisecond, "the agent exits")
+
+	require.NoError(t, e.Stop(ctx, handle))
+	after := files()
+	assert.Empty(t, leaks(after), "after stop, no file holds the token")
+	assert.Contains(t, string(after["agentctl/logs/retire-remote/agent.log"]), "contract toolscope.agentctl.v1.AgentctlService", "the agent's log is kept; files: %v", keys(after))
+	testutil.Figure(t, "remote stop: files left, token in them", "%d files in the daemon's state directory after stop, %d holding the token (%d before stop)", len(after), len(leaks(after)), len(before))
+}
+
+func keys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

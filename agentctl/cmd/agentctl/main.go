@@ -98,7 +98,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
-		sessionsDir, agentUIDs                          string
+		sessionsDir, logsDir, agentUIDs                 string
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
@@ -151,7 +151,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
-				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
+				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 			})
@@ -196,6 +196,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "gRPC address (port 0 picks a free port, announced in the readiness line)")
 	f.StringVar(&secretFile, "secret-file", "", "file holding the per-launch orchestrator secret (default: $"+daemon.EnvSecret+")")
 	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
+	f.StringVar(&logsDir, "logs-dir", "", "directory keeping stopped sessions' agent logs, LOGS_DIR/<session>/agent.log (default: STATE_DIR/logs); a stopped session's own directory is removed")
 	f.StringVar(&sessionsDir, "sessions-dir", "", "directory for the sessions' directories, each owned by its agent's uid (default: STATE_DIR/sessions)")
 	f.StringVar(&agentUIDs, "agent-uids", "", "run each session's agent under a uid of its own from FIRST-LAST (e.g. 100000-100999); needs root")
 	f.BoolVar(&allowSharedUID, "allow-shared-uid", false, "without --agent-uids, host sessions of several workspaces anyway (their agents can read each other's MCP tokens)")

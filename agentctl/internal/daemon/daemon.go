@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -64,6 +65,11 @@ type Options struct {
 	// uid; StateDir/sessions if empty. Its parents must let the agents'
 	// uids through (mode o+x) when AgentUIDs is set.
 	SessionsDir string
+	// LogsDir keeps the logs of stopped sessions, one directory each
+	// (LogsDir/<id>/agent.log): a stopped session's directory, which holds
+	// its MCP token, is removed; its agent's log is moved here first.
+	// StateDir/logs if empty.
+	LogsDir string
 	// AgentUIDs, if set, gives each live session's agent a uid of its own
 	// from the range; agentctl must then run as root.
 	AgentUIDs agentuid.Range
@@ -125,6 +131,9 @@ func New(opts Options) (*Daemon, error) {
 	if opts.SessionsDir == "" {
 		opts.SessionsDir = filepath.Join(opts.StateDir, "sessions")
 	}
+	if opts.LogsDir == "" {
+		opts.LogsDir = filepath.Join(opts.StateDir, "logs")
+	}
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs agentctl to run as root (it runs as uid %d), to start agents under other uids", os.Geteuid())
 	}
@@ -143,7 +152,25 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}, nil
+	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
+	d.retireLeftovers()
+	return d, nil
+}
+
+// retireLeftovers removes the sessions' directories a previous run of the
+// daemon left (it crashed, or was killed): a new daemon hosts no session,
+// so each of them is a stopped session's, with its MCP token. Their agent
+// logs are kept, as a stop keeps them.
+func (d *Daemon) retireLeftovers() {
+	entries, err := os.ReadDir(d.opts.SessionsDir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			d.retire(&session{id: e.Name(), dir: filepath.Join(d.opts.SessionsDir, e.Name())})
+		}
+	}
 }
 
 // NewGRPCServer returns a gRPC server with the daemon registered behind
@@ -296,6 +323,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 
 	if err := d.start(s, spec); err != nil {
 		s.stopQuietly(d.opts.StopGrace)
+		d.retire(s)
 		d.mu.Lock()
 		delete(d.sessions, s.id)
 		d.mu.Unlock()
@@ -398,6 +426,7 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 		return nil, err
 	}
 	s.stop(d.opts.StopGrace)
+	d.retire(s)
 	// A stopped session is forgotten, so a long-running daemon does not
 	// accumulate them; stopping it again, or an unknown one, succeeds.
 	d.mu.Lock()
@@ -407,6 +436,38 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 	d.mu.Unlock()
 	d.log.Info("session stopped", "session_id", s.id)
 	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
+}
+
+// retire removes the directory of a session that no longer runs, since its
+// files (mcp.json, bridge.json, the agent profile's files) hold the
+// session's MCP token. The agent's log is kept first, in LogsDir.
+func (d *Daemon) retire(s *session) {
+	if err := keepLog(filepath.Join(s.dir, "agent.log"), filepath.Join(d.opts.LogsDir, s.id)); err != nil {
+		d.log.Warn("keeping the agent log of a stopped session", "session_id", s.id, "error", err)
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		d.log.Warn("removing the directory of a stopped session", "session_id", s.id, "error", err)
+	}
+}
+
+// keepLog appends the log at from, if any, to agent.log in dir.
+func keepLog(from, dir string) error {
+	src, err := os.Open(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	dst, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	return errors.Join(err, dst.Close())
 }
 
 // Notify implements agentctlv1.AgentctlServiceServer.

@@ -578,3 +578,74 @@ func TestAgentProfileIsRenderedAtLaunch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 }
+
+// TestStopRemovesTheSessionsDirectoryAndKeepsItsLog: a stopped session's
+// directory, whose configs hold its MCP token, is removed; its agent's
+// log is kept in the logs directory. A session whose start failed leaves
+// no directory either.
+func TestStopRemovesTheSessionsDirectoryAndKeepsItsLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1)
+	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{os.Args[0]}, Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "wait"}}
+	h.create(t, sp)
+	dir := filepath.Join(h.stateDir, "sessions", "s1")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		return strings.Contains(string(b), "waiting")
+	},
+		30*time.Second, 10*time.Millisecond, "agent did not start")
+	scanner := testutil.NewLeakScanner(map[string]string{"MCP token": h.token(t, "s1")})
+	scan := func() (files int, leaks []string) {
+		_ = filepath.WalkDir(h.stateDir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			files++
+			if hits := scanner.Find(b); len(hits) > 0 {
+				leaks = append(leaks, path+": "+hits[0])
+			}
+			return nil
+		})
+		return files, leaks
+	}
+	_, before := scan()
+	require.NotEmpty(t, before, "while it runs, the session's configs hold its token (the scan sees them)")
+
+	_, err := h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	files, leaks := scan()
+	assert.Empty(t, leaks, "after stop, no file holds the token")
+	assert.NoDirExists(t, dir)
+	log, err := os.ReadFile(filepath.Join(h.stateDir, "logs", "s1", "agent.log"))
+	require.NoError(t, err, "the agent's log is kept")
+	assert.Contains(t, string(log), "waiting")
+
+	bad := spec("s2", agentctlv1.SessionMode_SESSION_MODE_TASK, 1)
+	bad.Agent = &agentctlv1.AgentCommand{Argv: []string{"/nowhere/agent"}}
+	_, err = h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: bad})
+	require.Error(t, err)
+	assert.NoDirExists(t, filepath.Join(h.stateDir, "sessions", "s2"), "a failed start leaves no directory")
+	testutil.Figure(t, "agentctl stop: files left, token in them", "%d files (the agent log) after stop, %d holding the token (%d before stop); a failed start: no directory", files, len(leaks), len(before))
+}
+
+// TestARestartedDaemonRemovesItsPredecessorsSessionDirectories: a daemon
+// that crashed left its sessions' directories; the next one on the same
+// state directory hosts none of those sessions, so it removes them, and
+// keeps their agent logs.
+func TestARestartedDaemonRemovesItsPredecessorsSessionDirectories(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	left := filepath.Join(state, "sessions", "crashed")
+	require.NoError(t, os.MkdirAll(left, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "mcp.json"), []byte(`{"token":"left-behind-token-0123456789"}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(left, "agent.log"), []byte("last words\n"), 0o600))
+
+	newHarnessWith(t, func(o *daemon.Options) { o.StateDir = state })
+	assert.NoDirExists(t, left)
+	log, err := os.ReadFile(filepath.Join(state, "logs", "crashed", "agent.log"))
+	require.NoError(t, err, "its agent log is kept")
+	assert.Equal(t, "last words\n", string(log))
+}

@@ -280,6 +280,10 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	var launched map[string]any
 	require.NoError(t, json.Unmarshal([]byte(ok(append([]string{"--json", "session", "launch", task, "--executor", "local"}, agent...)...)), &launched))
 	sid := launched["id"].(string)
+	// The launch secret, read while the session runs: its stop removes it.
+	secretFile := filepath.Join(dataDir, "sessions", sid, "secret")
+	secretBytes, err := os.ReadFile(secretFile)
+	require.NoError(t, err)
 
 	// The process environments: agentctl's and the agent's, as
 	// /proc/PID/environ has them.
@@ -509,18 +513,11 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	evMu.Unlock()
 
 	// The files, while the server runs (the -wal and -shm files exist)
-	// and after it stopped. Excluded by path: the credential file, and
-	// each agentctl's launch secret.
-	launchSecrets := map[string]string{}
-	secretFiles, err := filepath.Glob(filepath.Join(dataDir, "sessions", "*", "secret"))
-	require.NoError(t, err)
-	require.NotEmpty(t, secretFiles)
-	for _, f := range secretFiles {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		launchSecrets["agentctl launch secret "+filepath.Base(filepath.Dir(f))] = strings.TrimSpace(string(b))
-	}
-	exclude := func(path string) bool { return path == credFile || slices.Contains(secretFiles, path) }
+	// and after it stopped. Excluded by path: the credential file. The
+	// stopped session's launch secret file is gone.
+	launchSecrets := map[string]string{"agentctl launch secret": strings.TrimSpace(string(secretBytes))}
+	assert.NoFileExists(t, secretFile, "the stopped session's launch secret is removed")
+	exclude := func(path string) bool { return path == credFile }
 	excluded := src.addTree(t, "file (server running)", root, exclude)
 	db := filepath.Join(dataDir, "toolscope.db")
 	for _, f := range []string{db, db + "-wal", db + "-shm"} {
@@ -529,7 +526,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	srv.stop(t)
 	src.add("server log", "stderr", []byte(srv.logs.String()))
 	src.addTree(t, "file (server stopped)", root, exclude)
-	assert.ElementsMatch(t, append([]string{credFile}, secretFiles...), excluded, "only the files that hold a secret by design are excluded")
+	assert.ElementsMatch(t, []string{credFile}, excluded, "only the file that holds a secret by design is excluded")
 
 	secrets := map[string]string{"github token": ghToken, "gitlab token": glToken, "revoked gitlab token": revoked, "planted token": planted, "canary": canary}
 	for k, v := range launchSecrets {
@@ -543,11 +540,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	credBytes, err := os.ReadFile(credFile)
 	require.NoError(t, err)
 	assert.Contains(t, scanner.find(credBytes), "gitlab token", "the credential file holds the token")
-	for _, f := range secretFiles {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		assert.Contains(t, scanner.find(b), "agentctl launch secret "+filepath.Base(filepath.Dir(f)))
-	}
+	assert.Contains(t, scanner.find(secretBytes), "agentctl launch secret", "the launch secret file, read while the session ran")
 	// The providers did echo the credentials: their error bodies hold them.
 	echoHits := scanner.find(echoed)
 	assert.Contains(t, echoHits, "github token", "GitHub echoed its credential")
@@ -593,10 +586,10 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	assert.Equal(t, 2, src.byKind["process environment"])
 	testutil.Figure(t, "secrets scan", "%d sources, %d bytes scanned (%d tool results, %d tool errors incl. %d provider errors echoing the credential, "+
 		"%d events, %d CLI outputs, %d process environments (agentctl, agent), 1 server log, %d file reads incl. the SQLite db/-wal/-shm) for %d secrets as %d needles: %d occurrences; "+
-		"controls: found in the credential file, %d launch secret files, %d echoing provider bodies, the orchestrator's environment, a planted fragment and a planted SQLite row; %s",
+		"controls: found in the credential file, the launch secret file (read before the stop), %d echoing provider bodies, the orchestrator's environment, a planted fragment and a planted SQLite row; %s",
 		len(src.data), total, src.byKind["tool result"], src.byKind["tool error"], len(gh.Echoed())+len(gl.Echoed()), src.byKind["event"], src.byKind["cli"],
 		src.byKind["process environment"], src.byKind["file (server running)"]+src.byKind["file (server stopped)"], len(secrets), scanner.Needles(), occurrences,
-		len(secretFiles), len(gh.Echoed())+len(gl.Echoed()), time.Since(start).Round(time.Millisecond))
+		len(gh.Echoed())+len(gl.Echoed()), time.Since(start).Round(time.Millisecond))
 }
 
 // childOf returns a child process of pid, or 0.

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -334,4 +335,36 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	assert.Equal(t, 2, r.code, r.stderr)
 	testutil.Figure(t, "session logs --follow", "the agent's last line and the end of the stream %s after the agent was let go",
 		ended.Round(time.Millisecond))
+}
+
+// TestARefusedLaunchLeavesNoSession: a launch refused before its session
+// started (agent command not found, locally; an image missing from the
+// Docker engine) leaves no session record, so `session list` shows only
+// sessions that ran.
+func TestARefusedLaunchLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	executortest.RequireDocker(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
+	task := newTask(t, srv)
+
+	refused := [][]string{
+		{"--executor", "local", "--agent", "command", "--", "/nowhere/agent"},
+		{"--executor", "docker", "--image", "toolscope-no-such-image:0"},
+	}
+	for _, args := range refused {
+		r := srv.run(t, append([]string{"session", "launch", task}, args...)...)
+		assert.Equal(t, 5, r.code, "%v: refused; stderr: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "no session kept", args)
+	}
+	list := srv.ok(t, "--json", "session", "list", task)
+	assert.NotContains(t, list, "sess_", "refused launches are not listed")
+	assert.NotContains(t, list, "SESSION_STATE_FAILED")
+	assert.NotContains(t, list, "SESSION_STATE_PENDING")
+	sessions, err := os.ReadDir(filepath.Join(dataDir, "sessions"))
+	if !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	assert.Empty(t, sessions, "no session directory is left")
+	testutil.Figure(t, "refused launches", "%d of %d refused launches (local agent not found, docker image missing) left no session record and no directory", len(refused), len(refused))
 }

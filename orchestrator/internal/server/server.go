@@ -283,7 +283,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	orchestratorID := InstallationID(st.Path())
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
-			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), Calls: dispatcher.CallHandler,
+			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), LogsDir: filepath.Join(cfg.DataDir, "logs"), Calls: dispatcher.CallHandler,
 			Events: sessionEvents, OrchestratorID: orchestratorID, Log: log,
 		})
 		if err != nil {

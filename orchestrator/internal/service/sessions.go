@@ -83,8 +83,9 @@ func (s *Service) executor(name string) (executors.Executor, error) {
 
 // LaunchSession records a session and launches it through its executor
 // with the task's current provider set. progress, if set, receives a line
-// per step. A failed launch leaves the session recorded as failed, with
-// the cause.
+// per step. A failed launch leaves no session: the record, pending while
+// the launch ran, is deleted and the task's events keep the attempt and
+// its cause (ADR 0015).
 func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress executors.Progress) (model.Session, error) {
 	in, err := s.validateLaunch(ctx, in)
 	if err != nil {
@@ -109,7 +110,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	sess.AgentPassEnv = in.AgentPassEnv
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
-	return s.start(ctx, exec, sess, progress, "launched")
+	return s.start(ctx, exec, sess, progress, verbLaunched)
 }
 
 // validateLaunch checks a launch request and applies its defaults.
@@ -166,18 +167,37 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 	return in, nil
 }
 
+// verbLaunched is start's verb for a first launch; a resume is another.
+const verbLaunched = "launched"
+
+// abandon forgets a first launch that failed before its session started
+// (nothing runs: a failed Launch leaves nothing behind), even if the caller
+// went away, and returns cause, saying so. The task's events keep it.
+func (s *Service) abandon(ctx context.Context, id string, cause error) error {
+	err := s.store.AbandonSession(context.WithoutCancel(ctx), id, model.Event{Kind: model.EventSessionEnded,
+		Message: "launch failed, no session kept: " + cause.Error()})
+	if err != nil {
+		s.log.ErrorContext(ctx, "forget a launch that never started", "session_id", id, "error", err)
+	}
+	return fmt.Errorf("launch failed, no session kept: %w", cause)
+}
+
 // start launches sess through exec with the task's current provider set
 // and records the outcome.
 func (s *Service) start(ctx context.Context, exec executors.Executor, sess model.Session, progress executors.Progress, verb string) (model.Session, error) {
 	task, err := s.store.GetTask(ctx, sess.TaskID)
-	if err != nil {
+	if err != nil && verb == verbLaunched {
+		return model.Session{}, s.abandon(ctx, sess.ID, err)
+	} else if err != nil {
 		return sess, err
 	}
 	spec := executors.Spec{
 		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: executors.Mode(sess.Mode),
 		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
 	}
-	if spec.External, spec.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID); err != nil {
+	if spec.External, spec.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID); err != nil && verb == verbLaunched {
+		return model.Session{}, s.abandon(ctx, sess.ID, err)
+	} else if err != nil {
 		return sess, err
 	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
@@ -185,6 +205,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}
 	}
 	handle, status, launchErr := exec.Launch(ctx, spec, progress)
+	if launchErr != nil && verb == verbLaunched {
+		return model.Session{}, s.abandon(ctx, sess.ID, launchErr)
+	}
 	if launchErr != nil {
 		// Record the failure even if the caller went away.
 		failed, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {

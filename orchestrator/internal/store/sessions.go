@@ -75,6 +75,28 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 	return sess, err
 }
 
+// AbandonSession deletes a pending session that never started (its
+// launch was refused: it has no handle) and records e on its task, in one
+// transaction, so that only sessions that ran are listed (ADR 0015). A
+// session that is not pending, or has a handle, is kept:
+// FailedPrecondition.
+func (s *Store) AbandonSession(ctx context.Context, id string, e model.Event) error {
+	return s.write(ctx, func(t *tx) error {
+		sess, err := getSession(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if sess.State != model.SessionPending || len(sess.Handle.State) > 0 {
+			return errdefs.FailedPrecondition("session %s is %s, not a launch that never started", id, sess.State)
+		}
+		if _, err := t.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
+			return err
+		}
+		e.TaskID, e.SessionID = sess.TaskID, sess.ID
+		return t.emit(ctx, e)
+	})
+}
+
 // ActiveSessions returns every session that is pending or running, oldest
 // first: the ones a restarted orchestrator re-attaches.
 func (s *Store) ActiveSessions(ctx context.Context) ([]model.Session, error) {

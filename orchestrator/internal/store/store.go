@@ -262,12 +262,12 @@ func checkExisting(ctx context.Context, path string, latest int64) (err error) {
 }
 
 // previousRun returns the files beside the database at path that a
-// previous run leaves: its write-ahead log and index, the sessions' and
-// containers' directories.
+// previous run leaves: its write-ahead log and index, the sessions',
+// containers' and logs' directories.
 func previousRun(path string) []string {
 	var found []string
 	dir := filepath.Dir(path)
-	for _, name := range []string{FileName + "-wal", FileName + "-shm", "sessions", "containers"} {
+	for _, name := range []string{FileName + "-wal", FileName + "-shm", "sessions", "containers", "logs"} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			found = append(found, name)
 		}

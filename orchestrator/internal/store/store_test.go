@@ -622,3 +622,40 @@ func TestDamagedDatabasesAreRefusedWithoutWritingToThem(t *testing.T) {
 		require.NoError(t, s.Close())
 	})
 }
+
+// TestAbandonSessionForgetsOnlyALaunchThatNeverStarted: a pending
+// session without a handle is deleted, with its event on the task; a
+// session that ran is kept.
+func TestAbandonSessionForgetsOnlyALaunchThatNeverStarted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir(), &recorder{})
+	f := newFixture(t, s, "acme")
+	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+	require.NoError(t, err)
+	never, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+	require.NoError(t, err)
+	ran, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+	require.NoError(t, err)
+	_, err = s.UpdateSession(ctx, ran.ID, func(m *model.Session) ([]model.Event, error) {
+		m.State, m.Handle = model.SessionFailed, model.Handle{Version: 1, State: []byte(`{"pid":1}`)}
+		return nil, nil
+	})
+	require.NoError(t, err)
+
+	require.NoError(t, s.AbandonSession(ctx, never.ID, model.Event{Kind: model.EventSessionEnded, Message: "launch failed, no session kept: refused"}))
+	_, err = s.GetSession(ctx, never.ID)
+	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	err = s.AbandonSession(ctx, ran.ID, model.Event{Kind: model.EventSessionEnded, Message: "x"})
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	list, err := s.ListSessions(ctx, task.ID)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, ran.ID, list[0].ID)
+	evs, err := s.Events(ctx, task.ID, 0, 100)
+	require.NoError(t, err)
+	last := evs[len(evs)-1]
+	assert.Equal(t, never.ID, last.SessionID)
+	assert.Equal(t, model.EventSessionEnded, last.Kind)
+	assert.Contains(t, last.Message, "no session kept")
+}
