@@ -231,6 +231,8 @@ func TestLinksToDeadContainersAreNeverRedialed(t *testing.T) {
 	}
 	for _, h := range handles {
 		require.NoError(t, e.Kill(ctx, h))
+		// The killed container stays until its session is stopped.
+		t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
 	}
 	for range n {
 		select {
