@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors/executortest"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
@@ -117,6 +118,15 @@ func endSessions(t *testing.T, dataDir string) {
 		fields := strings.Fields(args)
 		if i := slices.Index(fields, "--sessions-dir"); i >= 0 && i+1 < len(fields) {
 			assert.NoError(t, os.RemoveAll(fields[i+1]))
+		}
+		// The local executor releases an agent uid's claim when it sees its
+		// agentctl end; these were ended behind its back.
+		if i := slices.Index(fields, "--agent-uids"); i >= 0 && i+1 < len(fields) {
+			if r, err := agentuid.Parse(fields[i+1]); err == nil {
+				for uid := r.First; uid <= r.Last && uid != 0; uid++ {
+					agentuid.Release(uid)
+				}
+			}
 		}
 	}
 }
