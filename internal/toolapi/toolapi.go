@@ -12,6 +12,7 @@ package toolapi
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -101,14 +102,19 @@ type Account struct {
 }
 
 // OutputSchema returns the JSON Schema of T, for a tool's outputSchema.
-func OutputSchema[T any]() json.RawMessage {
-	s, err := jsonschema.For[T](nil)
+func OutputSchema[T any]() json.RawMessage { return ReflectSchema(reflect.TypeFor[T]()) }
+
+// ReflectSchema derives the JSON Schema of typ by reflection. The table's
+// types are derived at build time instead (go generate; see
+// schemas_gen.go), so agentctl's start-up does no reflection.
+func ReflectSchema(typ reflect.Type) json.RawMessage {
+	s, err := jsonschema.ForType(typ, nil)
 	if err != nil {
-		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+		panic(fmt.Sprintf("toolapi: schema of %s: %v", typ, err))
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+		panic(fmt.Sprintf("toolapi: schema of %s: %v", typ, err))
 	}
 	return b
 }

@@ -6,7 +6,7 @@
 // goroutines; Diff tells a publisher exactly which tools to remove and
 // (re)add to move from one to another.
 //
-// Tools come in groups with a predicate each: the task group is always
+// The built-in tools are toolapi's table: the task group is always
 // present, the github group only when github is in the provider set, the
 // gitlab group only when gitlab is. Plan mode keeps only read-only tools.
 // The same registry is served over streamable HTTP and over stdio
@@ -51,8 +51,8 @@ type Tool struct {
 	Idempotent   bool
 	// OpenWorld marks tools that reach outside the task (provider APIs).
 	OpenWorld bool
-	// Group names where the tool comes from: "task", "github", "gitlab",
-	// or "external" for pushed descriptors.
+	// Group names where the tool comes from: the table's group ("task",
+	// "github", "gitlab"), or "external" for pushed descriptors.
 	Group string
 }
 
@@ -74,56 +74,38 @@ type Registry struct {
 	prints map[string][32]byte
 }
 
-// group is a named set of tools with the predicate that enables it.
-type group struct {
-	name    string
-	enabled func(Spec) bool
-	tools   []Tool
-}
-
-func always(Spec) bool { return true }
-
-func provider(p providers.Provider) func(Spec) bool {
-	return func(s Spec) bool { return s.Providers.Has(p) }
-}
-
-// groups is the whole built-in surface, in one table.
-var groups = []group{
-	{name: "task", enabled: always, tools: readOnlyFromTable(taskTools)},
-	{name: "github", enabled: provider(providers.GitHub), tools: readOnlyFromTable(githubTools)},
-	{name: "gitlab", enabled: provider(providers.GitLab), tools: readOnlyFromTable(gitlabTools)},
-}
-
-// readOnlyFromTable marks each built-in tool read-only exactly when
-// toolapi.ReadOnly says so: the one table the orchestrator also checks
-// every call of a plan session against. No definition states it again.
-func readOnlyFromTable(tools []Tool) []Tool {
-	for i := range tools {
-		tools[i].ReadOnly = toolapi.ReadOnly(tools[i].Name)
+// builtins are the built-in tool definitions, one per entry of toolapi's
+// table (the one statement of the built-in surface), made once: their
+// schemas were computed at build time, so this does no reflection.
+var builtins = func() []builtin {
+	var out []builtin
+	for _, t := range toolapi.Tools() {
+		out = append(out, builtin{entry: t, def: Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema(), OutputSchema: t.OutputSchema(),
+			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, Group: string(t.Group),
+		}})
 	}
-	return tools
+	return out
+}()
+
+type builtin struct {
+	entry toolapi.Tool
+	def   Tool
 }
 
 // Build returns the registry for spec. Unknown modes are treated as plan
 // mode: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
-	// Normalize again: a Set can only hold allowlisted providers, but the
-	// spec may have been assembled by hand.
-	spec.Providers = providers.Of(spec.Providers.Strings()...)
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
 	var tools []Tool
-	builtin := map[string]bool{}
-	for _, g := range groups {
-		for _, t := range g.tools {
-			builtin[t.Name] = true
-			if g.enabled(spec) && keep(t) {
-				t.Group = g.name
-				tools = append(tools, t)
-			}
+	for _, b := range builtins {
+		if b.entry.Shown(spec.Providers) && keep(b.def) {
+			tools = append(tools, b.def)
 		}
 	}
 	for _, t := range spec.External {
-		if builtin[t.Name] || t.Name == "" || !keep(t) {
+		if Builtin(t.Name) || t.Name == "" || !keep(t) {
 			continue
 		}
 		t.Group = "external"
@@ -135,14 +117,8 @@ func Build(spec Spec) *Registry {
 // Builtin reports whether name is a built-in tool's name, in any mode and
 // with any provider set: the names a pushed descriptor can never take.
 func Builtin(name string) bool {
-	for _, g := range groups {
-		for _, t := range g.tools {
-			if t.Name == name {
-				return true
-			}
-		}
-	}
-	return false
+	_, ok := toolapi.Lookup(name)
+	return ok
 }
 
 // FromTools returns a registry holding exactly tools (the last of several

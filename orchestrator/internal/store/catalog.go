@@ -275,7 +275,7 @@ func (s *Store) ApplyDiscovery(ctx context.Context, providerID string, tools []m
 		if err != nil {
 			return err
 		}
-		existing, err := providerTools(ctx, t, p.ID)
+		existing, err := catalogToolsOf(ctx, t, p.ID)
 		if err != nil {
 			return err
 		}
@@ -600,7 +600,8 @@ func queryTools(ctx context.Context, q queryer, clause string, args ...any) ([]m
 	return out, arows.Err()
 }
 
-func providerTools(ctx context.Context, q queryer, providerID string) ([]model.CatalogTool, error) {
+// catalogToolsOf lists the catalog tools of one external MCP server.
+func catalogToolsOf(ctx context.Context, q queryer, providerID string) ([]model.CatalogTool, error) {
 	return queryTools(ctx, q, `WHERE t.provider_id = ? ORDER BY t.external_name`, providerID)
 }
 
