@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -94,6 +95,17 @@ type builtin struct {
 	def   Tool
 }
 
+// builtinPrints are the built-in definitions' fingerprints, computed on
+// the first Build rather than on every one (each would re-encode the same
+// definitions) or at start-up.
+var builtinPrints = sync.OnceValue(func() map[string][32]byte {
+	out := make(map[string][32]byte, len(builtins))
+	for _, b := range builtins {
+		out[b.def.Name] = fingerprint(b.def)
+	}
+	return out
+})
+
 // Build returns the registry for spec. Unknown modes are treated as plan
 // mode: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
@@ -111,7 +123,7 @@ func Build(spec Spec) *Registry {
 		t.Group = "external"
 		tools = append(tools, t)
 	}
-	return newRegistry(tools)
+	return newRegistry(tools, builtinPrints())
 }
 
 // Builtin reports whether name is a built-in tool's name, in any mode and
@@ -124,9 +136,12 @@ func Builtin(name string) bool {
 // FromTools returns a registry holding exactly tools (the last of several
 // with one name wins). It is how a mirror, such as the stdio bridge,
 // publishes a list it received.
-func FromTools(tools []Tool) *Registry { return newRegistry(tools) }
+func FromTools(tools []Tool) *Registry { return newRegistry(tools, nil) }
 
-func newRegistry(tools []Tool) *Registry {
+// newRegistry makes the registry of tools; known holds fingerprints
+// already computed, by name, for tools that are exactly those definitions
+// (Build's built-in tools, whose names no other tool can take).
+func newRegistry(tools []Tool, known map[string][32]byte) *Registry {
 	byName := map[string]Tool{}
 	for _, t := range tools {
 		byName[t.Name] = t
@@ -139,7 +154,11 @@ func newRegistry(tools []Tool) *Registry {
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
 	for i, t := range r.tools {
 		r.index[t.Name] = i
-		r.prints[t.Name] = fingerprint(t)
+		p, ok := known[t.Name]
+		if !ok {
+			p = fingerprint(t)
+		}
+		r.prints[t.Name] = p
 	}
 	return r
 }

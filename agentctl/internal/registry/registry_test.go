@@ -226,3 +226,18 @@ func TestReadOnlyIsToolapisTable(t *testing.T) {
 	assert.Equal(t, toolapi.ReadOnlyTools(), want, "every entry of the table is a built-in tool")
 	assert.Equal(t, want, plan.Names(), "a plan session is shown exactly the table's tools")
 }
+
+// TestBuildsFingerprintsAreTheDefinitions: the fingerprints Build reuses
+// for built-in tools are those of the definitions it returns, so a
+// registry rebuilt from its own tools shows the same surface.
+func TestBuildsFingerprintsAreTheDefinitions(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan} {
+		r := registry.Build(registry.Spec{Mode: mode, Providers: providers.Of("github", "gitlab")})
+		rebuilt := registry.FromTools(r.Tools())
+		assert.True(t, rebuilt.Equal(r), "%s", mode)
+		removed, upserted := rebuilt.Diff(r)
+		assert.Empty(t, removed)
+		assert.Empty(t, upserted)
+	}
+}
