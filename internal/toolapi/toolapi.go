@@ -1,7 +1,10 @@
-// Package toolapi defines the structured results of toolscope's built-in
-// task tools: the wire shapes the orchestrator fills and agentctl
-// advertises as output schemas. Keeping them in one package makes the
-// shape one definition on both sides of the Attach stream.
+// Package toolapi is toolscope's built-in tool surface, stated once for
+// both sides of the Attach stream: the tool table (tools.go: every
+// built-in tool with its group, texts, read-only flag, argument and result
+// types, refusal codes and parity counterpart), the refusal codes
+// (codes.go), and the argument and result types the orchestrator decodes
+// and fills and agentctl advertises as schemas (generated from the types
+// into schemas_gen.go by `make docs`).
 //
 // SessionInfo is credential-free by construction: it has no field that
 // could carry a token, secret, e-mail address, scope or expiry, and no
