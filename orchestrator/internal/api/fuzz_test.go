@@ -25,6 +25,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -368,7 +369,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	// There is no catalog pool: a fuzzed tool provider is recorded but
 	// never run or reached (its discovery fails, and is recorded as such).
 	e.svc = service.New(e.st, broker, service.Options{Executors: execs,
-		Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})
+		Connections: connections.New(e.st, connections.Options{Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})})
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
 	e.catalog, e.sources = &catalogServer{svc: e.svc}, &sourcePolicy{svc: e.svc}

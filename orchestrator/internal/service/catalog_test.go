@@ -19,6 +19,7 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -47,7 +48,7 @@ func newCatalogWorld(t *testing.T, withPool bool) *catalogWorld {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.st.Close() })
 	env := func(name string) (string, bool) { v, ok := w.env[name]; return v, ok }
-	opts := service.Options{Logger: log, Credentials: credentials.Resolver{Env: env},
+	opts := service.Options{Logger: log, Connections: connections.New(w.st, connections.Options{Credentials: credentials.Resolver{Env: env}}),
 		OnCatalogChange: func(context.Context) { w.changes.Add(1) }}
 	if withPool {
 		pool := catalog.New(catalog.Options{Credentials: credentials.Resolver{Env: env}, WorkDir: t.TempDir(),
