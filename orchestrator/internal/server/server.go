@@ -313,7 +313,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	for name := range execs {
 		log.Info("executor on", "executor", name)
 	}
-	// Connections to the catalog's external tool providers: made on first
+	// Connections to the catalog's external MCP servers: made on first
 	// use, closed (stdio servers ended) when Run returns.
 	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()

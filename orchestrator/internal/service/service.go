@@ -58,8 +58,8 @@ type Options struct {
 	// PushTimeout bounds the push of a provider set to one session;
 	// DefaultPushTimeout if zero.
 	PushTimeout time.Duration
-	// Catalog holds the connections to external tool providers; nil: the
-	// catalog's records can be managed, but providers cannot be reached
+	// Catalog holds the connections to external MCP servers; nil: the
+	// catalog's records can be managed, but servers cannot be reached
 	// (discovery fails and is recorded as such).
 	Catalog *catalog.Pool
 	// OnCatalogChange, if set, is called after every committed catalog
