@@ -18,11 +18,13 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
 )
@@ -167,6 +169,33 @@ func TestCallsInFlightAreBoundedAcrossCallers(t *testing.T) {
 	r := <-done
 	assert.False(t, r.IsError, "%s: %s", r.Code, r.Text)
 	assert.Equal(t, []string{pullGet}, w.cycle(t), "with the place free the poller polls again")
+}
+
+// TestValidationSharesTheGate: the connection validation of 'workspace
+// connect' goes through the same component: a 429 it meets pauses the
+// agents' calls, and a validation while the connection is rate limited
+// fails Unavailable without a request.
+func TestValidationSharesTheGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, forge.LimiterOptions{})
+	svc := service.New(w.st, &events.Broker{}, service.Options{Connections: w.conns})
+	in := service.ConnectionInput{WorkspaceID: w.ws.ID, Provider: "github", APIBaseURL: w.gh.URL,
+		Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GH_TOKEN"}}
+	conn, err := svc.SetConnection(ctx, in)
+	require.NoError(t, err, "control: the validation reaches the provider")
+	assert.Equal(t, "octo-bot", conn.Username)
+
+	w.gh.FailNext("GET", "/user", 429, 60)
+	_, err = svc.SetConnection(ctx, in)
+	require.ErrorIs(t, err, errdefs.ErrUnavailable)
+	before := w.gh.Requests()
+	r := w.status()
+	assert.Equal(t, forge.CodeRateLimited, r.Code, r.Text)
+	_, err = svc.SetConnection(ctx, in)
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
+	assert.Contains(t, err.Error(), "github asked toolscope to wait")
+	assert.Equal(t, before, w.gh.Requests(), "neither the agent's call nor the second validation reached the provider")
 }
 
 // TestCredentialIsResolvedAtCallTime: the credential is read at each use,
