@@ -56,7 +56,16 @@ var Table = map[string]model.Role{
 	pb.EventService_WatchTaskEvents_FullMethodName: model.RoleViewer,
 
 	// The catalog, reads included: it names the commands and URLs of the
-	// external tool providers.
+	// external MCP servers.
+	pb.CatalogService_CreateMcpServer_FullMethodName:     model.RoleAdmin,
+	pb.CatalogService_UpdateMcpServer_FullMethodName:     model.RoleAdmin,
+	pb.CatalogService_GetMcpServer_FullMethodName:        model.RoleAdmin,
+	pb.CatalogService_ListMcpServers_FullMethodName:      model.RoleAdmin,
+	pb.CatalogService_TestMcpServer_FullMethodName:       model.RoleAdmin,
+	pb.CatalogService_RefreshMcpServer_FullMethodName:    model.RoleAdmin,
+	pb.CatalogService_SetMcpServerEnabled_FullMethodName: model.RoleAdmin,
+	// The deprecated names of the seven above (ADR 0017), served for one
+	// release and removed in the next.
 	pb.CatalogService_CreateToolProvider_FullMethodName:     model.RoleAdmin,
 	pb.CatalogService_UpdateToolProvider_FullMethodName:     model.RoleAdmin,
 	pb.CatalogService_GetToolProvider_FullMethodName:        model.RoleAdmin,

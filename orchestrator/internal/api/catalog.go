@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -9,74 +12,137 @@ import (
 )
 
 // catalogServer serves CatalogService: the governed catalog of external
-// MCP tool providers.
+// MCP servers and their tools.
 type catalogServer struct {
 	pb.UnimplementedCatalogServiceServer
 	svc *service.Service
 }
 
-func (h *catalogServer) CreateToolProvider(ctx context.Context, req *pb.CreateToolProviderRequest) (*pb.CreateToolProviderResponse, error) {
-	p, counts, err := h.svc.CreateToolProvider(ctx, fromToolProvider(req.GetProvider()))
+func (h *catalogServer) CreateMcpServer(ctx context.Context, req *pb.CreateMcpServerRequest) (*pb.CreateMcpServerResponse, error) {
+	m, counts, err := h.svc.CreateMCPServer(ctx, fromMCPServer(req.GetServer()))
 	if err != nil {
 		return nil, err
 	}
-	return &pb.CreateToolProviderResponse{Provider: toToolProvider(p), Counts: toCounts(counts)}, nil
+	return &pb.CreateMcpServerResponse{Server: toMCPServer(m), Counts: toCounts(counts)}, nil
 }
 
-func (h *catalogServer) UpdateToolProvider(ctx context.Context, req *pb.UpdateToolProviderRequest) (*pb.UpdateToolProviderResponse, error) {
-	p, counts, err := h.svc.UpdateToolProvider(ctx, fromToolProvider(req.GetProvider()))
+func (h *catalogServer) UpdateMcpServer(ctx context.Context, req *pb.UpdateMcpServerRequest) (*pb.UpdateMcpServerResponse, error) {
+	m, counts, err := h.svc.UpdateMCPServer(ctx, fromMCPServer(req.GetServer()))
 	if err != nil {
 		return nil, err
 	}
-	return &pb.UpdateToolProviderResponse{Provider: toToolProvider(p), Counts: toCounts(counts)}, nil
+	return &pb.UpdateMcpServerResponse{Server: toMCPServer(m), Counts: toCounts(counts)}, nil
 }
 
-func (h *catalogServer) GetToolProvider(ctx context.Context, req *pb.GetToolProviderRequest) (*pb.GetToolProviderResponse, error) {
-	p, err := h.svc.GetToolProvider(ctx, req.GetProvider())
+func (h *catalogServer) GetMcpServer(ctx context.Context, req *pb.GetMcpServerRequest) (*pb.GetMcpServerResponse, error) {
+	m, err := h.svc.GetMCPServer(ctx, req.GetServer())
 	if err != nil {
 		return nil, err
 	}
-	return &pb.GetToolProviderResponse{Provider: toToolProvider(p)}, nil
+	return &pb.GetMcpServerResponse{Server: toMCPServer(m)}, nil
 }
 
-func (h *catalogServer) ListToolProviders(ctx context.Context, _ *pb.ListToolProvidersRequest) (*pb.ListToolProvidersResponse, error) {
-	list, err := h.svc.ListToolProviders(ctx)
+func (h *catalogServer) ListMcpServers(ctx context.Context, _ *pb.ListMcpServersRequest) (*pb.ListMcpServersResponse, error) {
+	list, err := h.svc.ListMCPServers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ListToolProvidersResponse{Providers: []*pb.ToolProvider{}}
-	for _, p := range list {
-		out.Providers = append(out.Providers, toToolProvider(p))
+	out := &pb.ListMcpServersResponse{Servers: []*pb.McpServer{}}
+	for _, m := range list {
+		out.Servers = append(out.Servers, toMCPServer(m))
 	}
 	return out, nil
 }
 
-func (h *catalogServer) TestToolProvider(ctx context.Context, req *pb.TestToolProviderRequest) (*pb.TestToolProviderResponse, error) {
-	res, err := h.svc.TestToolProvider(ctx, req.GetProvider())
+func (h *catalogServer) TestMcpServer(ctx context.Context, req *pb.TestMcpServerRequest) (*pb.TestMcpServerResponse, error) {
+	res, err := h.svc.TestMCPServer(ctx, req.GetServer())
 	if err != nil {
 		return nil, err
 	}
-	return &pb.TestToolProviderResponse{ServerName: res.ServerName, ServerVersion: res.ServerVersion, ToolNames: res.ToolNames}, nil
+	return &pb.TestMcpServerResponse{ServerName: res.ServerName, ServerVersion: res.ServerVersion, ToolNames: res.ToolNames}, nil
+}
+
+func (h *catalogServer) RefreshMcpServer(ctx context.Context, req *pb.RefreshMcpServerRequest) (*pb.RefreshMcpServerResponse, error) {
+	m, counts, err := h.svc.RefreshMCPServer(ctx, req.GetServer())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RefreshMcpServerResponse{Server: toMCPServer(m), Counts: toCounts(counts)}, nil
+}
+
+func (h *catalogServer) SetMcpServerEnabled(ctx context.Context, req *pb.SetMcpServerEnabledRequest) (*pb.SetMcpServerEnabledResponse, error) {
+	m, err := h.svc.SetMCPServerEnabled(ctx, req.GetServer(), req.GetEnabled())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SetMcpServerEnabledResponse{Server: toMCPServer(m)}, nil
+}
+
+// The deprecated *ToolProvider RPCs (ADR 0017) are the *McpServer ones:
+// their messages have the same field numbers and types
+// (TestDeprecatedCatalogMessagesMatchTheirSuccessors), so each request is
+// re-read as its successor, served by it, and its answer re-read back.
+
+func (h *catalogServer) CreateToolProvider(ctx context.Context, req *pb.CreateToolProviderRequest) (*pb.CreateToolProviderResponse, error) {
+	return rewire[*pb.CreateToolProviderResponse](h.CreateMcpServer(ctx, rewire1[*pb.CreateMcpServerRequest](req)))
+}
+
+func (h *catalogServer) UpdateToolProvider(ctx context.Context, req *pb.UpdateToolProviderRequest) (*pb.UpdateToolProviderResponse, error) {
+	return rewire[*pb.UpdateToolProviderResponse](h.UpdateMcpServer(ctx, rewire1[*pb.UpdateMcpServerRequest](req)))
+}
+
+func (h *catalogServer) GetToolProvider(ctx context.Context, req *pb.GetToolProviderRequest) (*pb.GetToolProviderResponse, error) {
+	return rewire[*pb.GetToolProviderResponse](h.GetMcpServer(ctx, rewire1[*pb.GetMcpServerRequest](req)))
+}
+
+func (h *catalogServer) ListToolProviders(ctx context.Context, req *pb.ListToolProvidersRequest) (*pb.ListToolProvidersResponse, error) {
+	return rewire[*pb.ListToolProvidersResponse](h.ListMcpServers(ctx, rewire1[*pb.ListMcpServersRequest](req)))
+}
+
+func (h *catalogServer) TestToolProvider(ctx context.Context, req *pb.TestToolProviderRequest) (*pb.TestToolProviderResponse, error) {
+	return rewire[*pb.TestToolProviderResponse](h.TestMcpServer(ctx, rewire1[*pb.TestMcpServerRequest](req)))
 }
 
 func (h *catalogServer) RefreshToolProvider(ctx context.Context, req *pb.RefreshToolProviderRequest) (*pb.RefreshToolProviderResponse, error) {
-	p, counts, err := h.svc.RefreshToolProvider(ctx, req.GetProvider())
-	if err != nil {
-		return nil, err
-	}
-	return &pb.RefreshToolProviderResponse{Provider: toToolProvider(p), Counts: toCounts(counts)}, nil
+	return rewire[*pb.RefreshToolProviderResponse](h.RefreshMcpServer(ctx, rewire1[*pb.RefreshMcpServerRequest](req)))
 }
 
 func (h *catalogServer) SetToolProviderEnabled(ctx context.Context, req *pb.SetToolProviderEnabledRequest) (*pb.SetToolProviderEnabledResponse, error) {
-	p, err := h.svc.SetToolProviderEnabled(ctx, req.GetProvider(), req.GetEnabled())
+	return rewire[*pb.SetToolProviderEnabledResponse](h.SetMcpServerEnabled(ctx, rewire1[*pb.SetMcpServerEnabledRequest](req)))
+}
+
+// rewire1 re-reads m as T, a message with the same field numbers and
+// types. Both are generated from proto/ and checked equal by a test, so
+// the conversion cannot fail; if it did, T is left empty and the service
+// refuses it naming the missing field.
+func rewire1[T proto.Message](m proto.Message) T {
+	out, _ := rewire[T](m, nil)
+	return out
+}
+
+// rewire is rewire1 for a handler's answer: an error is passed through.
+func rewire[T proto.Message](m proto.Message, err error) (T, error) {
+	var zero T
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return &pb.SetToolProviderEnabledResponse{Provider: toToolProvider(p)}, nil
+	out := zero.ProtoReflect().Type().New().Interface().(T)
+	b, err := proto.Marshal(m)
+	if err == nil {
+		err = proto.Unmarshal(b, out)
+	}
+	if err != nil {
+		return out, fmt.Errorf("re-read %s as %s: %w", m.ProtoReflect().Descriptor().FullName(), out.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return out, nil
 }
 
 func (h *catalogServer) ListCatalogTools(ctx context.Context, req *pb.ListCatalogToolsRequest) (*pb.ListCatalogToolsResponse, error) {
-	list, err := h.svc.ListCatalogTools(ctx, req.GetProvider())
+	server := req.GetServer()
+	if server == "" {
+		server = req.GetProvider() // the deprecated field, read for one release
+	}
+	list, err := h.svc.ListCatalogTools(ctx, server)
 	if err != nil {
 		return nil, err
 	}
@@ -111,19 +177,19 @@ func (h *catalogServer) AssignCatalogTool(ctx context.Context, req *pb.AssignCat
 	return &pb.AssignCatalogToolResponse{Tool: toCatalogTool(ct)}, nil
 }
 
-// fromToolProvider converts the request's provider; the service validates
-// it. id is kept (UpdateToolProvider names the provider by it), the
-// enablement and discovery fields are ignored.
-func fromToolProvider(p *pb.ToolProvider) model.ToolProvider {
-	out := model.ToolProvider{ID: p.GetId(), Name: p.GetName()}
+// fromMCPServer converts the request's server; the service validates it.
+// id is kept (UpdateMcpServer names the server by it), the enablement and
+// discovery fields are ignored.
+func fromMCPServer(p *pb.McpServer) model.MCPServer {
+	out := model.MCPServer{ID: p.GetId(), Name: p.GetName()}
 	switch t := p.GetTransport().(type) {
-	case *pb.ToolProvider_Stdio:
+	case *pb.McpServer_Stdio:
 		s := &model.StdioTransport{Command: t.Stdio.GetCommand(), Args: t.Stdio.GetArgs(), WorkingDir: t.Stdio.GetWorkingDir()}
 		for _, e := range t.Stdio.GetEnv() {
 			s.Env = append(s.Env, model.EnvReference{Name: e.GetName(), FromEnv: e.GetFromEnv()})
 		}
 		out.Transport, out.Stdio = model.TransportStdio, s
-	case *pb.ToolProvider_Http:
+	case *pb.McpServer_Http:
 		h := &model.HTTPTransport{URL: t.Http.GetUrl()}
 		for _, hr := range t.Http.GetHeaders() {
 			h.Headers = append(h.Headers, model.HeaderReference{Name: hr.GetName(), Value: fromCredential(hr.GetValue()), Prefix: hr.GetPrefix()})
@@ -133,8 +199,8 @@ func fromToolProvider(p *pb.ToolProvider) model.ToolProvider {
 	return out
 }
 
-func toToolProvider(p model.ToolProvider) *pb.ToolProvider {
-	out := &pb.ToolProvider{
+func toMCPServer(p model.MCPServer) *pb.McpServer {
+	out := &pb.McpServer{
 		Id: p.ID, Name: p.Name, Enabled: p.Enabled, DiscoverTime: ts(p.DiscoveredAt), DiscoveryError: p.DiscoveryError,
 		CreateTime: ts(p.CreatedAt), UpdateTime: ts(p.UpdatedAt),
 	}
@@ -144,13 +210,13 @@ func toToolProvider(p model.ToolProvider) *pb.ToolProvider {
 		for _, e := range p.Stdio.Env {
 			s.Env = append(s.Env, &pb.EnvReference{Name: e.Name, FromEnv: e.FromEnv})
 		}
-		out.Transport = &pb.ToolProvider_Stdio{Stdio: s}
+		out.Transport = &pb.McpServer_Stdio{Stdio: s}
 	case p.HTTP != nil:
 		h := &pb.HttpTransport{Url: p.HTTP.URL}
 		for _, hr := range p.HTTP.Headers {
 			h.Headers = append(h.Headers, &pb.HeaderReference{Name: hr.Name, Value: toCredential(hr.Value), Prefix: hr.Prefix})
 		}
-		out.Transport = &pb.ToolProvider_Http{Http: h}
+		out.Transport = &pb.McpServer_Http{Http: h}
 	}
 	return out
 }
@@ -168,7 +234,7 @@ func toCredential(c model.CredentialRef) *pb.CredentialRef {
 
 func toCatalogTool(ct model.CatalogTool) *pb.CatalogTool {
 	return &pb.CatalogTool{
-		Id: ct.ID, ProviderId: ct.ProviderID, ExternalName: ct.ExternalName, ExposedName: ct.ExposedName,
+		Id: ct.ID, ServerId: ct.ServerID, ProviderId: ct.ServerID, ExternalName: ct.ExternalName, ExposedName: ct.ExposedName,
 		Title: ct.Title, Description: ct.Description, InputSchemaJson: string(ct.InputSchema),
 		OutputSchemaJson: string(ct.OutputSchema), SchemaHash: ct.SchemaHash, ReadOnly: ct.ReadOnly,
 		Enabled: ct.Enabled, Available: ct.Available, WorkspaceIds: ct.WorkspaceIDs,

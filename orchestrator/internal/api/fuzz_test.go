@@ -25,6 +25,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -221,6 +222,27 @@ var fuzzRPCs = []fuzzRPC{
 			return stream.sent, err
 		},
 	},
+	unary("toolscope.orchestrator.v1.CatalogService.CreateMcpServer", func(e *fuzzEnv) func(context.Context, *pb.CreateMcpServerRequest) (*pb.CreateMcpServerResponse, error) {
+		return e.catalog.CreateMcpServer
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.UpdateMcpServer", func(e *fuzzEnv) func(context.Context, *pb.UpdateMcpServerRequest) (*pb.UpdateMcpServerResponse, error) {
+		return e.catalog.UpdateMcpServer
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.GetMcpServer", func(e *fuzzEnv) func(context.Context, *pb.GetMcpServerRequest) (*pb.GetMcpServerResponse, error) {
+		return e.catalog.GetMcpServer
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.ListMcpServers", func(e *fuzzEnv) func(context.Context, *pb.ListMcpServersRequest) (*pb.ListMcpServersResponse, error) {
+		return e.catalog.ListMcpServers
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.TestMcpServer", func(e *fuzzEnv) func(context.Context, *pb.TestMcpServerRequest) (*pb.TestMcpServerResponse, error) {
+		return e.catalog.TestMcpServer
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.RefreshMcpServer", func(e *fuzzEnv) func(context.Context, *pb.RefreshMcpServerRequest) (*pb.RefreshMcpServerResponse, error) {
+		return e.catalog.RefreshMcpServer
+	}),
+	unary("toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled", func(e *fuzzEnv) func(context.Context, *pb.SetMcpServerEnabledRequest) (*pb.SetMcpServerEnabledResponse, error) {
+		return e.catalog.SetMcpServerEnabled
+	}),
 }
 
 var errBacklogSent = errors.New("fuzz: backlog sent")
@@ -368,7 +390,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	// There is no catalog pool: a fuzzed tool provider is recorded but
 	// never run or reached (its discovery fails, and is recorded as such).
 	e.svc = service.New(e.st, broker, service.Options{Executors: execs,
-		Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})
+		Connections: connections.New(e.st, connections.Options{Credentials: credentials.Resolver{Env: func(string) (string, bool) { return "", false }}})})
 	e.workspaces, e.repositories = &workspaces{svc: e.svc}, &repositories{svc: e.svc}
 	e.tasks, e.sessions, e.events = &tasks{svc: e.svc}, &sessions{svc: e.svc}, &eventsServer{svc: e.svc}
 	e.catalog, e.sources = &catalogServer{svc: e.svc}, &sourcePolicy{svc: e.svc}
@@ -423,7 +445,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 
 	// A provider with a catalog: its tools are applied as a discovery
 	// would, straight to the store.
-	prov, _, err := e.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs",
+	prov, _, err := e.svc.CreateMCPServer(ctx, model.MCPServer{Name: "docs",
 		HTTP: &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp", Headers: []model.HeaderReference{{Name: "Authorization", Prefix: "Bearer ",
 			Value: model.CredentialRef{Kind: model.CredentialEnv, Ref: "DOCS_TOKEN"}}}}})
 	require.NoError(tb, err)
@@ -698,6 +720,17 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"RefreshToolProvider", &pb.RefreshToolProviderRequest{Provider: "@provider"}},
 		{"RefreshToolProvider", &pb.RefreshToolProviderRequest{}},
 		{"SetToolProviderEnabled", &pb.SetToolProviderEnabledRequest{Provider: "docs", Enabled: true}},
+		{"CreateMcpServer", &pb.CreateMcpServerRequest{Server: &pb.McpServer{Name: "wiki", Transport: &pb.McpServer_Http{
+			Http: &pb.HttpTransport{Url: "https://wiki.example/mcp"}}}}},
+		{"CreateMcpServer", &pb.CreateMcpServerRequest{Server: &pb.McpServer{Name: "Bad_Name"}}},
+		{"UpdateMcpServer", &pb.UpdateMcpServerRequest{Server: &pb.McpServer{Id: "@provider", Transport: &pb.McpServer_Http{
+			Http: &pb.HttpTransport{Url: "https://docs.example/v2/mcp"}}}}},
+		{"GetMcpServer", &pb.GetMcpServerRequest{Server: "docs"}},
+		{"ListMcpServers", &pb.ListMcpServersRequest{}},
+		{"TestMcpServer", &pb.TestMcpServerRequest{Server: "docs"}},
+		{"RefreshMcpServer", &pb.RefreshMcpServerRequest{Server: "@provider"}},
+		{"SetMcpServerEnabled", &pb.SetMcpServerEnabledRequest{Server: "docs", Enabled: true}},
+		{"ListCatalogTools", &pb.ListCatalogToolsRequest{Server: "@provider"}},
 		{"ListCatalogTools", &pb.ListCatalogToolsRequest{}},
 		{"ListCatalogTools", &pb.ListCatalogToolsRequest{Provider: "@provider"}},
 		{"ListCatalogTools", &pb.ListCatalogToolsRequest{Provider: "nope"}},

@@ -29,14 +29,14 @@ import (
 // Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
 
-// ProtocolVersion is the MCP version the pool asks providers for. The
+// ProtocolVersion is the MCP version the pool asks servers for. The
 // 2025-11-25 handshake (initialize) is served by every current server;
 // under 2026-07-28 the client may answer tools/list from a cache for as
 // long as the server's TTL says, and a refresh must see the server's list
 // as it is now.
 const ProtocolVersion = "2025-11-25"
 
-// Limits on what one discovery accepts; a provider beyond them fails
+// Limits on what one discovery accepts; a server beyond them fails
 // discovery with a message naming the limit, and keeps its catalog.
 const (
 	MaxTools           = 1000
@@ -54,7 +54,7 @@ type Options struct {
 	// Timeout bounds each operation, connecting included; DefaultTimeout
 	// if zero.
 	Timeout time.Duration
-	// WorkDir is a stdio server's working directory when its provider
+	// WorkDir is a stdio server's working directory when its record
 	// names none: the orchestrator's data directory.
 	WorkDir string
 	// Credentials resolves HTTP header references; its Env (os.LookupEnv
@@ -68,23 +68,23 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Pool holds one go-sdk client connection per provider. It is safe for
+// Pool holds one go-sdk client connection per server. It is safe for
 // concurrent use.
 type Pool struct {
 	opts  Options
-	httpT *http.Transport // shared by HTTP providers
+	httpT *http.Transport // shared by HTTP servers
 
 	life context.Context // cancelled by Close: ends operations in flight
 	stop context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
-	entries map[string]*entry // by provider id
+	entries map[string]*entry // by server id
 	ops     sync.WaitGroup    // operations in flight
 	closers sync.WaitGroup    // replaced connections being closed
 }
 
-// entry is one provider's connection. sem (capacity 1) serializes
+// entry is one server's connection. sem (capacity 1) serializes
 // connecting, and guards the fields below it.
 type entry struct {
 	sem     chan struct{}
@@ -143,11 +143,11 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// Forget closes the provider's connection, if any; the next operation
+// Forget closes the server's connection, if any; the next operation
 // connects again.
-func (p *Pool) Forget(providerID string) {
+func (p *Pool) Forget(serverID string) {
 	p.mu.Lock()
-	e := p.entries[providerID]
+	e := p.entries[serverID]
 	p.mu.Unlock()
 	if e == nil {
 		return
@@ -182,16 +182,16 @@ func (p *Pool) begin(ctx context.Context) (context.Context, func(), error) {
 	return ctx, func() { stop(); cancel(); p.ops.Done() }, nil
 }
 
-// TestResult is what a provider reported to a connection test.
+// TestResult is what a server reported to a connection test.
 type TestResult struct {
 	ServerName    string
 	ServerVersion string
 	ToolNames     []string // as listed, sorted
 }
 
-// Test makes a new connection to the provider (not the pooled one),
+// Test makes a new connection to the server (not the pooled one),
 // lists its tools and closes it. It changes nothing.
-func (p *Pool) Test(ctx context.Context, prov model.ToolProvider) (TestResult, error) {
+func (p *Pool) Test(ctx context.Context, prov model.MCPServer) (TestResult, error) {
 	ctx, end, err := p.begin(ctx)
 	if err != nil {
 		return TestResult{}, err
@@ -219,10 +219,10 @@ func (p *Pool) Test(ctx context.Context, prov model.ToolProvider) (TestResult, e
 	return res, nil
 }
 
-// Discover lists every tool of the provider (all pages) over the pooled
+// Discover lists every tool of the server (all pages) over the pooled
 // connection and returns them with canonical schemas and their hashes.
 // A broken connection is replaced and the listing retried once.
-func (p *Pool) Discover(ctx context.Context, prov model.ToolProvider) ([]model.DiscoveredTool, error) {
+func (p *Pool) Discover(ctx context.Context, prov model.MCPServer) ([]model.DiscoveredTool, error) {
 	var out []model.DiscoveredTool
 	err := p.do(ctx, prov, "list tools", true, func(ctx context.Context, sess *mcp.ClientSession, secrets *scrub.Set) error {
 		tools, err := listTools(ctx, sess)
@@ -235,7 +235,7 @@ func (p *Pool) Discover(ctx context.Context, prov model.ToolProvider) ([]model.D
 	return out, err
 }
 
-// Call calls a provider's tool (by its name on the server) over the
+// Call calls a server's tool (by its name on the server) over the
 // pooled connection. args is a JSON object (empty: no arguments). A tool
 // that fails answers with a result whose IsError is set; an error means
 // the call could not be made or answered. A call is sent again on a new
@@ -243,7 +243,7 @@ func (p *Pool) Discover(ctx context.Context, prov model.ToolProvider) ([]model.D
 // connection's session. A connection that breaks during a call, and an
 // HTTP error answer (go-sdk reports a 5xx or 429 like an unsent request),
 // drop the connection without repeating the call, since it may have run.
-func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (p *Pool) Call(ctx context.Context, prov model.MCPServer, externalName string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: externalName}
 	if len(args) > 0 {
 		params.Arguments = args
@@ -260,12 +260,12 @@ func (p *Pool) Call(ctx context.Context, prov model.ToolProvider, externalName s
 	return res, err
 }
 
-// do runs op on the provider's pooled connection. When op fails because
+// do runs op on the server's pooled connection. When op fails because
 // the connection broke, the connection is dropped, and op runs once more
 // on a new one if retry is set (operations that change nothing) or the
 // server did not know the connection's session (the request was refused
 // unseen, so it cannot have run).
-func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, retry bool,
+func (p *Pool) do(ctx context.Context, prov model.MCPServer, what string, retry bool,
 	op func(context.Context, *mcp.ClientSession, *scrub.Set) error) error {
 	ctx, end, err := p.begin(ctx)
 	if err != nil {
@@ -292,7 +292,7 @@ func (p *Pool) do(ctx context.Context, prov model.ToolProvider, what string, ret
 		if !broken || attempt > 0 || !(retry || unseen) {
 			return p.failure(ctx, prov, what, err, c.secrets, c.stderr)
 		}
-		p.opts.Logger.Info("reconnecting to a tool provider", "provider", prov.Name, "operation", what)
+		p.opts.Logger.Info("reconnecting to an MCP server", "server", prov.Name, "operation", what)
 	}
 }
 
@@ -306,10 +306,10 @@ type conn struct {
 	stderr  *tail
 }
 
-// session returns the provider's live pooled connection, connecting (or
+// session returns the server's live pooled connection, connecting (or
 // reconnecting, when the transport changed or the connection ended) as
 // needed.
-func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, conn, error) {
+func (p *Pool) session(ctx context.Context, prov model.MCPServer) (*entry, conn, error) {
 	key, err := transportKey(prov)
 	if err != nil {
 		return nil, conn{}, err
@@ -360,7 +360,7 @@ func (p *Pool) session(ctx context.Context, prov model.ToolProvider) (*entry, co
 		_ = sess.Wait()
 		close(dead)
 	}(c.sess, e.dead)
-	p.opts.Logger.Info("connected to a tool provider", "provider", prov.Name, "transport", string(prov.Transport))
+	p.opts.Logger.Info("connected to an MCP server", "server", prov.Name, "transport", string(prov.Transport))
 	return e, conn{c.sess, secrets, c.stderr}, nil
 }
 
@@ -376,7 +376,7 @@ func (p *Pool) drop(e *entry, sess *mcp.ClientSession) {
 
 // cloneTransport returns prov with its own copies of the transport's
 // slices.
-func cloneTransport(prov model.ToolProvider) model.ToolProvider {
+func cloneTransport(prov model.MCPServer) model.MCPServer {
 	if prov.Stdio != nil {
 		s := *prov.Stdio
 		s.Args, s.Env = slices.Clone(s.Args), slices.Clone(s.Env)
@@ -390,7 +390,7 @@ func cloneTransport(prov model.ToolProvider) model.ToolProvider {
 	return prov
 }
 
-func transportKey(prov model.ToolProvider) (string, error) {
+func transportKey(prov model.MCPServer) (string, error) {
 	b, err := json.Marshal(struct {
 		T     model.TransportKind
 		Stdio *model.StdioTransport
@@ -404,9 +404,9 @@ type connection struct {
 	stderr *tail
 }
 
-// connect makes a new client connection to the provider. Resolved secrets
+// connect makes a new client connection to the server. Resolved secrets
 // are added to secrets, so that errors and answers can be scrubbed.
-func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *scrub.Set) (connection, error) {
+func (p *Pool) connect(ctx context.Context, prov model.MCPServer, secrets *scrub.Set) (connection, error) {
 	prov = cloneTransport(prov) // the connection outlives the caller's value
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope", Version: version.String()}, nil)
 	var (
@@ -427,7 +427,7 @@ func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *sc
 		for _, h := range prov.HTTP.Headers {
 			v, err := p.opts.Credentials.Resolve(h.Value)
 			if err != nil {
-				return c, errdefs.FailedPrecondition("provider %q: header %s: %v", prov.Name, h.Name, err)
+				return c, errdefs.FailedPrecondition("MCP server %q: header %s: %v", prov.Name, h.Name, err)
 			}
 			secrets.Add(v)
 		}
@@ -439,7 +439,7 @@ func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *sc
 			DisableStandaloneSSE: true, // the pool needs no server-initiated messages
 		}
 	default:
-		return c, errdefs.FailedPrecondition("provider %q has no %s transport", prov.Name, prov.Transport)
+		return c, errdefs.FailedPrecondition("MCP server %q has no %s transport", prov.Name, prov.Transport)
 	}
 	sess, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if err != nil {
@@ -451,7 +451,7 @@ func (p *Pool) connect(ctx context.Context, prov model.ToolProvider, secrets *sc
 
 // command builds a stdio server's process: its environment holds only
 // PATH, HOME and its references, resolved now.
-func (p *Pool) command(prov model.ToolProvider, secrets *scrub.Set) (*exec.Cmd, error) {
+func (p *Pool) command(prov model.MCPServer, secrets *scrub.Set) (*exec.Cmd, error) {
 	lookup := p.opts.Credentials.Env
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -464,7 +464,7 @@ func (p *Pool) command(prov model.ToolProvider, secrets *scrub.Set) (*exec.Cmd, 
 	for _, ref := range s.Env {
 		v, ok := lookup(ref.FromEnv)
 		if !ok {
-			return nil, errdefs.FailedPrecondition("provider %q: environment variable %s (the server's %s) is not set in the orchestrator's environment",
+			return nil, errdefs.FailedPrecondition("MCP server %q: environment variable %s (the server's %s) is not set in the orchestrator's environment",
 				prov.Name, ref.FromEnv, ref.Name)
 		}
 		env[ref.Name] = v
@@ -487,9 +487,9 @@ func (p *Pool) command(prov model.ToolProvider, secrets *scrub.Set) (*exec.Cmd, 
 }
 
 // failure turns an operation's error into an errdefs error that names the
-// provider and never carries a resolved secret: the original error is not
+// server and never carries a resolved secret: the original error is not
 // wrapped, only its scrubbed text is kept.
-func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string, err error, secrets *scrub.Set, stderr *tail) error {
+func (p *Pool) failure(ctx context.Context, prov model.MCPServer, what string, err error, secrets *scrub.Set, stderr *tail) error {
 	var rpcErr *jsonrpc.Error
 	class := errdefs.ErrUnavailable
 	msg := err.Error()
@@ -514,7 +514,7 @@ func (p *Pool) failure(ctx context.Context, prov model.ToolProvider, what string
 	if out := secrets.Scrubber().Tail(stderr.String(), 512); out != "" {
 		msg += "; its stderr ends with: " + out
 	}
-	return fmt.Errorf("tool provider %q: %s: %s: %w", prov.Name, what, msg, class)
+	return fmt.Errorf("MCP server %q: %s: %s: %w", prov.Name, what, msg, class)
 }
 
 // listTools lists every page of the server's tools.
@@ -637,7 +637,7 @@ func scrubResult(r *mcp.CallToolResult, secrets *scrub.Set) (*mcp.CallToolResult
 	return &out, nil
 }
 
-// headerTransport sets a provider's headers from their references on
+// headerTransport sets a server's headers from their references on
 // every request; the secrets live only in the outgoing request.
 type headerTransport struct {
 	base    http.RoundTripper

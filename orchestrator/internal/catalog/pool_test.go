@@ -64,10 +64,10 @@ func (e env) lookup(name string) (string, bool) { v, ok := e[name]; return v, ok
 
 // stdioProvider is a provider of the stdio test server whose references
 // point at files and variables of e.
-func stdioProvider(t *testing.T, files *catalogtest.StdioFiles, e env, extra ...model.EnvReference) model.ToolProvider {
+func stdioProvider(t *testing.T, files *catalogtest.StdioFiles, e env, extra ...model.EnvReference) model.MCPServer {
 	t.Helper()
 	e["T_TOOLS"], e["T_STARTS"], e["T_CALLS"], e["T_PAGE"] = files.ToolsFile, files.StartsFile, files.CallsFile, "2"
-	return model.ToolProvider{
+	return model.MCPServer{
 		ID: "tp_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")), Name: "docs", Transport: model.TransportStdio,
 		Stdio: &model.StdioTransport{
 			Command: catalogtest.StdioServer(t), WorkingDir: t.TempDir(),
@@ -206,7 +206,7 @@ func TestStdioFailuresAreClassifiedAndNameTheReference(t *testing.T) {
 	prov.Stdio.Command = filepath.Join(t.TempDir(), "gone")
 	_, err = pool.Discover(ctx, prov)
 	require.ErrorIs(t, err, errdefs.ErrUnavailable)
-	assert.Contains(t, err.Error(), `tool provider "docs": connect`)
+	assert.Contains(t, err.Error(), `MCP server "docs": connect`)
 
 	// A server that exits at once says why on stderr: the error carries it.
 	prov = stdioProvider(t, files, e)
@@ -217,7 +217,7 @@ func TestStdioFailuresAreClassifiedAndNameTheReference(t *testing.T) {
 
 	// A program that never answers is bounded by the timeout.
 	start := time.Now()
-	_, err = pool.Discover(ctx, model.ToolProvider{ID: "tp_sleep", Name: "sleepy", Transport: model.TransportStdio,
+	_, err = pool.Discover(ctx, model.MCPServer{ID: "tp_sleep", Name: "sleepy", Transport: model.TransportStdio,
 		Stdio: &model.StdioTransport{Command: "/bin/sleep", Args: []string{"30"}}})
 	require.ErrorIs(t, err, errdefs.ErrUnavailable)
 	assert.Contains(t, err.Error(), "no answer within 500ms")
@@ -232,7 +232,7 @@ func TestHTTPHeadersAreResolvedFromReferencesAtRequestTime(t *testing.T) {
 	srv.SetTools(specs("alpha", "beta", "gamma")...)
 	e := env{"DOCS_TOKEN": token}
 	pool := newPool(t, e, catalog.Options{Timeout: 5 * time.Second})
-	prov := model.ToolProvider{ID: "tp_http", Name: "docs", Transport: model.TransportHTTP, HTTP: &model.HTTPTransport{
+	prov := model.MCPServer{ID: "tp_http", Name: "docs", Transport: model.TransportHTTP, HTTP: &model.HTTPTransport{
 		URL: srv.URL, Headers: []model.HeaderReference{{Name: "Authorization", Prefix: "Bearer ",
 			Value: model.CredentialRef{Kind: model.CredentialEnv, Ref: "DOCS_TOKEN"}}},
 	}}

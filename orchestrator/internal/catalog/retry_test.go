@@ -46,7 +46,7 @@ func TestACallAnsweredWithAnHTTPErrorIsNotRepeated(t *testing.T) {
 	}))
 	t.Cleanup(gateway.Close)
 
-	prov := model.ToolProvider{ID: "tp_gateway", Name: "tickets", Transport: model.TransportHTTP,
+	prov := model.MCPServer{ID: "tp_gateway", Name: "tickets", Transport: model.TransportHTTP,
 		HTTP: &model.HTTPTransport{URL: gateway.URL + target.Path}}
 	pool := newPool(t, env{}, catalog.Options{})
 	ctx := context.Background()

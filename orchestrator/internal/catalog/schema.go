@@ -1,10 +1,10 @@
 // Package catalog connects the orchestrator to external MCP servers — the
-// tool providers of the governed catalog (docs/catalog.md) — through the
+// MCP servers of the governed catalog (docs/catalog.md) — through the
 // official go-sdk client, and turns what they list into catalog records.
 //
-// A Pool keeps one client connection per provider: made on first use,
+// A Pool keeps one client connection per server: made on first use,
 // reused by every later discovery and call (a stdio server is one long-
-// lived process, not one per call), replaced when the provider's transport
+// lived process, not one per call), replaced when the server's transport
 // changes or the connection breaks, and closed, stdio processes ended, by
 // Pool.Close. Every operation is bounded by a timeout.
 //
@@ -13,7 +13,7 @@
 // HOME), read from the orchestrator's environment when the server starts;
 // HTTP headers are resolved per request by credentials.Resolver. Resolved
 // values (and token-shaped strings) are replaced by "[redacted]" in every
-// error, tool definition and call result that comes back from a provider,
+// error, tool definition and call result that comes back from a server,
 // by the orchestrator's one scrubber (package scrub).
 package catalog
 

@@ -15,15 +15,16 @@ import (
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 )
 
-// The governed catalog of external MCP tool providers: `toolscope
-// provider ...` and `toolscope tool ...` (docs/catalog.md).
+// The governed catalog of external MCP servers: `toolscope mcp-server
+// ...` (deprecated name `provider`) and `toolscope tool ...`
+// (docs/catalog.md).
 
 func (a *app) catalog(conn *grpc.ClientConn) pb.CatalogServiceClient {
 	return pb.NewCatalogServiceClient(conn)
 }
 
-// transportFlags are the flags that describe a provider's transport, for
-// `provider add` and `provider update`.
+// transportFlags are the flags that describe an MCP server's transport,
+// for `mcp-server add` and `mcp-server update`.
 type transportFlags struct {
 	stdio   string
 	args    []string
@@ -47,16 +48,16 @@ func (f *transportFlags) register(cmd *cobra.Command) {
 
 var headerRef = regexp.MustCompile(`^(.*?)(env|file):(.*)$`)
 
-// provider returns the provider the flags describe. A header value is
+// server returns the MCP server the flags describe. A header value is
 // never echoed in an error: it may be the secret itself.
-func (f *transportFlags) provider(name string) (*pb.ToolProvider, error) {
-	p := &pb.ToolProvider{Name: name}
+func (f *transportFlags) server(name string) (*pb.McpServer, error) {
+	p := &pb.McpServer{Name: name}
 	switch {
 	case f.stdio != "" && f.url != "":
 		return nil, usagef("give --stdio or --url, not both")
 	case f.stdio != "":
 		if len(f.headers) > 0 {
-			return nil, usagef("--header is for --url providers; give a stdio program its secrets with --env")
+			return nil, usagef("--header is for --url servers; give a stdio program its secrets with --env")
 		}
 		s := &pb.StdioTransport{Command: f.stdio, Args: f.args, WorkingDir: f.workdir}
 		for _, e := range f.env {
@@ -66,10 +67,10 @@ func (f *transportFlags) provider(name string) (*pb.ToolProvider, error) {
 			}
 			s.Env = append(s.Env, &pb.EnvReference{Name: name, FromEnv: from})
 		}
-		p.Transport = &pb.ToolProvider_Stdio{Stdio: s}
+		p.Transport = &pb.McpServer_Stdio{Stdio: s}
 	case f.url != "":
 		if len(f.args) > 0 || f.workdir != "" || len(f.env) > 0 {
-			return nil, usagef("--arg, --workdir and --env are for --stdio providers")
+			return nil, usagef("--arg, --workdir and --env are for --stdio servers")
 		}
 		h := &pb.HttpTransport{Url: f.url}
 		for i, raw := range f.headers {
@@ -87,90 +88,106 @@ func (f *transportFlags) provider(name string) (*pb.ToolProvider, error) {
 			}
 			h.Headers = append(h.Headers, ref)
 		}
-		p.Transport = &pb.ToolProvider_Http{Http: h}
+		p.Transport = &pb.McpServer_Http{Http: h}
 	default:
 		return nil, usagef("give --stdio PROGRAM or --url URL: how the orchestrator reaches the server")
 	}
 	return p, nil
 }
 
-const transportHelp = `A stdio provider is a program the orchestrator runs on its own host and keeps
+const transportHelp = `A stdio server is a program the orchestrator runs on its own host and keeps
 running (one process, reused for every discovery and call). Its environment is
 only PATH, HOME and the variables given with --env, each read from the
 orchestrator's environment when the program starts: --env API_KEY=DOCS_API_KEY
 gives the program API_KEY with the value of the orchestrator's DOCS_API_KEY.
 
-An HTTP provider is a streamable HTTP MCP server. Its headers are references,
+An HTTP server is a streamable HTTP MCP server. Its headers are references,
 resolved at each request: --header 'Authorization: Bearer env:DOCS_TOKEN' sends
 "Bearer " followed by the orchestrator's DOCS_TOKEN; --header 'X-Key: file:/run/secrets/key'
 sends the content of that file. Secrets themselves are never given to toolscope.`
 
-func (a *app) providerCmd() *cobra.Command {
+// deprecatedMCPServerCmd is `mcp-server` under its old name, `provider`:
+// the same commands (built by mcpServerCmd), hidden, each saying on
+// stderr that the name goes in the next release (ADR 0017).
+func (a *app) deprecatedMCPServerCmd() *cobra.Command {
+	cmd := a.mcpServerCmd()
+	cmd.Use, cmd.Hidden = "provider", true
+	cmd.Short = "Deprecated: use 'toolscope mcp-server'"
+	cmd.PersistentPreRun = func(*cobra.Command, []string) {
+		fmt.Fprintln(a.stderr, "toolscope: 'provider' is deprecated and will be removed in the next release; use 'toolscope mcp-server'")
+	}
+	return cmd
+}
+
+func (a *app) mcpServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "provider",
-		Short: "Manage external MCP tool providers (the governed catalog)",
+		Use:   "mcp-server",
+		Short: "Manage external MCP servers (the governed catalog)",
 		Long: `An external MCP server whose tools agents may use, under the administrator's
-control: a provider is recorded disabled, its tools are discovered disabled,
-and a tool reaches a workspace's sessions only when the provider and the tool
+control: a server is recorded disabled, its tools are discovered disabled,
+and a tool reaches a workspace's sessions only when the server and the tool
 are enabled, the tool is available and it is assigned to the workspace
-('toolscope tool ...'). See docs/catalog.md.`,
+('toolscope tool ...'). See docs/catalog.md.
+
+"toolscope provider ..." is the deprecated name of these commands: it works for
+this release and says so on stderr; it is removed in the next.`,
 	}
 	var addFlags transportFlags
 	add := &cobra.Command{
 		Use:   "add NAME (--stdio PROGRAM [--arg A]... [--workdir DIR] [--env NAME=FROM_ENV]... | --url URL [--header 'Name: [PREFIX ]env:VAR']...)",
-		Short: "Record a provider (disabled) and discover its tools",
-		Long: `Record a provider, disabled, and discover its tools (all disabled). NAME is 1 to
-32 lower-case letters, digits and -; agents see its tools as NAME__TOOL. A
-failed discovery does not refuse the provider: it is recorded, and
-'toolscope provider refresh NAME' tries again.
+		Short: "Record an MCP server (disabled) and discover its tools",
+		Long: `Record an MCP server, disabled, and discover its tools (all disabled). NAME is 1
+to 32 lower-case letters, digits and -; agents see its tools as NAME__TOOL. A
+failed discovery does not refuse the server: it is recorded, and
+'toolscope mcp-server refresh NAME' tries again.
 
 ` + transportHelp,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := addFlags.provider(args[0])
+			p, err := addFlags.server(args[0])
 			if err != nil {
 				return err
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).CreateToolProvider(ctx, &pb.CreateToolProviderRequest{Provider: p})
+				resp, err := a.catalog(conn).CreateMcpServer(ctx, &pb.CreateMcpServerRequest{Server: p})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetProvider(), resp.GetCounts()) })
+				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetServer(), resp.GetCounts()) })
 			})
 		},
 	}
 	addFlags.register(add)
 	var updateFlags transportFlags
 	update := &cobra.Command{
-		Use:   "update PROVIDER (--stdio PROGRAM ... | --url URL ...)",
-		Short: "Replace a provider's transport and discover its tools again",
-		Long: `Replace a provider's transport (all of it: give every flag again) and discover
+		Use:   "update SERVER (--stdio PROGRAM ... | --url URL ...)",
+		Short: "Replace an MCP server's transport and discover its tools again",
+		Long: `Replace an MCP server's transport (all of it: give every flag again) and discover
 its tools over the new one. The name, the enablement and the catalog stay.
 
 ` + transportHelp,
-		Args: exactArgs("PROVIDER"),
+		Args: exactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := updateFlags.provider("")
+			p, err := updateFlags.server("")
 			if err != nil {
 				return err
 			}
 			p.Id = args[0]
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).UpdateToolProvider(ctx, &pb.UpdateToolProviderRequest{Provider: p})
+				resp, err := a.catalog(conn).UpdateMcpServer(ctx, &pb.UpdateMcpServerRequest{Server: p})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetProvider(), resp.GetCounts()) })
+				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetServer(), resp.GetCounts()) })
 			})
 		},
 	}
 	updateFlags.register(update)
 	test := &cobra.Command{
-		Use: "test PROVIDER", Short: "Connect to a provider and list its tools, changing nothing", Args: exactArgs("PROVIDER"),
+		Use: "test SERVER", Short: "Connect to an MCP server and list its tools, changing nothing", Args: exactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).TestToolProvider(ctx, &pb.TestToolProviderRequest{Provider: args[0]})
+				resp, err := a.catalog(conn).TestMcpServer(ctx, &pb.TestMcpServerRequest{Server: args[0]})
 				if err != nil {
 					return err
 				}
@@ -182,40 +199,40 @@ its tools over the new one. The name, the enablement and the catalog stay.
 		},
 	}
 	refresh := &cobra.Command{
-		Use: "refresh PROVIDER", Short: "Discover a provider's tools again and show what changed", Args: exactArgs("PROVIDER"),
+		Use: "refresh SERVER", Short: "Discover an MCP server's tools again and show what changed", Args: exactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).RefreshToolProvider(ctx, &pb.RefreshToolProviderRequest{Provider: args[0]})
+				resp, err := a.catalog(conn).RefreshMcpServer(ctx, &pb.RefreshMcpServerRequest{Server: args[0]})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetProvider(), resp.GetCounts()) })
+				return a.emit(resp, func(w io.Writer) { printDiscovery(w, resp.GetServer(), resp.GetCounts()) })
 			})
 		},
 	}
 	get := &cobra.Command{
-		Use: "get PROVIDER", Short: "Show a provider: its transport, references and last discovery", Args: exactArgs("PROVIDER"),
+		Use: "get SERVER", Short: "Show an MCP server: its transport, references and last discovery", Args: exactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).GetToolProvider(ctx, &pb.GetToolProviderRequest{Provider: args[0]})
+				resp, err := a.catalog(conn).GetMcpServer(ctx, &pb.GetMcpServerRequest{Server: args[0]})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printToolProvider(w, resp.GetProvider()) })
+				return a.emit(resp, func(w io.Writer) { printMCPServer(w, resp.GetServer()) })
 			})
 		},
 	}
 	list := &cobra.Command{
-		Use: "list", Short: "List providers", Args: exactArgs(),
+		Use: "list", Short: "List the MCP servers", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).ListToolProviders(ctx, &pb.ListToolProvidersRequest{})
+				resp, err := a.catalog(conn).ListMcpServers(ctx, &pb.ListMcpServersRequest{})
 				if err != nil {
 					return err
 				}
 				return a.emit(resp, func(w io.Writer) {
 					fmt.Fprintln(w, "NAME\tID\tENABLED\tTRANSPORT\tLAST DISCOVERY")
-					for _, p := range resp.GetProviders() {
+					for _, p := range resp.GetServers() {
 						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.GetName(), p.GetId(), yesNo(p.GetEnabled()), transportSummary(p), discoverySummary(p))
 					}
 				})
@@ -224,21 +241,21 @@ its tools over the new one. The name, the enablement and the catalog stay.
 	}
 	setEnabled := func(use, short string, enabled bool) *cobra.Command {
 		return &cobra.Command{
-			Use: use + " PROVIDER", Short: short, Args: exactArgs("PROVIDER"),
+			Use: use + " SERVER", Short: short, Args: exactArgs("SERVER"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-					resp, err := a.catalog(conn).SetToolProviderEnabled(ctx, &pb.SetToolProviderEnabledRequest{Provider: args[0], Enabled: enabled})
+					resp, err := a.catalog(conn).SetMcpServerEnabled(ctx, &pb.SetMcpServerEnabledRequest{Server: args[0], Enabled: enabled})
 					if err != nil {
 						return err
 					}
-					return a.emit(resp, func(w io.Writer) { printToolProvider(w, resp.GetProvider()) })
+					return a.emit(resp, func(w io.Writer) { printMCPServer(w, resp.GetServer()) })
 				})
 			},
 		}
 	}
 	cmd.AddCommand(add, update, test, refresh, get, list,
-		setEnabled("enable", "Enable a provider: its enabled, assigned, available tools reach sessions", true),
-		setEnabled("disable", "Disable a provider: none of its tools reach sessions or can be called", false))
+		setEnabled("enable", "Enable an MCP server: its enabled, assigned, available tools reach sessions", true),
+		setEnabled("disable", "Disable an MCP server: none of its tools reach sessions or can be called", false))
 	return cmd
 }
 
@@ -246,17 +263,23 @@ func (a *app) toolCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tool",
 		Short: "Manage the catalog's tools: enable, disable, assign to workspaces",
-		Long: `The tools discovered on external MCP tool providers. A tool reaches the
-sessions of a workspace only when it is enabled, available (its provider's
-last discovery listed it), its provider is enabled, and it is assigned to the
-workspace. TOOL is a tool id or its exposed name (PROVIDER__NAME).`,
+		Long: `The tools discovered on external MCP servers. A tool reaches the sessions of
+a workspace only when it is enabled, available (its server's last discovery
+listed it), its server is enabled, and it is assigned to the workspace. TOOL
+is a tool id or its exposed name (SERVER__NAME).`,
 	}
-	var provider string
+	var server, provider string
 	list := &cobra.Command{
-		Use: "list [--provider PROVIDER]", Short: "List the catalog's tools", Args: exactArgs(),
+		Use: "list [--mcp-server SERVER]", Short: "List the catalog's tools", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if provider != "" {
+				fmt.Fprintln(a.stderr, "toolscope: --provider is deprecated and will be removed in the next release; use --mcp-server")
+				if server == "" {
+					server = provider
+				}
+			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.catalog(conn).ListCatalogTools(ctx, &pb.ListCatalogToolsRequest{Provider: provider})
+				resp, err := a.catalog(conn).ListCatalogTools(ctx, &pb.ListCatalogToolsRequest{Server: server})
 				if err != nil {
 					return err
 				}
@@ -270,7 +293,9 @@ workspace. TOOL is a tool id or its exposed name (PROVIDER__NAME).`,
 			})
 		},
 	}
-	list.Flags().StringVar(&provider, "provider", "", "only this provider's tools (name or id)")
+	list.Flags().StringVar(&server, "mcp-server", "", "only this MCP server's tools (name or id)")
+	list.Flags().StringVar(&provider, "provider", "", "deprecated: --mcp-server")
+	_ = list.Flags().MarkHidden("provider")
 	show := &cobra.Command{
 		Use: "show TOOL", Short: "Show a tool with its schemas", Args: exactArgs("TOOL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -316,7 +341,7 @@ workspace. TOOL is a tool id or its exposed name (PROVIDER__NAME).`,
 	assign.Flags().StringVar(&workspace, "workspace", "", "workspace id")
 	assign.Flags().BoolVar(&remove, "remove", false, "remove the assignment instead")
 	cmd.AddCommand(list, show,
-		setEnabled("enable", "Enable a tool (it reaches sessions when also available, assigned and its provider enabled)", true),
+		setEnabled("enable", "Enable a tool (it reaches sessions when also available, assigned and its server enabled)", true),
 		setEnabled("disable", "Disable a tool: live sessions lose it and calls to it are refused", false),
 		assign)
 	return cmd
@@ -345,14 +370,14 @@ func credentialRef(c *pb.CredentialRef) string {
 	return "env:" + c.GetEnvVar()
 }
 
-func transportSummary(p *pb.ToolProvider) string {
+func transportSummary(p *pb.McpServer) string {
 	if s := p.GetStdio(); s != nil {
 		return "stdio " + strings.Join(append([]string{s.GetCommand()}, s.GetArgs()...), " ")
 	}
 	return "http " + p.GetHttp().GetUrl()
 }
 
-func discoverySummary(p *pb.ToolProvider) string {
+func discoverySummary(p *pb.McpServer) string {
 	when := "never"
 	if p.GetDiscoverTime() != nil {
 		when = p.GetDiscoverTime().AsTime().Local().Format("2006-01-02 15:04:05")
@@ -363,8 +388,8 @@ func discoverySummary(p *pb.ToolProvider) string {
 	return when
 }
 
-func printToolProvider(w io.Writer, p *pb.ToolProvider) {
-	fmt.Fprintf(w, "provider\t%s\t%s\n", p.GetName(), p.GetId())
+func printMCPServer(w io.Writer, p *pb.McpServer) {
+	fmt.Fprintf(w, "mcp server\t%s\t%s\n", p.GetName(), p.GetId())
 	fmt.Fprintf(w, "  enabled\t%s\n", yesNo(p.GetEnabled()))
 	if s := p.GetStdio(); s != nil {
 		fmt.Fprintf(w, "  stdio\t%s\n", strings.Join(append([]string{s.GetCommand()}, s.GetArgs()...), " "))
@@ -381,16 +406,16 @@ func printToolProvider(w io.Writer, p *pb.ToolProvider) {
 	fmt.Fprintf(w, "  last discovery\t%s\n", discoverySummary(p))
 }
 
-func printDiscovery(w io.Writer, p *pb.ToolProvider, c *pb.DiscoveryCounts) {
-	printToolProvider(w, p)
+func printDiscovery(w io.Writer, p *pb.McpServer, c *pb.DiscoveryCounts) {
+	printMCPServer(w, p)
 	if p.GetDiscoveryError() != "" {
-		fmt.Fprintf(w, "discovery failed; the catalog is unchanged ('toolscope provider refresh %s' tries again)\n", p.GetName())
+		fmt.Fprintf(w, "discovery failed; the catalog is unchanged ('toolscope mcp-server refresh %s' tries again)\n", p.GetName())
 		return
 	}
 	fmt.Fprintf(w, "discovered %d tools\t%d new, %d changed, %d unchanged, %d unavailable, %d restored\n",
 		c.GetTotal(), c.GetNew(), c.GetChanged(), c.GetUnchanged(), c.GetUnavailable(), c.GetRestored())
 	if c.GetNew() > 0 {
-		fmt.Fprintf(w, "new tools are disabled: 'toolscope tool list --provider %s', then 'toolscope tool enable' and 'toolscope tool assign'\n", p.GetName())
+		fmt.Fprintf(w, "new tools are disabled: 'toolscope tool list --mcp-server %s', then 'toolscope tool enable' and 'toolscope tool assign'\n", p.GetName())
 	}
 }
 
@@ -401,7 +426,7 @@ func printCatalogToolLine(w io.Writer, t *pb.CatalogTool) {
 
 func printCatalogTool(w io.Writer, t *pb.CatalogTool) {
 	fmt.Fprintf(w, "tool\t%s\t%s\n", t.GetExposedName(), t.GetId())
-	fmt.Fprintf(w, "  provider\t%s\n", t.GetProviderId())
+	fmt.Fprintf(w, "  mcp server\t%s\n", t.GetServerId())
 	fmt.Fprintf(w, "  name on the server\t%s\n", t.GetExternalName())
 	fmt.Fprintf(w, "  title\t%s\n", orDash(t.GetTitle()))
 	fmt.Fprintf(w, "  description\t%s\n", oneLine(t.GetDescription(), 200))

@@ -93,7 +93,7 @@ func (o *orchestrator) json(t *testing.T, v any, args ...string) {
 
 // Not parallel: the orchestrator reads its providers' references from the
 // process environment, which the test sets.
-func TestProviderAndToolCommands(t *testing.T) {
+func TestMCPServerAndToolCommands(t *testing.T) {
 	o := startOrchestrator(t)
 	httpSecret := "cli-http-" + strings.Repeat("k", 24)
 	stdioSecret := "cli-stdio-" + strings.Repeat("m", 24)
@@ -107,12 +107,12 @@ func TestProviderAndToolCommands(t *testing.T) {
 	files.SetTools(t, catalogtest.ToolSpec{Name: "lookup", Description: "Look up an article"})
 	t.Setenv("CLI_KB_TOOLS", files.ToolsFile)
 
-	out := o.ok(t, "provider", "add", "docs", "--url", srv.URL, "--header", "Authorization: Bearer env:CLI_DOCS_TOKEN")
+	out := o.ok(t, "mcp-server", "add", "docs", "--url", srv.URL, "--header", "Authorization: Bearer env:CLI_DOCS_TOKEN")
 	assert.Contains(t, out, "discovered 2 tools")
 	assert.Contains(t, out, "2 new, 0 changed, 0 unchanged, 0 unavailable, 0 restored")
 	assert.Contains(t, out, `Authorization: "Bearer " + secret from env:CLI_DOCS_TOKEN`)
 	var added struct {
-		Provider struct {
+		Server struct {
 			ID      string `json:"id"`
 			Enabled bool   `json:"enabled"`
 			Stdio   struct {
@@ -121,28 +121,41 @@ func TestProviderAndToolCommands(t *testing.T) {
 					FromEnv string `json:"from_env"`
 				} `json:"env"`
 			} `json:"stdio"`
-		} `json:"provider"`
+		} `json:"server"`
 		Counts map[string]int `json:"counts"`
 	}
-	o.json(t, &added, "provider", "add", "kb", "--stdio", catalogtest.StdioServer(t), "--env", "TOOLS_FILE=CLI_KB_TOOLS",
+	o.json(t, &added, "mcp-server", "add", "kb", "--stdio", catalogtest.StdioServer(t), "--env", "TOOLS_FILE=CLI_KB_TOOLS",
 		"--env", "SECRET=CLI_KB_SECRET")
-	assert.False(t, added.Provider.Enabled)
+	assert.False(t, added.Server.Enabled)
 	assert.Equal(t, map[string]int{"new": 1, "total": 1}, added.Counts)
-	assert.Equal(t, "SECRET", added.Provider.Stdio.Env[1].Name)
-	assert.Equal(t, "CLI_KB_SECRET", added.Provider.Stdio.Env[1].FromEnv)
+	assert.Equal(t, "SECRET", added.Server.Stdio.Env[1].Name)
+	assert.Equal(t, "CLI_KB_SECRET", added.Server.Stdio.Env[1].FromEnv)
 
-	out = o.ok(t, "provider", "list")
+	out = o.ok(t, "mcp-server", "list")
 	assert.Contains(t, out, "docs")
 	assert.Contains(t, out, "kb")
-	out = o.ok(t, "provider", "test", "docs")
+	out = o.ok(t, "mcp-server", "test", "docs")
 	assert.Contains(t, out, "connected to httpserver 4.5.6")
 	assert.Contains(t, out, "fetch, search")
 
+	// The deprecated names still work for one release, and say so on
+	// stderr only (stdout stays the result).
+	stdout, stderr, code := o.run(t, "provider", "list")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "docs")
+	assert.NotContains(t, stdout, "deprecated")
+	assert.Equal(t, "toolscope: 'provider' is deprecated and will be removed in the next release; use 'toolscope mcp-server'\n", stderr)
+	stdout, stderr, code = o.run(t, "tool", "list", "--provider", "kb")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "kb__lookup")
+	assert.NotContains(t, stdout, "docs__")
+	assert.Contains(t, stderr, "--provider is deprecated")
+
 	// New tools are disabled; the administrator enables and assigns one.
-	out = o.ok(t, "tool", "list", "--provider", "docs")
+	out = o.ok(t, "tool", "list", "--mcp-server", "docs")
 	assert.Regexp(t, `docs__search\s+no\s+yes\s+yes\s+-\s+Find documents \(uses \[redacted\]\)`, out)
 	ws := strings.Fields(o.ok(t, "workspace", "create", "acme"))[1]
-	o.ok(t, "provider", "enable", "docs")
+	o.ok(t, "mcp-server", "enable", "docs")
 	out = o.ok(t, "tool", "enable", "docs__search")
 	assert.Contains(t, out, "enabled yes")
 	out = o.ok(t, "tool", "assign", "docs__search", "--workspace", ws)
@@ -165,14 +178,14 @@ func TestProviderAndToolCommands(t *testing.T) {
 	// The server changes; refresh shows what changed and keeps enablement.
 	srv.SetTools(catalogtest.ToolSpec{Name: "search", Description: "Find documents by text", ReadOnly: true},
 		catalogtest.ToolSpec{Name: "index", Description: "Index one"})
-	out = o.ok(t, "provider", "refresh", "docs")
+	out = o.ok(t, "mcp-server", "refresh", "docs")
 	assert.Regexp(t, `discovered 2 tools\s+1 new, 1 changed, 0 unchanged, 1 unavailable, 0 restored`, out)
 	o.json(t, &shown, "tool", "show", "docs__search")
 	assert.True(t, shown.Tool.Enabled)
 	out = o.ok(t, "tool", "assign", "docs__search", "--workspace", ws, "--remove")
 	assert.Contains(t, out, "workspaces -")
 	o.ok(t, "tool", "disable", "docs__search")
-	o.ok(t, "provider", "disable", "docs")
+	o.ok(t, "mcp-server", "disable", "docs")
 
 	// Refusals: exit codes per class, and no secret echoed.
 	literal := "ghp_" + strings.Repeat("Z", 36)
@@ -181,14 +194,14 @@ func TestProviderAndToolCommands(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"provider", "add", "bad", "--url", srv.URL, "--header", "Authorization: Bearer " + literal}, cli.ExitUsage, "never the secret"},
-		{[]string{"provider", "add", "bad", "--url", srv.URL, "--header", "Authorization: env:" + literal}, cli.ExitUsage,
-			"provider.http.headers[0].value.env_var"},
-		{[]string{"provider", "add", "bad", "--stdio", "/bin/sh", "--arg", "--token=" + literal}, cli.ExitUsage, "provider.stdio.args[0]"},
-		{[]string{"provider", "add", "bad"}, cli.ExitUsage, "--stdio PROGRAM or --url URL"},
-		{[]string{"provider", "add", "Bad", "--url", srv.URL}, cli.ExitUsage, "provider.name"},
-		{[]string{"provider", "add", "docs", "--url", srv.URL}, cli.ExitAlreadyExists, `tool provider named "docs"`},
-		{[]string{"provider", "get", "nope"}, cli.ExitNotFound, `tool provider "nope"`},
+		{[]string{"mcp-server", "add", "bad", "--url", srv.URL, "--header", "Authorization: Bearer " + literal}, cli.ExitUsage, "never the secret"},
+		{[]string{"mcp-server", "add", "bad", "--url", srv.URL, "--header", "Authorization: env:" + literal}, cli.ExitUsage,
+			"server.http.headers[0].value.env_var"},
+		{[]string{"mcp-server", "add", "bad", "--stdio", "/bin/sh", "--arg", "--token=" + literal}, cli.ExitUsage, "server.stdio.args[0]"},
+		{[]string{"mcp-server", "add", "bad"}, cli.ExitUsage, "--stdio PROGRAM or --url URL"},
+		{[]string{"mcp-server", "add", "Bad", "--url", srv.URL}, cli.ExitUsage, "server.name"},
+		{[]string{"mcp-server", "add", "docs", "--url", srv.URL}, cli.ExitAlreadyExists, `MCP server named "docs"`},
+		{[]string{"mcp-server", "get", "nope"}, cli.ExitNotFound, `MCP server "nope"`},
 		{[]string{"tool", "assign", "docs__search", "--workspace", "ws_nope"}, cli.ExitNotFound, `workspace "ws_nope"`},
 		{[]string{"tool", "enable", "docs__nope"}, cli.ExitNotFound, `catalog tool "docs__nope"`},
 	} {
@@ -201,12 +214,12 @@ func TestProviderAndToolCommands(t *testing.T) {
 	// The stdio provider fails discovery when its server is gone: the
 	// error is recorded and shown, the catalog kept.
 	srv.Close()
-	_, stderr, code := o.run(t, "provider", "refresh", "docs")
+	_, stderr, code = o.run(t, "mcp-server", "refresh", "docs")
 	assert.Equal(t, cli.ExitUnavailable, code, stderr)
-	out = o.ok(t, "provider", "get", "docs")
+	out = o.ok(t, "mcp-server", "get", "docs")
 	assert.Contains(t, out, "then FAILED")
 	assert.Contains(t, o.ok(t, "tool", "list"), "docs__index")
-	out = o.ok(t, "provider", "refresh", "kb")
+	out = o.ok(t, "mcp-server", "refresh", "kb")
 	assert.Contains(t, out, "1 unchanged")
 
 	// Neither secret appears in any output or log line.

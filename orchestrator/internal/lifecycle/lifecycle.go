@@ -19,12 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/toolscope/toolscope/internal/providers"
-	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -49,20 +48,19 @@ type Deliverer func(ctx context.Context, p model.Prompt)
 
 // Options configure a Poller.
 type Options struct {
-	Store       *store.Store
-	Credentials credentials.Resolver
+	Store *store.Store
+	// Connections resolves, gates and builds the provider clients, shared
+	// with the tool calls so that a rate limit either meets pauses both;
+	// nil: a component of the poller's own (environment and files).
+	Connections *connections.Connections
 	// Deliver pushes prompts to live sessions; prompts are stored either way.
-	Deliver    Deliverer
-	HTTPClient *http.Client
-	Limiter    *forge.Limiter
-	Log        *slog.Logger
+	Deliver Deliverer
+	Log     *slog.Logger
 }
 
 // Poller polls change requests and acts on their automation settings.
 type Poller struct {
 	opts Options
-	// client builds the API client of a connection; tests count through it.
-	client func(p providers.Provider, baseURL, token string) (forge.Client, error)
 }
 
 // New returns a Poller.
@@ -70,14 +68,10 @@ func New(opts Options) *Poller {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Limiter == nil {
-		opts.Limiter = forge.NewLimiter(forge.LimiterOptions{})
+	if opts.Connections == nil {
+		opts.Connections = connections.New(opts.Store, connections.Options{})
 	}
-	p := &Poller{opts: opts}
-	p.client = func(pr providers.Provider, baseURL, token string) (forge.Client, error) {
-		return forge.New(pr, baseURL, token, opts.HTTPClient)
-	}
-	return p
+	return &Poller{opts: opts}
 }
 
 // Run polls every interval until ctx ends.
@@ -117,40 +111,46 @@ func (p *Poller) pollConnection(ctx context.Context, ws model.Workspace, conn mo
 	if err != nil || len(open) == 0 {
 		return
 	}
-	limitID := ws.ID + "/" + string(conn.Provider)
-	if _, blocked := p.opts.Limiter.Blocked(limitID); blocked {
-		return
-	}
-	token, err := p.opts.Credentials.Resolve(conn.Credential)
-	if err != nil {
-		log.Warn("cannot poll: credential unavailable", "reason", err.Error())
-		return
-	}
-	client, err := p.client(conn.Provider, conn.APIBaseURL, token)
-	if err != nil {
-		log.Warn("cannot poll", "error", err.Error())
-		return
-	}
 	for _, cr := range open {
 		repo, err := p.opts.Store.GetRepository(ctx, cr.RepositoryID)
 		if err != nil {
 			continue
 		}
-		obs, err := client.Observe(ctx, forge.Repo{Path: repo.Path}, cr.Number)
-		if err != nil {
-			p.opts.Limiter.Observe(limitID, err)
-			log.Warn("poll a change request", "task_id", cr.TaskID, "number", cr.Number, "error", err.Error())
-			if _, blocked := p.opts.Limiter.Blocked(limitID); blocked {
-				return
-			}
-			continue
-		}
-		u := Update{TaskID: cr.TaskID, RepositoryID: cr.RepositoryID, Provider: conn.Provider, Repo: forge.Repo{Path: repo.Path},
-			Number: cr.Number, Username: conn.Username, Observation: obs}
-		if err := p.Evaluate(ctx, u, client); err != nil {
-			log.Warn("evaluate a change request", "task_id", cr.TaskID, "number", cr.Number, "error", err.Error())
+		if !p.pollChangeRequest(ctx, log, ws, conn, cr, repo) {
+			return
 		}
 	}
+}
+
+// pollChangeRequest polls one change request on a lease of its
+// connection (the credential resolved now, a place among the
+// connection's calls in flight) and evaluates the answer. It reports
+// false when the connection cannot be used now (rate limited, its
+// credential unavailable), so the cycle leaves the connection's other
+// change requests alone.
+func (p *Poller) pollChangeRequest(ctx context.Context, log *slog.Logger, ws model.Workspace, conn model.Connection,
+	cr model.ChangeRequest, repo model.Repository) bool {
+	lease, err := p.opts.Connections.Open(ctx, ws.ID, conn)
+	switch {
+	case connections.RateLimited(err):
+		log.Debug("not polled: the connection is rate limited", "reason", err.Error())
+		return false
+	case err != nil:
+		log.Warn("cannot poll", "reason", err.Error())
+		return false
+	}
+	defer lease.Release()
+	obs, err := lease.Client.Observe(ctx, forge.Repo{Path: repo.Path}, cr.Number)
+	if err != nil {
+		log.Warn("poll a change request", "task_id", cr.TaskID, "number", cr.Number, "error", err.Error())
+		return !connections.RateLimited(err)
+	}
+	u := Update{TaskID: cr.TaskID, RepositoryID: cr.RepositoryID, Provider: conn.Provider, Repo: forge.Repo{Path: repo.Path},
+		Number: cr.Number, Username: conn.Username, Observation: obs}
+	if err := p.Evaluate(ctx, u, lease.Client); err != nil {
+		log.Warn("evaluate a change request", "task_id", cr.TaskID, "number", cr.Number, "error", err.Error())
+	}
+	return true
 }
 
 // Evaluate consumes one Update: it decides and performs the actions its

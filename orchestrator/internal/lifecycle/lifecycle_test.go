@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
@@ -75,7 +76,7 @@ func newWorld(t testing.TB, provider providers.Provider, username string) *world
 	require.NoError(t, err)
 	w.poller = lifecycle.New(lifecycle.Options{
 		Store:       w.st,
-		Credentials: credentials.Resolver{Env: func(string) (string, bool) { return token, true }},
+		Connections: connections.New(w.st, connections.Options{Credentials: credentials.Resolver{Env: func(string) (string, bool) { return token, true }}}),
 		Deliver: func(_ context.Context, p model.Prompt) {
 			w.mu.Lock()
 			defer w.mu.Unlock()

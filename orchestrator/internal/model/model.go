@@ -1,7 +1,7 @@
 // Package model holds the records the orchestrator owns: workspaces and
 // their provider connections, repositories, tasks and their attached
 // repositories, sessions, the task event log, and the governed catalog of
-// external MCP tool providers and their tools. They are plain values;
+// external MCP servers and their tools. They are plain values;
 // package store persists them and package service validates and changes
 // them.
 package model
@@ -255,16 +255,17 @@ type Prompt struct {
 // TransportKind says how the orchestrator reaches an external MCP server.
 type TransportKind string
 
-// Transport kinds of a tool provider.
+// Transport kinds of an MCP server.
 const (
 	TransportStdio TransportKind = "stdio" // a process on the orchestrator's host
 	TransportHTTP  TransportKind = "http"  // MCP streamable HTTP
 )
 
-// ToolProvider is an external MCP server whose tools the catalog governs.
+// MCPServer is an external MCP server whose tools the catalog governs
+// (not a "provider": that word means GitHub or GitLab; ADR 0017).
 // Exactly one of Stdio and HTTP is set, as Transport says. Its secrets are
 // references (environment variable names, files), never values.
-type ToolProvider struct {
+type MCPServer struct {
 	ID        string
 	Name      string // ^[a-z][a-z0-9-]{0,31}$; exposed tool names start with it
 	Transport TransportKind
@@ -312,18 +313,18 @@ type HeaderReference struct {
 	Prefix string // for example "Bearer "
 }
 
-// CatalogTool is one tool a provider's discovery found. Enabled (an
-// administrator's decision) and Available (whether the provider's latest
+// CatalogTool is one tool an MCP server's discovery found. Enabled (an
+// administrator's decision) and Available (whether the server's latest
 // successful discovery listed it) are independent: a new tool is disabled
 // and available; a tool missing from a later discovery becomes unavailable,
 // is never deleted, and keeps its enablement.
 type CatalogTool struct {
 	ID           string
-	ProviderID   string
-	ProviderName string
+	ServerID     string
+	ServerName   string
 	ExternalName string // the tool's name on its server
 	// ExposedName is the name agents see, assigned once and kept for the
-	// life of the record: ProviderName + "__" + ExternalName, made safe
+	// life of the record: ServerName + "__" + ExternalName, made safe
 	// (see store.ExposedName).
 	ExposedName  string
 	Title        string
@@ -339,7 +340,7 @@ type CatalogTool struct {
 	LastSeen     time.Time // the last discovery that listed it
 }
 
-// DiscoveredTool is one tool as a provider's tools/list gave it, with its
+// DiscoveredTool is one tool as a server's tools/list gave it, with its
 // schemas in canonical form and their hash.
 type DiscoveredTool struct {
 	Name         string
@@ -351,7 +352,7 @@ type DiscoveredTool struct {
 	ReadOnly     bool
 }
 
-// DiscoveryCounts is what one discovery changed in a provider's catalog.
+// DiscoveryCounts is what one discovery changed in a server's catalog.
 type DiscoveryCounts struct {
 	New         int // tools seen for the first time (recorded disabled)
 	Changed     int // title, description, read-only hint or canonical schemas differ
@@ -374,22 +375,24 @@ func (c DiscoveryCounts) AffectsSessions() bool {
 type CatalogBlock string
 
 // Reasons a catalog tool call is refused, in the order Gate checks them.
+// The codes are the agents' contract and keep their words:
+// BlockServerDisabled is still "provider_disabled".
 const (
-	BlockNotAssigned      CatalogBlock = "tool_not_assigned"
-	BlockProviderDisabled CatalogBlock = "provider_disabled"
-	BlockToolDisabled     CatalogBlock = "tool_disabled"
-	BlockToolUnavailable  CatalogBlock = "tool_unavailable"
+	BlockNotAssigned     CatalogBlock = "tool_not_assigned"
+	BlockServerDisabled  CatalogBlock = "provider_disabled"
+	BlockToolDisabled    CatalogBlock = "tool_disabled"
+	BlockToolUnavailable CatalogBlock = "tool_unavailable"
 )
 
-// CatalogCallTarget is a catalog tool with its provider, read together,
+// CatalogCallTarget is a catalog tool with its server, read together,
 // for checking and forwarding a call.
 type CatalogCallTarget struct {
-	Tool     CatalogTool
-	Provider ToolProvider
+	Tool   CatalogTool
+	Server MCPServer
 }
 
 // Gate applies the runtime rule to a call from a session of workspaceID:
-// the tool must be assigned to the workspace, its provider enabled, and
+// the tool must be assigned to the workspace, its server enabled, and
 // the tool enabled and available. It returns the first rule broken, or ""
 // when the call may go through. store.ExternalTools selects with the same
 // rule.
@@ -397,8 +400,8 @@ func (c CatalogCallTarget) Gate(workspaceID string) CatalogBlock {
 	switch {
 	case workspaceID == "" || !slices.Contains(c.Tool.WorkspaceIDs, workspaceID):
 		return BlockNotAssigned
-	case !c.Provider.Enabled:
-		return BlockProviderDisabled
+	case !c.Server.Enabled:
+		return BlockServerDisabled
 	case !c.Tool.Enabled:
 		return BlockToolDisabled
 	case !c.Tool.Available:

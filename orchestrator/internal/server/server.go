@@ -32,6 +32,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
@@ -261,9 +262,12 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 	defer st.Close()
 
+	// The one component that reaches GitHub and GitLab: the tool calls,
+	// the lifecycle poller and the connection validation share its
+	// per-connection rate limit and bound on calls in flight.
+	conns := connections.New(st, connections.Options{Credentials: creds, Limits: cfg.ProviderCalls})
 	dispatcher := toolcalls.New(st, log)
-	dispatcher.SetCredentials(creds)
-	dispatcher.SetProviderLimits(cfg.ProviderCalls)
+	dispatcher.SetConnections(conns)
 	// Backends report sessions lost on their own; the service (created
 	// below, before anything is launched or re-attached) records them.
 	var eventsTo atomic.Pointer[service.Service]
@@ -309,19 +313,19 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	for name := range execs {
 		log.Info("executor on", "executor", name)
 	}
-	// Connections to the catalog's external tool providers: made on first
+	// Connections to the catalog's external MCP servers: made on first
 	// use, closed (stdio servers ended) when Run returns.
 	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Credentials: creds, DataDir: cfg.DataDir})
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err
 	})
 	if cfg.PollInterval > 0 {
-		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log, Credentials: creds})
+		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log, Connections: conns})
 		go poller.Run(ctx, cfg.PollInterval)
 		log.Info("lifecycle polling on", "interval", cfg.PollInterval)
 	}

@@ -18,30 +18,30 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
 
-// The governed catalog of external MCP tool providers (docs/catalog.md):
-// providers are recorded disabled, their tools discovered disabled, and an
+// The governed catalog of external MCP servers (docs/catalog.md):
+// servers are recorded disabled, their tools discovered disabled, and an
 // administrator enables and assigns them to workspaces. Every committed
 // change that can change what a session sees bumps the catalog generation
 // (in the store) and then calls catalogChanged.
 
 // catalogState is the Service's share of the catalog: the connections and
-// the change hook, and one lock per provider so that discoveries of one
-// provider (and its updates) apply in the order they ran.
+// the change hook, and one lock per server so that discoveries of one
+// server (and its updates) apply in the order they ran.
 type catalogState struct {
 	pool     *catalog.Pool
 	onChange func(context.Context)
-	locks    sync.Map // provider id → *sync.Mutex
+	locks    sync.Map // server id → *sync.Mutex
 }
 
-func (c *catalogState) lock(providerID string) func() {
-	m, _ := c.locks.LoadOrStore(providerID, &sync.Mutex{})
+func (c *catalogState) lock(serverID string) func() {
+	m, _ := c.locks.LoadOrStore(serverID, &sync.Mutex{})
 	mu := m.(*sync.Mutex)
 	mu.Lock()
 	return mu.Unlock
 }
 
 // catalogChanged runs after every committed change that bumped the catalog
-// generation: a provider or tool enabled or disabled, a tool assigned or
+// generation: a server or tool enabled or disabled, a tool assigned or
 // unassigned, a discovery that changed, removed or restored tools. It is
 // the one place where live sessions learn of catalog changes: each gets
 // its workspace's external tool set pushed before the request returns.
@@ -53,15 +53,15 @@ func (s *Service) catalogChanged(ctx context.Context) {
 }
 
 // errNoPool is the discovery error of a service without connections.
-var errNoPool = fmt.Errorf("this orchestrator does not connect to tool providers: %w", errdefs.ErrFailedPrecondition)
+var errNoPool = fmt.Errorf("this orchestrator does not connect to MCP servers: %w", errdefs.ErrFailedPrecondition)
 
 var (
-	providerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	serverName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	headerToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 	headerPrefix = regexp.MustCompile(`^[A-Za-z0-9 ._:=-]{0,32}$`)
 )
 
-// managedHeaders are set by the MCP transport or HTTP itself; a provider
+// managedHeaders are set by the MCP transport or HTTP itself; a server
 // may not set them.
 var managedHeaders = map[string]bool{
 	"Accept": true, "Connection": true, "Content-Length": true, "Content-Type": true, "Host": true,
@@ -73,24 +73,24 @@ var managedHeaders = map[string]bool{
 // GitHub or GitLab token anywhere.
 func containsToken(s string) bool { return scrub.ContainsTokenPrefix(s) }
 
-// checkToolProvider validates a provider's transport (and its name, when
+// checkMCPServer validates a server's transport (and its name, when
 // withName) and returns it normalized: exactly one transport, Transport
 // set from it, header names canonical. Errors name the request field and
 // never echo a value that could be a secret.
-func checkToolProvider(in model.ToolProvider, withName bool) (model.ToolProvider, error) {
-	out := model.ToolProvider{ID: in.ID, Name: strings.TrimSpace(in.Name)}
+func checkMCPServer(in model.MCPServer, withName bool) (model.MCPServer, error) {
+	out := model.MCPServer{ID: in.ID, Name: strings.TrimSpace(in.Name)}
 	if withName {
-		if err := required("provider.name", out.Name); err != nil {
+		if err := required("server.name", out.Name); err != nil {
 			return out, err
 		}
-		if !providerName.MatchString(out.Name) {
-			return out, errdefs.InvalidField("provider.name",
+		if !serverName.MatchString(out.Name) {
+			return out, errdefs.InvalidField("server.name",
 				"must be 1 to 32 lower-case letters, digits and -, starting with a letter (it starts the names agents see)")
 		}
 	}
 	switch {
 	case in.Stdio != nil && in.HTTP != nil:
-		return out, errdefs.InvalidField("provider.transport", "set one of stdio and http, not both")
+		return out, errdefs.InvalidField("server.transport", "set one of stdio and http, not both")
 	case in.Stdio != nil:
 		stdio, err := checkStdio(*in.Stdio)
 		out.Transport, out.Stdio = model.TransportStdio, &stdio
@@ -100,34 +100,34 @@ func checkToolProvider(in model.ToolProvider, withName bool) (model.ToolProvider
 		out.Transport, out.HTTP = model.TransportHTTP, &h
 		return out, err
 	}
-	return out, errdefs.InvalidField("provider.transport", "set stdio (a command) or http (a URL)")
+	return out, errdefs.InvalidField("server.transport", "set stdio (a command) or http (a URL)")
 }
 
-// MaxStdioArgs bounds a stdio provider's arguments.
+// MaxStdioArgs bounds a stdio server's arguments.
 const MaxStdioArgs = 256
 
 func checkStdio(in model.StdioTransport) (model.StdioTransport, error) {
 	out := model.StdioTransport{Command: in.Command, WorkingDir: in.WorkingDir}
 	switch {
 	case in.Command == "":
-		return out, errdefs.RequiredField("provider.stdio.command")
+		return out, errdefs.RequiredField("server.stdio.command")
 	case containsToken(in.Command):
-		return out, errdefs.InvalidField("provider.stdio.command", "looks like it holds a token (the value is not shown)")
+		return out, errdefs.InvalidField("server.stdio.command", "looks like it holds a token (the value is not shown)")
 	case strings.ContainsRune(in.Command, 0) || !filepath.IsAbs(in.Command):
-		return out, errdefs.InvalidField("provider.stdio.command", "%q is not an absolute path", in.Command)
+		return out, errdefs.InvalidField("server.stdio.command", "%q is not an absolute path", in.Command)
 	}
 	if info, err := os.Stat(in.Command); err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return out, errdefs.InvalidField("provider.stdio.command", "%s is not an executable file on the orchestrator's host", in.Command)
+		return out, errdefs.InvalidField("server.stdio.command", "%s is not an executable file on the orchestrator's host", in.Command)
 	}
 	if len(in.Args) > MaxStdioArgs {
-		return out, errdefs.InvalidField("provider.stdio.args", "%d arguments; the limit is %d", len(in.Args), MaxStdioArgs)
+		return out, errdefs.InvalidField("server.stdio.args", "%d arguments; the limit is %d", len(in.Args), MaxStdioArgs)
 	}
 	for i, a := range in.Args {
-		field := fmt.Sprintf("provider.stdio.args[%d]", i)
+		field := fmt.Sprintf("server.stdio.args[%d]", i)
 		switch {
 		case containsToken(a):
 			return out, errdefs.InvalidField(field,
-				"looks like it holds a token; give secrets as provider.stdio.env references (the value is not shown)")
+				"looks like it holds a token; give secrets as server.stdio.env references (the value is not shown)")
 		case strings.ContainsRune(a, 0) || len(a) > 4096:
 			return out, errdefs.InvalidField(field, "holds a NUL byte or is over 4096 bytes")
 		}
@@ -135,20 +135,20 @@ func checkStdio(in model.StdioTransport) (model.StdioTransport, error) {
 	out.Args = append([]string(nil), in.Args...)
 	if in.WorkingDir != "" {
 		if strings.ContainsRune(in.WorkingDir, 0) || !filepath.IsAbs(in.WorkingDir) {
-			return out, errdefs.InvalidField("provider.stdio.working_dir", "%q is not an absolute path", in.WorkingDir)
+			return out, errdefs.InvalidField("server.stdio.working_dir", "%q is not an absolute path", in.WorkingDir)
 		}
 		if info, err := os.Stat(in.WorkingDir); err != nil || !info.IsDir() {
-			return out, errdefs.InvalidField("provider.stdio.working_dir", "%s is not a directory on the orchestrator's host", in.WorkingDir)
+			return out, errdefs.InvalidField("server.stdio.working_dir", "%s is not a directory on the orchestrator's host", in.WorkingDir)
 		}
 	}
 	seen := map[string]int{}
 	for i, e := range in.Env {
-		field := fmt.Sprintf("provider.stdio.env[%d]", i)
+		field := fmt.Sprintf("server.stdio.env[%d]", i)
 		if len(e.Name) > 256 || !envVarName.MatchString(e.Name) {
 			return out, errdefs.InvalidField(field+".name", "is not an environment variable name (letters, digits and _; the value is not shown)")
 		}
 		if j, dup := seen[e.Name]; dup {
-			return out, errdefs.InvalidField(field+".name", "repeats provider.stdio.env[%d] (%s)", j, e.Name)
+			return out, errdefs.InvalidField(field+".name", "repeats server.stdio.env[%d] (%s)", j, e.Name)
 		}
 		seen[e.Name] = i
 		if looksLikeToken(e.FromEnv) {
@@ -166,23 +166,23 @@ func checkStdio(in model.StdioTransport) (model.StdioTransport, error) {
 
 func checkHTTP(in model.HTTPTransport) (model.HTTPTransport, error) {
 	out := model.HTTPTransport{URL: strings.TrimSpace(in.URL)}
-	if err := required("provider.http.url", out.URL); err != nil {
+	if err := required("server.http.url", out.URL); err != nil {
 		return out, err
 	}
 	u, err := url.Parse(out.URL)
 	switch {
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(out.URL) > 2048:
-		return out, errdefs.InvalidField("provider.http.url", "is not an absolute http(s) URL (the value is not shown)")
+		return out, errdefs.InvalidField("server.http.url", "is not an absolute http(s) URL (the value is not shown)")
 	case u.User != nil || containsToken(out.URL):
-		return out, errdefs.InvalidField("provider.http.url",
-			"must not carry credentials (the value is not shown); give them as provider.http.headers references")
+		return out, errdefs.InvalidField("server.http.url",
+			"must not carry credentials (the value is not shown); give them as server.http.headers references")
 	}
 	if problem := urlSecretProblem(u); problem != "" {
-		return out, errdefs.InvalidField("provider.http.url", "%s", problem)
+		return out, errdefs.InvalidField("server.http.url", "%s", problem)
 	}
 	seen := map[string]int{}
 	for i, h := range in.Headers {
-		field := fmt.Sprintf("provider.http.headers[%d]", i)
+		field := fmt.Sprintf("server.http.headers[%d]", i)
 		if !headerToken.MatchString(h.Name) {
 			return out, errdefs.InvalidField(field+".name", "is not an HTTP header name (the value is not shown)")
 		}
@@ -191,7 +191,7 @@ func checkHTTP(in model.HTTPTransport) (model.HTTPTransport, error) {
 			return out, errdefs.InvalidField(field+".name", "%s is set by the MCP transport", h.Name)
 		}
 		if j, dup := seen[h.Name]; dup {
-			return out, errdefs.InvalidField(field+".name", "repeats provider.http.headers[%d] (%s)", j, h.Name)
+			return out, errdefs.InvalidField(field+".name", "repeats server.http.headers[%d] (%s)", j, h.Name)
 		}
 		seen[h.Name] = i
 		if looksLikeToken(strings.TrimSpace(h.Prefix)) || containsToken(h.Prefix) || !headerPrefix.MatchString(h.Prefix) {
@@ -220,44 +220,44 @@ func checkHTTP(in model.HTTPTransport) (model.HTTPTransport, error) {
 	return out, nil
 }
 
-// CreateToolProvider records a provider, disabled, and runs its first
+// CreateMCPServer records a server, disabled, and runs its first
 // discovery. A failed discovery is not an error: it is recorded on the
-// provider (DiscoveryError) and the catalog stays empty.
-func (s *Service) CreateToolProvider(ctx context.Context, in model.ToolProvider) (model.ToolProvider, model.DiscoveryCounts, error) {
-	p, err := checkToolProvider(in, true)
+// server (DiscoveryError) and the catalog stays empty.
+func (s *Service) CreateMCPServer(ctx context.Context, in model.MCPServer) (model.MCPServer, model.DiscoveryCounts, error) {
+	p, err := checkMCPServer(in, true)
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
-	if p, err = s.store.CreateToolProvider(ctx, p); err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+	if p, err = s.store.CreateMCPServer(ctx, p); err != nil {
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
 	return s.discover(ctx, p, false)
 }
 
-// UpdateToolProvider replaces the transport of the provider in.ID (an id
+// UpdateMCPServer replaces the transport of the server in.ID (an id
 // or a name) and runs discovery over the new one. The name cannot change.
-// Like CreateToolProvider, a failed discovery is recorded, not returned.
-func (s *Service) UpdateToolProvider(ctx context.Context, in model.ToolProvider) (model.ToolProvider, model.DiscoveryCounts, error) {
-	if err := required("provider.id", in.ID); err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+// Like CreateMCPServer, a failed discovery is recorded, not returned.
+func (s *Service) UpdateMCPServer(ctx context.Context, in model.MCPServer) (model.MCPServer, model.DiscoveryCounts, error) {
+	if err := required("server.id", in.ID); err != nil {
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
-	p, err := checkToolProvider(in, false)
+	p, err := checkMCPServer(in, false)
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
-	old, err := s.store.GetToolProvider(ctx, in.ID)
+	old, err := s.store.GetMCPServer(ctx, in.ID)
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
 	if p.Name != "" && p.Name != old.Name {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, errdefs.InvalidField("provider.name",
+		return model.MCPServer{}, model.DiscoveryCounts{}, errdefs.InvalidField("server.name",
 			"cannot change (%q); exposed tool names are built from it", old.Name)
 	}
 	unlock := s.catalog.lock(old.ID)
-	updated, err := s.store.UpdateToolProviderTransport(ctx, old.ID, p)
+	updated, err := s.store.UpdateMCPServerTransport(ctx, old.ID, p)
 	unlock()
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
 	if s.catalog.pool != nil {
 		s.catalog.pool.Forget(old.ID)
@@ -265,24 +265,24 @@ func (s *Service) UpdateToolProvider(ctx context.Context, in model.ToolProvider)
 	return s.discover(ctx, updated, false)
 }
 
-// GetToolProvider returns a provider by id or name.
-func (s *Service) GetToolProvider(ctx context.Context, provider string) (model.ToolProvider, error) {
-	if err := required("provider", provider); err != nil {
-		return model.ToolProvider{}, err
+// GetMCPServer returns a server by id or name.
+func (s *Service) GetMCPServer(ctx context.Context, server string) (model.MCPServer, error) {
+	if err := required("server", server); err != nil {
+		return model.MCPServer{}, err
 	}
-	return s.store.GetToolProvider(ctx, provider)
+	return s.store.GetMCPServer(ctx, server)
 }
 
-// ListToolProviders returns every provider, by name.
-func (s *Service) ListToolProviders(ctx context.Context) ([]model.ToolProvider, error) {
-	return s.store.ListToolProviders(ctx)
+// ListMCPServers returns every server, by name.
+func (s *Service) ListMCPServers(ctx context.Context) ([]model.MCPServer, error) {
+	return s.store.ListMCPServers(ctx)
 }
 
-// TestToolProvider connects to a provider on a new connection and lists
-// its tools. It changes nothing: neither the catalog nor the provider's
+// TestMCPServer connects to a server on a new connection and lists
+// its tools. It changes nothing: neither the catalog nor the server's
 // discovery fields.
-func (s *Service) TestToolProvider(ctx context.Context, provider string) (catalog.TestResult, error) {
-	p, err := s.GetToolProvider(ctx, provider)
+func (s *Service) TestMCPServer(ctx context.Context, server string) (catalog.TestResult, error) {
+	p, err := s.GetMCPServer(ctx, server)
 	if err != nil {
 		return catalog.TestResult{}, err
 	}
@@ -292,27 +292,27 @@ func (s *Service) TestToolProvider(ctx context.Context, provider string) (catalo
 	return s.catalog.pool.Test(ctx, p)
 }
 
-// RefreshToolProvider runs a provider's discovery and returns what it
-// changed. A failed discovery is recorded on the provider, the catalog is
+// RefreshMCPServer runs a server's discovery and returns what it
+// changed. A failed discovery is recorded on the server, the catalog is
 // kept, and the error is returned.
-func (s *Service) RefreshToolProvider(ctx context.Context, provider string) (model.ToolProvider, model.DiscoveryCounts, error) {
-	p, err := s.GetToolProvider(ctx, provider)
+func (s *Service) RefreshMCPServer(ctx context.Context, server string) (model.MCPServer, model.DiscoveryCounts, error) {
+	p, err := s.GetMCPServer(ctx, server)
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
 	return s.discover(ctx, p, true)
 }
 
-// discover lists the provider's tools and applies them to the catalog. A
-// failure is recorded on the provider; it is returned only if fail.
-func (s *Service) discover(ctx context.Context, p model.ToolProvider, fail bool) (model.ToolProvider, model.DiscoveryCounts, error) {
+// discover lists the server's tools and applies them to the catalog. A
+// failure is recorded on the server; it is returned only if fail.
+func (s *Service) discover(ctx context.Context, p model.MCPServer, fail bool) (model.MCPServer, model.DiscoveryCounts, error) {
 	unlock := s.catalog.lock(p.ID)
 	defer unlock()
-	// Discover with the provider as stored now: an update may have
+	// Discover with the server as stored now: an update may have
 	// replaced its transport since it was read.
-	current, err := s.store.GetToolProvider(ctx, p.ID)
+	current, err := s.store.GetMCPServer(ctx, p.ID)
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
 	var tools []model.DiscoveredTool
 	derr := errNoPool
@@ -320,15 +320,15 @@ func (s *Service) discover(ctx context.Context, p model.ToolProvider, fail bool)
 		tools, derr = s.catalog.pool.Discover(ctx, current)
 	}
 	if derr != nil {
-		s.log.Warn("tool provider discovery failed", "provider", current.Name, "error", derr.Error())
+		s.log.Warn("MCP server discovery failed", "server", current.Name, "error", derr.Error())
 		// Recorded even when the request is cancelled: the failure is the
-		// provider's state now.
+		// server's state now.
 		if err := s.store.RecordDiscoveryFailure(context.WithoutCancel(ctx), current.ID, derr.Error()); err != nil {
-			return model.ToolProvider{}, model.DiscoveryCounts{}, err
+			return model.MCPServer{}, model.DiscoveryCounts{}, err
 		}
-		current, err = s.store.GetToolProvider(ctx, current.ID)
+		current, err = s.store.GetMCPServer(ctx, current.ID)
 		if err != nil {
-			return model.ToolProvider{}, model.DiscoveryCounts{}, err
+			return model.MCPServer{}, model.DiscoveryCounts{}, err
 		}
 		if fail {
 			return current, model.DiscoveryCounts{}, derr
@@ -337,25 +337,25 @@ func (s *Service) discover(ctx context.Context, p model.ToolProvider, fail bool)
 	}
 	counts, err := s.store.ApplyDiscovery(ctx, current.ID, tools, time.Now().UTC())
 	if err != nil {
-		return model.ToolProvider{}, model.DiscoveryCounts{}, err
+		return model.MCPServer{}, model.DiscoveryCounts{}, err
 	}
-	s.log.Info("tool provider discovered", "provider", current.Name, "new", counts.New, "changed", counts.Changed,
+	s.log.Info("MCP server discovered", "server", current.Name, "new", counts.New, "changed", counts.Changed,
 		"unchanged", counts.Unchanged, "unavailable", counts.Unavailable, "restored", counts.Restored, "total", counts.Total)
 	if counts.AffectsSessions() {
 		s.catalogChanged(ctx)
 	}
-	current, err = s.store.GetToolProvider(ctx, current.ID)
+	current, err = s.store.GetMCPServer(ctx, current.ID)
 	return current, counts, err
 }
 
-// SetToolProviderEnabled enables or disables a provider (by id or name).
-func (s *Service) SetToolProviderEnabled(ctx context.Context, provider string, enabled bool) (model.ToolProvider, error) {
-	if err := required("provider", provider); err != nil {
-		return model.ToolProvider{}, err
+// SetMCPServerEnabled enables or disables a server (by id or name).
+func (s *Service) SetMCPServerEnabled(ctx context.Context, server string, enabled bool) (model.MCPServer, error) {
+	if err := required("server", server); err != nil {
+		return model.MCPServer{}, err
 	}
-	p, changed, err := s.store.SetToolProviderEnabled(ctx, provider, enabled)
+	p, changed, err := s.store.SetMCPServerEnabled(ctx, server, enabled)
 	if err != nil {
-		return model.ToolProvider{}, err
+		return model.MCPServer{}, err
 	}
 	if changed {
 		s.catalogChanged(ctx)
@@ -363,10 +363,10 @@ func (s *Service) SetToolProviderEnabled(ctx context.Context, provider string, e
 	return p, nil
 }
 
-// ListCatalogTools returns the catalog's tools, or one provider's (by id
-// or name) when provider is not "".
-func (s *Service) ListCatalogTools(ctx context.Context, provider string) ([]model.CatalogTool, error) {
-	return s.store.ListCatalogTools(ctx, strings.TrimSpace(provider))
+// ListCatalogTools returns the catalog's tools, or one server's (by id
+// or name) when server is not "".
+func (s *Service) ListCatalogTools(ctx context.Context, server string) ([]model.CatalogTool, error) {
+	return s.store.ListCatalogTools(ctx, strings.TrimSpace(server))
 }
 
 // GetCatalogTool returns a tool by id or exposed name.

@@ -19,6 +19,7 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -47,7 +48,7 @@ func newCatalogWorld(t *testing.T, withPool bool) *catalogWorld {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.st.Close() })
 	env := func(name string) (string, bool) { v, ok := w.env[name]; return v, ok }
-	opts := service.Options{Logger: log, Credentials: credentials.Resolver{Env: env},
+	opts := service.Options{Logger: log, Connections: connections.New(w.st, connections.Options{Credentials: credentials.Resolver{Env: env}}),
 		OnCatalogChange: func(context.Context) { w.changes.Add(1) }}
 	if withPool {
 		pool := catalog.New(catalog.Options{Credentials: credentials.Resolver{Env: env}, WorkDir: t.TempDir(),
@@ -93,13 +94,13 @@ const (
 // discoveryRounds drives a provider whose tool list setTools replaces
 // through rounds of changes, checking the counts, enablement, availability
 // and that the change hook ran exactly when the generation moved.
-func discoveryRounds(t *testing.T, w *catalogWorld, prov model.ToolProvider, setTools func(...catalogtest.ToolSpec)) {
+func discoveryRounds(t *testing.T, w *catalogWorld, prov model.MCPServer, setTools func(...catalogtest.ToolSpec)) {
 	t.Helper()
 	ctx := context.Background()
 	setTools(spec("search", "find documents", objQ), spec("fetch", "fetch one", objID),
 		catalogtest.ToolSpec{Name: "stats", Title: "Statistics", Description: "count", ReadOnly: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)})
-	created, counts, err := w.svc.CreateToolProvider(ctx, prov)
+	created, counts, err := w.svc.CreateMCPServer(ctx, prov)
 	require.NoError(t, err)
 	assert.Empty(t, created.DiscoveryError)
 	assert.False(t, created.Enabled, "a new provider is disabled")
@@ -117,7 +118,7 @@ func discoveryRounds(t *testing.T, w *catalogWorld, prov model.ToolProvider, set
 	assert.Equal(t, catalog.SchemaHash(stats.InputSchema, stats.OutputSchema), stats.SchemaHash)
 
 	// The administrator enables the provider and two tools, and assigns one.
-	_, err = w.svc.SetToolProviderEnabled(ctx, "docs", true)
+	_, err = w.svc.SetMCPServerEnabled(ctx, "docs", true)
 	require.NoError(t, err)
 	for _, name := range []string{"docs__search", "docs__stats"} {
 		_, err = w.svc.SetCatalogToolEnabled(ctx, name, true)
@@ -157,7 +158,7 @@ func discoveryRounds(t *testing.T, w *catalogWorld, prov model.ToolProvider, set
 	for _, r := range rounds {
 		setTools(r.tools...)
 		genBefore, hooksBefore := w.generation(t), w.changes.Load()
-		p, counts, err := w.svc.RefreshToolProvider(ctx, "docs")
+		p, counts, err := w.svc.RefreshMCPServer(ctx, "docs")
 		require.NoError(t, err, r.name)
 		assert.Equal(t, r.counts, counts, r.name)
 		assert.Empty(t, p.DiscoveryError, r.name)
@@ -182,15 +183,15 @@ func discoveryRounds(t *testing.T, w *catalogWorld, prov model.ToolProvider, set
 	// generation.
 	setTools(spec("brand-new", "x", `{"type":"object"}`))
 	before, gen := w.tools(t), w.generation(t)
-	provBefore, err := w.svc.GetToolProvider(ctx, "docs")
+	provBefore, err := w.svc.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
-	res, err := w.svc.TestToolProvider(ctx, "docs")
+	res, err := w.svc.TestMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"brand-new"}, res.ToolNames)
 	assert.NotEmpty(t, res.ServerName)
 	assert.Equal(t, before, w.tools(t))
 	assert.Equal(t, gen, w.generation(t))
-	provAfter, err := w.svc.GetToolProvider(ctx, "docs")
+	provAfter, err := w.svc.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	assert.Equal(t, provBefore, provAfter)
 }
@@ -200,7 +201,7 @@ func TestDiscoveryRoundsOverStdio(t *testing.T) {
 	w := newCatalogWorld(t, true)
 	files := catalogtest.NewStdioFiles(t)
 	w.env["DOCS_TOOLS"], w.env["DOCS_STARTS"], w.env["DOCS_PAGE"] = files.ToolsFile, files.StartsFile, "2"
-	prov := model.ToolProvider{Name: "docs", Stdio: &model.StdioTransport{
+	prov := model.MCPServer{Name: "docs", Stdio: &model.StdioTransport{
 		Command: catalogtest.StdioServer(t), Env: []model.EnvReference{
 			{Name: "TOOLS_FILE", FromEnv: "DOCS_TOOLS"}, {Name: "STARTS_FILE", FromEnv: "DOCS_STARTS"}, {Name: "PAGE_SIZE", FromEnv: "DOCS_PAGE"},
 		},
@@ -215,7 +216,7 @@ func TestDiscoveryRoundsOverHTTP(t *testing.T) {
 	t.Parallel()
 	w := newCatalogWorld(t, true)
 	srv := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{PageSize: 2})
-	prov := model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}}
+	prov := model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}}
 	discoveryRounds(t, w, prov, srv.SetTools)
 }
 
@@ -225,7 +226,7 @@ func TestFailedDiscoveryIsRecordedAndKeepsTheCatalog(t *testing.T) {
 	w := newCatalogWorld(t, true)
 	srv := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
 	srv.SetTools(spec("search", "find", objQ), spec("fetch", "fetch", objID))
-	_, counts, err := w.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}})
+	_, counts, err := w.svc.CreateMCPServer(ctx, model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}})
 	require.NoError(t, err)
 	require.Equal(t, 2, counts.New)
 	_, err = w.svc.SetCatalogToolEnabled(ctx, "docs__search", true)
@@ -233,10 +234,10 @@ func TestFailedDiscoveryIsRecordedAndKeepsTheCatalog(t *testing.T) {
 	before, gen := w.tools(t), w.generation(t)
 
 	srv.Close() // the server is gone
-	p, _, err := w.svc.RefreshToolProvider(ctx, "docs")
+	p, _, err := w.svc.RefreshMCPServer(ctx, "docs")
 	require.ErrorIs(t, err, errdefs.ErrUnavailable)
 	assert.NotEmpty(t, p.DiscoveryError)
-	got, err := w.svc.GetToolProvider(ctx, "docs")
+	got, err := w.svc.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	assert.Equal(t, err == nil, true)
 	assert.Equal(t, p.DiscoveryError, got.DiscoveryError)
@@ -244,7 +245,7 @@ func TestFailedDiscoveryIsRecordedAndKeepsTheCatalog(t *testing.T) {
 	assert.Equal(t, gen, w.generation(t))
 
 	// A provider whose server cannot start is recorded, with why.
-	p, counts, err = w.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "broken", Stdio: &model.StdioTransport{
+	p, counts, err = w.svc.CreateMCPServer(ctx, model.MCPServer{Name: "broken", Stdio: &model.StdioTransport{
 		Command: catalogtest.StdioServer(t), Env: []model.EnvReference{{Name: "TOOLS_FILE", FromEnv: "BROKEN_TOOLS"}},
 	}})
 	require.NoError(t, err, "a failed first discovery does not refuse the provider")
@@ -256,17 +257,17 @@ func TestFailedDiscoveryIsRecordedAndKeepsTheCatalog(t *testing.T) {
 	files := catalogtest.NewStdioFiles(t)
 	files.SetTools(t, spec("lookup", "look up", objQ))
 	w.env["BROKEN_TOOLS"] = files.ToolsFile
-	p, counts, err = w.svc.UpdateToolProvider(ctx, model.ToolProvider{ID: "broken", Stdio: p.Stdio})
+	p, counts, err = w.svc.UpdateMCPServer(ctx, model.MCPServer{ID: "broken", Stdio: p.Stdio})
 	require.NoError(t, err)
 	assert.Empty(t, p.DiscoveryError)
 	assert.Equal(t, model.DiscoveryCounts{New: 1, Total: 1}, counts)
 
 	// Without connections, discovery fails as such.
 	bare := newCatalogWorld(t, false)
-	p, _, err = bare.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp"}})
+	p, _, err = bare.svc.CreateMCPServer(ctx, model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp"}})
 	require.NoError(t, err)
-	assert.Contains(t, p.DiscoveryError, "does not connect to tool providers")
-	_, err = bare.svc.TestToolProvider(ctx, "docs")
+	assert.Contains(t, p.DiscoveryError, "does not connect to MCP servers")
+	_, err = bare.svc.TestMCPServer(ctx, "docs")
 	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
 }
 
@@ -276,7 +277,7 @@ func TestCatalogChangesCallTheHookOnce(t *testing.T) {
 	w := newCatalogWorld(t, true)
 	srv := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
 	srv.SetTools(spec("search", "find", objQ))
-	_, _, err := w.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}})
+	_, _, err := w.svc.CreateMCPServer(ctx, model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL}})
 	require.NoError(t, err)
 	assert.Zero(t, w.changes.Load(), "new tools are disabled: no session can see a change")
 
@@ -285,16 +286,16 @@ func TestCatalogChangesCallTheHookOnce(t *testing.T) {
 		do   func() error
 		hook bool
 	}{
-		{"enable provider", func() error { _, err := w.svc.SetToolProviderEnabled(ctx, "docs", true); return err }, true},
-		{"enable it again", func() error { _, err := w.svc.SetToolProviderEnabled(ctx, "docs", true); return err }, false},
+		{"enable provider", func() error { _, err := w.svc.SetMCPServerEnabled(ctx, "docs", true); return err }, true},
+		{"enable it again", func() error { _, err := w.svc.SetMCPServerEnabled(ctx, "docs", true); return err }, false},
 		{"enable tool", func() error { _, err := w.svc.SetCatalogToolEnabled(ctx, "docs__search", true); return err }, true},
 		{"assign", func() error { _, err := w.svc.AssignCatalogTool(ctx, "docs__search", w.ws.ID, true); return err }, true},
 		{"assign again", func() error { _, err := w.svc.AssignCatalogTool(ctx, "docs__search", w.ws.ID, true); return err }, false},
 		{"assign to no workspace", func() error { _, err := w.svc.AssignCatalogTool(ctx, "docs__search", "ws_nope", true); return err }, false},
 		{"unassign", func() error { _, err := w.svc.AssignCatalogTool(ctx, "docs__search", w.ws.ID, false); return err }, true},
 		{"disable tool", func() error { _, err := w.svc.SetCatalogToolEnabled(ctx, "docs__search", false); return err }, true},
-		{"refresh, nothing new", func() error { _, _, err := w.svc.RefreshToolProvider(ctx, "docs"); return err }, false},
-		{"disable provider", func() error { _, err := w.svc.SetToolProviderEnabled(ctx, "docs", false); return err }, true},
+		{"refresh, nothing new", func() error { _, _, err := w.svc.RefreshMCPServer(ctx, "docs"); return err }, false},
+		{"disable provider", func() error { _, err := w.svc.SetMCPServerEnabled(ctx, "docs", false); return err }, true},
 	}
 	for _, s := range steps {
 		before := w.changes.Load()
@@ -312,7 +313,7 @@ func TestCatalogChangesCallTheHookOnce(t *testing.T) {
 	}
 }
 
-func TestToolProviderRequestsNameTheFieldAndNeverEchoSecrets(t *testing.T) {
+func TestMCPServerRequestsNameTheFieldAndNeverEchoSecrets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newCatalogWorld(t, false)
@@ -320,95 +321,95 @@ func TestToolProviderRequestsNameTheFieldAndNeverEchoSecrets(t *testing.T) {
 	notExec := filepath.Join(t.TempDir(), "plain")
 	require.NoError(t, os.WriteFile(notExec, []byte("x"), 0o644))
 	token := "ghp_" + strings.Repeat("A", 36)
-	stdio := func(mod func(*model.StdioTransport)) model.ToolProvider {
+	stdio := func(mod func(*model.StdioTransport)) model.MCPServer {
 		s := &model.StdioTransport{Command: exe}
 		mod(s)
-		return model.ToolProvider{Name: "docs", Stdio: s}
+		return model.MCPServer{Name: "docs", Stdio: s}
 	}
-	httpP := func(url string, headers ...model.HeaderReference) model.ToolProvider {
-		return model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: url, Headers: headers}}
+	httpP := func(url string, headers ...model.HeaderReference) model.MCPServer {
+		return model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: url, Headers: headers}}
 	}
 	envRef := func(name string) model.CredentialRef {
 		return model.CredentialRef{Kind: model.CredentialEnv, Ref: name}
 	}
 	cases := []struct {
 		field string
-		in    model.ToolProvider
+		in    model.MCPServer
 	}{
-		{"provider.name", model.ToolProvider{Name: "", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
-		{"provider.name", model.ToolProvider{Name: "Docs", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
-		{"provider.name", model.ToolProvider{Name: "my_docs", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
-		{"provider.name", model.ToolProvider{Name: strings.Repeat("d", 33), HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
-		{"provider.transport", model.ToolProvider{Name: "docs"}},
-		{"provider.transport", model.ToolProvider{Name: "docs", Stdio: &model.StdioTransport{Command: exe},
+		{"server.name", model.MCPServer{Name: "", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
+		{"server.name", model.MCPServer{Name: "Docs", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
+		{"server.name", model.MCPServer{Name: "my_docs", HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
+		{"server.name", model.MCPServer{Name: strings.Repeat("d", 33), HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
+		{"server.transport", model.MCPServer{Name: "docs"}},
+		{"server.transport", model.MCPServer{Name: "docs", Stdio: &model.StdioTransport{Command: exe},
 			HTTP: &model.HTTPTransport{URL: "https://x.example/mcp"}}},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "" })},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "docs-mcp" })},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "/nonexistent/docs-mcp" })},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = notExec })},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = filepath.Dir(exe) })},
-		{"provider.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "/bin/" + token })},
-		{"provider.stdio.args[1]", stdio(func(s *model.StdioTransport) { s.Args = []string{"--stdio", "--token=" + token} })},
-		{"provider.stdio.args[0]", stdio(func(s *model.StdioTransport) { s.Args = []string{"a\x00b"} })},
-		{"provider.stdio.working_dir", stdio(func(s *model.StdioTransport) { s.WorkingDir = "relative" })},
-		{"provider.stdio.working_dir", stdio(func(s *model.StdioTransport) { s.WorkingDir = exe })},
-		{"provider.stdio.env[0].name", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "1BAD", FromEnv: "X"}} })},
-		{"provider.stdio.env[1].name", stdio(func(s *model.StdioTransport) {
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "" })},
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "docs-mcp" })},
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "/nonexistent/docs-mcp" })},
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = notExec })},
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = filepath.Dir(exe) })},
+		{"server.stdio.command", stdio(func(s *model.StdioTransport) { s.Command = "/bin/" + token })},
+		{"server.stdio.args[1]", stdio(func(s *model.StdioTransport) { s.Args = []string{"--stdio", "--token=" + token} })},
+		{"server.stdio.args[0]", stdio(func(s *model.StdioTransport) { s.Args = []string{"a\x00b"} })},
+		{"server.stdio.working_dir", stdio(func(s *model.StdioTransport) { s.WorkingDir = "relative" })},
+		{"server.stdio.working_dir", stdio(func(s *model.StdioTransport) { s.WorkingDir = exe })},
+		{"server.stdio.env[0].name", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "1BAD", FromEnv: "X"}} })},
+		{"server.stdio.env[1].name", stdio(func(s *model.StdioTransport) {
 			s.Env = []model.EnvReference{{Name: "KEY", FromEnv: "A"}, {Name: "KEY", FromEnv: "B"}}
 		})},
-		{"provider.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY", FromEnv: token}} })},
-		{"provider.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY", FromEnv: "a-b"}} })},
-		{"provider.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY"}} })},
-		{"provider.http.url", httpP("")},
-		{"provider.http.url", httpP("ftp://x.example/mcp")},
-		{"provider.http.url", httpP("/mcp")},
-		{"provider.http.url", httpP("https://user:" + token + "@x.example/mcp")},
-		{"provider.http.url", httpP("https://" + token + "@x.example/mcp")},
-		{"provider.http.url", httpP("https://x.example/mcp?key=" + token)},
-		{"provider.http.url", httpP("https://x.example/mcp#" + token)},
-		{"provider.http.url", httpP("https://x.example/" + token)},
-		{"provider.http.headers[0].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "Bad Header", Value: envRef("T")})},
-		{"provider.http.headers[0].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "mcp-session-id", Value: envRef("T")})},
-		{"provider.http.headers[1].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "X-Key", Value: envRef("A")},
+		{"server.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY", FromEnv: token}} })},
+		{"server.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY", FromEnv: "a-b"}} })},
+		{"server.stdio.env[0].from_env", stdio(func(s *model.StdioTransport) { s.Env = []model.EnvReference{{Name: "KEY"}} })},
+		{"server.http.url", httpP("")},
+		{"server.http.url", httpP("ftp://x.example/mcp")},
+		{"server.http.url", httpP("/mcp")},
+		{"server.http.url", httpP("https://user:" + token + "@x.example/mcp")},
+		{"server.http.url", httpP("https://" + token + "@x.example/mcp")},
+		{"server.http.url", httpP("https://x.example/mcp?key=" + token)},
+		{"server.http.url", httpP("https://x.example/mcp#" + token)},
+		{"server.http.url", httpP("https://x.example/" + token)},
+		{"server.http.headers[0].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "Bad Header", Value: envRef("T")})},
+		{"server.http.headers[0].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "mcp-session-id", Value: envRef("T")})},
+		{"server.http.headers[1].name", httpP("https://x.example/mcp", model.HeaderReference{Name: "X-Key", Value: envRef("A")},
 			model.HeaderReference{Name: "x-key", Value: envRef("B")})},
-		{"provider.http.headers[0].value", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization"})},
-		{"provider.http.headers[0].value.env_var", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization", Value: envRef(token)})},
-		{"provider.http.headers[0].value.env_var", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization", Value: envRef("A B")})},
-		{"provider.http.headers[0].value.file_path", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
+		{"server.http.headers[0].value", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization"})},
+		{"server.http.headers[0].value.env_var", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization", Value: envRef(token)})},
+		{"server.http.headers[0].value.env_var", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization", Value: envRef("A B")})},
+		{"server.http.headers[0].value.file_path", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
 			Value: model.CredentialRef{Kind: model.CredentialFile, Ref: "token.txt"}})},
-		{"provider.http.headers[0].prefix", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
+		{"server.http.headers[0].prefix", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
 			Prefix: "Bearer " + token, Value: envRef("T")})},
-		{"provider.http.headers[0].prefix", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
+		{"server.http.headers[0].prefix", httpP("https://x.example/mcp", model.HeaderReference{Name: "Authorization",
 			Prefix: "Bearer\r\nX: y", Value: envRef("T")})},
 	}
 	for _, c := range cases {
-		_, _, err := w.svc.CreateToolProvider(ctx, c.in)
+		_, _, err := w.svc.CreateMCPServer(ctx, c.in)
 		require.Error(t, err, c.field)
 		assert.ErrorIs(t, err, errdefs.ErrInvalidArgument, c.field)
 		assert.Equal(t, c.field, errdefs.FieldOf(err), "%v", err)
 		assert.NotContains(t, err.Error(), token, "the error echoes a secret: %v", err)
 	}
-	list, err := w.svc.ListToolProviders(ctx)
+	list, err := w.svc.ListMCPServers(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, list, "nothing invalid was recorded")
 
 	// Valid ones, normalized.
-	p, _, err := w.svc.CreateToolProvider(ctx, httpP("https://x.example/mcp", model.HeaderReference{Name: "authorization", Prefix: "Bearer ",
+	p, _, err := w.svc.CreateMCPServer(ctx, httpP("https://x.example/mcp", model.HeaderReference{Name: "authorization", Prefix: "Bearer ",
 		Value: envRef("DOCS_TOKEN")}))
 	require.NoError(t, err)
 	assert.Equal(t, model.TransportHTTP, p.Transport)
 	assert.Equal(t, "Authorization", p.HTTP.Headers[0].Name)
-	_, _, err = w.svc.CreateToolProvider(ctx, httpP("https://x.example/mcp"))
+	_, _, err = w.svc.CreateMCPServer(ctx, httpP("https://x.example/mcp"))
 	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
-	_, _, err = w.svc.UpdateToolProvider(ctx, model.ToolProvider{ID: "docs", Name: "other", HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
-	assert.Equal(t, "provider.name", errdefs.FieldOf(err))
-	_, _, err = w.svc.UpdateToolProvider(ctx, model.ToolProvider{HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
-	assert.Equal(t, "provider.id", errdefs.FieldOf(err))
-	_, _, err = w.svc.UpdateToolProvider(ctx, model.ToolProvider{ID: "nope", HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
+	_, _, err = w.svc.UpdateMCPServer(ctx, model.MCPServer{ID: "docs", Name: "other", HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
+	assert.Equal(t, "server.name", errdefs.FieldOf(err))
+	_, _, err = w.svc.UpdateMCPServer(ctx, model.MCPServer{HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
+	assert.Equal(t, "server.id", errdefs.FieldOf(err))
+	_, _, err = w.svc.UpdateMCPServer(ctx, model.MCPServer{ID: "nope", HTTP: &model.HTTPTransport{URL: "https://y.example/mcp"}})
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	for field, call := range map[string]func() error{
-		"provider": func() error { _, err := w.svc.GetToolProvider(ctx, " "); return err },
-		"tool":     func() error { _, err := w.svc.SetCatalogToolEnabled(ctx, "", true); return err },
+		"server": func() error { _, err := w.svc.GetMCPServer(ctx, " "); return err },
+		"tool":   func() error { _, err := w.svc.SetCatalogToolEnabled(ctx, "", true); return err },
 		"workspace_id": func() error {
 			_, err := w.svc.AssignCatalogTool(ctx, "docs__x", "", true)
 			return err
@@ -442,36 +443,36 @@ func TestProviderSecretsNeverAppearInRecordsErrorsOrLogs(t *testing.T) {
 			out.WriteString(err.Error())
 		}
 	}
-	record3 := func(p model.ToolProvider, c model.DiscoveryCounts, err error) {
+	record3 := func(p model.MCPServer, c model.DiscoveryCounts, err error) {
 		record(struct {
-			P model.ToolProvider
+			P model.MCPServer
 			C model.DiscoveryCounts
 		}{p, c}, err)
 	}
-	hp, counts, err := w.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL,
+	hp, counts, err := w.svc.CreateMCPServer(ctx, model.MCPServer{Name: "docs", HTTP: &model.HTTPTransport{URL: srv.URL,
 		Headers: []model.HeaderReference{{Name: "Authorization", Prefix: "Bearer ", Value: model.CredentialRef{Kind: model.CredentialEnv, Ref: "DOCS_TOKEN"}}}}})
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.New, hp.DiscoveryError)
 	record(hp, err)
-	sp, counts, err := w.svc.CreateToolProvider(ctx, model.ToolProvider{Name: "kb", Stdio: &model.StdioTransport{Command: catalogtest.StdioServer(t),
+	sp, counts, err := w.svc.CreateMCPServer(ctx, model.MCPServer{Name: "kb", Stdio: &model.StdioTransport{Command: catalogtest.StdioServer(t),
 		Env: []model.EnvReference{{Name: "TOOLS_FILE", FromEnv: "T_TOOLS"}, {Name: "STARTS_FILE", FromEnv: "T_STARTS"},
 			{Name: "SECRET", FromEnv: "STDIO_SECRET"}}}})
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.New, sp.DiscoveryError)
 	record(sp, err)
-	record(w.svc.ListToolProviders(ctx))
+	record(w.svc.ListMCPServers(ctx))
 	record(w.svc.ListCatalogTools(ctx, ""))
-	record(w.svc.TestToolProvider(ctx, "docs"))
-	record(w.svc.TestToolProvider(ctx, "kb"))
+	record(w.svc.TestMCPServer(ctx, "docs"))
+	record(w.svc.TestMCPServer(ctx, "kb"))
 
 	// Failures: a wrong secret, and a server that is gone.
 	w.env["DOCS_TOKEN"] = "wrong-" + httpSecret
-	record3(w.svc.RefreshToolProvider(ctx, "docs"))
-	record(w.svc.TestToolProvider(ctx, "docs"))
+	record3(w.svc.RefreshMCPServer(ctx, "docs"))
+	record(w.svc.TestMCPServer(ctx, "docs"))
 	w.env["DOCS_TOKEN"] = httpSecret
 	srv.Close()
-	record3(w.svc.RefreshToolProvider(ctx, "docs"))
-	record(w.svc.GetToolProvider(ctx, "docs"))
+	record3(w.svc.RefreshMCPServer(ctx, "docs"))
+	record(w.svc.GetMCPServer(ctx, "docs"))
 
 	tools := w.tools(t)
 	assert.Equal(t, "uses [redacted]", tools["search"].Description)

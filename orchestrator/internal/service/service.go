@@ -21,7 +21,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
-	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -34,7 +34,7 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
-	creds       credentials.Resolver
+	conns       *connections.Connections
 	pushTimeout time.Duration
 	store       *store.Store
 	broker      *events.Broker
@@ -51,14 +51,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Executors are the backends sessions can run on, by name.
 	Executors map[string]executors.Executor
-	// Credentials resolves credential references; the zero value reads the
-	// process environment and files.
-	Credentials credentials.Resolver
+	// Connections resolves, gates and builds the provider clients (shared
+	// with the tool calls and the lifecycle poller); nil: a component of
+	// the service's own, reading the process environment and files.
+	Connections *connections.Connections
 	// PushTimeout bounds the push of a provider set to one session;
 	// DefaultPushTimeout if zero.
 	PushTimeout time.Duration
-	// Catalog holds the connections to external tool providers; nil: the
-	// catalog's records can be managed, but providers cannot be reached
+	// Catalog holds the connections to external MCP servers; nil: the
+	// catalog's records can be managed, but servers cannot be reached
 	// (discovery fails and is recorded as such).
 	Catalog *catalog.Pool
 	// OnCatalogChange, if set, is called after every committed catalog
@@ -80,7 +81,10 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.PushTimeout <= 0 {
 		opts.PushTimeout = DefaultPushTimeout
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials,
+	if opts.Connections == nil {
+		opts.Connections = connections.New(st, connections.Options{})
+	}
+	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, conns: opts.Connections,
 		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
@@ -183,7 +187,7 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 		return model.Connection{}, err
 	}
 	if !in.SkipValidation {
-		user, err := s.validate(ctx, c)
+		user, err := s.validate(ctx, in.WorkspaceID, c)
 		if err != nil {
 			return model.Connection{}, err
 		}
@@ -194,19 +198,20 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 
 // validate asks the provider who the connection's credential
 // authenticates as. Errors name the credential's reference, never its value.
-func (s *Service) validate(ctx context.Context, c model.Connection) (string, error) {
-	token, err := s.creds.Resolve(c.Credential)
-	if err != nil {
-		return "", errdefs.FailedPrecondition("validate the %s connection: %v", c.Provider, err)
+func (s *Service) validate(ctx context.Context, workspaceID string, c model.Connection) (string, error) {
+	lease, err := s.conns.Open(ctx, workspaceID, c)
+	var ce *connections.CredentialError
+	if errors.As(err, &ce) {
+		return "", errdefs.FailedPrecondition("validate the %s connection: %v", c.Provider, ce.Reason)
 	}
-	client, err := forge.New(c.Provider, c.APIBaseURL, token, nil)
-	if err != nil {
-		return "", errdefs.InvalidField("api_base_url", "%v", err)
+	var user string
+	if err == nil {
+		defer lease.Release()
+		user, err = lease.Client.CurrentUser(ctx)
 	}
-	user, err := client.CurrentUser(ctx)
 	var fe *forge.Error
 	if errors.As(err, &fe) {
-		fe.Message = s.creds.Secrets.Scrubber().String(fe.Message) // the provider may echo the credential
+		fe.Message = s.conns.Secrets().Scrubber().String(fe.Message) // the provider may echo the credential
 	}
 	switch {
 	case errors.As(err, &fe) && (fe.Code == forge.CodeUnavailable || fe.Code == forge.CodeRateLimited):

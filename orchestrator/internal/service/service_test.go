@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
@@ -512,10 +513,10 @@ func TestConnectValidatesAndRecordsTheUsername(t *testing.T) {
 	st, err := store.Open(ctx, t.TempDir(), store.Options{OnCommit: broker.Publish})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	svc := service.New(st, broker, service.Options{Credentials: credentials.Resolver{Env: func(k string) (string, bool) {
+	svc := service.New(st, broker, service.Options{Connections: connections.New(st, connections.Options{Credentials: credentials.Resolver{Env: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
-	}}})
+	}}})})
 	ws, err := svc.CreateWorkspace(ctx, "acme")
 	require.NoError(t, err)
 	in := func(ref string) service.ConnectionInput {

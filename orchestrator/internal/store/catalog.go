@@ -16,9 +16,9 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
-// The governed catalog of external MCP tool providers (see
+// The governed catalog of external MCP servers (see
 // docs/catalog.md). Every change that can change what a session sees — a
-// provider or tool enabled or disabled, a tool assigned or unassigned, a
+// server or tool enabled or disabled, a tool assigned or unassigned, a
 // discovery that changed, removed or restored tools — bumps the single
 // catalog generation in its own transaction, so a set read with
 // ExternalTools carries the generation of the commit it reflects.
@@ -28,14 +28,14 @@ import (
 const MaxExposedName = 64
 
 // ExposedName returns the name agents see for external tool external of
-// provider: provider + "__" + external, with every character outside
+// server: server + "__" + external, with every character outside
 // [A-Za-z0-9_-] replaced by "_", cut to MaxExposedName bytes. When that
 // name is taken (two names that differ only in such characters, or only
 // after the cut) the store appends a hash of the original names instead;
 // either way the name is recorded once and never recomputed.
-func ExposedName(provider, external string) string {
+func ExposedName(server, external string) string {
 	var b strings.Builder
-	b.WriteString(provider)
+	b.WriteString(server)
 	b.WriteString("__")
 	for _, r := range external {
 		switch {
@@ -54,17 +54,17 @@ func ExposedName(provider, external string) string {
 
 // disambiguated is the n-th alternative to a taken exposed name: the
 // name cut short, "_" and 8 hex digits of a hash of the original names.
-func disambiguated(provider, external string, n int) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", provider, external, n))
+func disambiguated(server, external string, n int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", server, external, n))
 	suffix := "_" + hex.EncodeToString(sum[:4])
-	base := ExposedName(provider, external)
+	base := ExposedName(server, external)
 	if len(base) > MaxExposedName-len(suffix) {
 		base = base[:MaxExposedName-len(suffix)]
 	}
 	return base + suffix
 }
 
-const providerColumns = `id, name, transport, stdio_command, stdio_args, stdio_working_dir, stdio_env, http_url, http_headers,
+const serverColumns = `id, name, transport, stdio_command, stdio_args, stdio_working_dir, stdio_env, http_url, http_headers,
 	enabled, discovered_at, discovery_error, created_at, updated_at`
 
 type envRefJSON struct {
@@ -81,7 +81,7 @@ type headerRefJSON struct {
 
 // transportColumns returns the values of the transport columns, from
 // stdio_command to http_headers, for p.
-func transportColumns(p model.ToolProvider) ([]any, error) {
+func transportColumns(p model.MCPServer) ([]any, error) {
 	var (
 		command, workDir, url string
 		args                  = []string{}
@@ -91,7 +91,7 @@ func transportColumns(p model.ToolProvider) ([]any, error) {
 	switch p.Transport {
 	case model.TransportStdio:
 		if p.Stdio == nil {
-			return nil, errdefs.RequiredField("provider.stdio")
+			return nil, errdefs.RequiredField("server.stdio")
 		}
 		command, workDir = p.Stdio.Command, p.Stdio.WorkingDir
 		args = append(args, p.Stdio.Args...)
@@ -100,14 +100,14 @@ func transportColumns(p model.ToolProvider) ([]any, error) {
 		}
 	case model.TransportHTTP:
 		if p.HTTP == nil {
-			return nil, errdefs.RequiredField("provider.http")
+			return nil, errdefs.RequiredField("server.http")
 		}
 		url = p.HTTP.URL
 		for _, h := range p.HTTP.Headers {
 			headers = append(headers, headerRefJSON{Name: h.Name, Kind: string(h.Value.Kind), Ref: h.Value.Ref, Prefix: h.Prefix})
 		}
 	default:
-		return nil, errdefs.InvalidField("provider.transport", "set stdio or http")
+		return nil, errdefs.InvalidField("server.transport", "set stdio or http")
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
@@ -124,40 +124,40 @@ func transportColumns(p model.ToolProvider) ([]any, error) {
 	return []any{command, string(argsJSON), workDir, string(envJSON), url, string(headersJSON)}, nil
 }
 
-// CreateToolProvider records a new provider, disabled and never
+// CreateMCPServer records a new server, disabled and never
 // discovered; its ID and timestamps are assigned.
-func (s *Store) CreateToolProvider(ctx context.Context, p model.ToolProvider) (model.ToolProvider, error) {
+func (s *Store) CreateMCPServer(ctx context.Context, p model.MCPServer) (model.MCPServer, error) {
 	p.ID = newID("tp")
 	p.Enabled, p.DiscoveredAt, p.DiscoveryError = false, time.Time{}, ""
 	cols, err := transportColumns(p)
 	if err != nil {
-		return model.ToolProvider{}, err
+		return model.MCPServer{}, err
 	}
 	err = s.write(ctx, func(t *tx) error {
 		p.CreatedAt, p.UpdatedAt = t.now, t.now
 		args := append([]any{p.ID, p.Name, string(p.Transport)}, cols...)
 		args = append(args, false, "", "", formatTime(t.now), formatTime(t.now))
-		_, err := t.ExecContext(ctx, `INSERT INTO tool_providers (`+providerColumns+`)
+		_, err := t.ExecContext(ctx, `INSERT INTO tool_providers (`+serverColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		if isUnique(err) {
-			return errdefs.AlreadyExists("tool provider named %q", p.Name)
+			return errdefs.AlreadyExists("MCP server named %q", p.Name)
 		}
 		return err
 	})
 	if err != nil {
-		return model.ToolProvider{}, err
+		return model.MCPServer{}, err
 	}
 	return p, nil
 }
 
-// UpdateToolProviderTransport replaces the transport of provider id with
+// UpdateMCPServerTransport replaces the transport of server id with
 // p's. The name, enablement and catalog are kept.
-func (s *Store) UpdateToolProviderTransport(ctx context.Context, id string, p model.ToolProvider) (model.ToolProvider, error) {
+func (s *Store) UpdateMCPServerTransport(ctx context.Context, id string, p model.MCPServer) (model.MCPServer, error) {
 	cols, err := transportColumns(p)
 	if err != nil {
-		return model.ToolProvider{}, err
+		return model.MCPServer{}, err
 	}
-	var out model.ToolProvider
+	var out model.MCPServer
 	err = s.write(ctx, func(t *tx) error {
 		args := append([]any{string(p.Transport)}, cols...)
 		args = append(args, formatTime(t.now), id)
@@ -167,29 +167,29 @@ func (s *Store) UpdateToolProviderTransport(ctx context.Context, id string, p mo
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errdefs.NotFound("tool provider", id)
+			return errdefs.NotFound("MCP server", id)
 		}
-		out, err = getToolProvider(ctx, t, id)
+		out, err = getMCPServer(ctx, t, id)
 		return err
 	})
 	return out, err
 }
 
-// GetToolProvider returns the provider with the given id or name.
-func (s *Store) GetToolProvider(ctx context.Context, idOrName string) (model.ToolProvider, error) {
-	return getToolProvider(ctx, s.r, idOrName)
+// GetMCPServer returns the server with the given id or name.
+func (s *Store) GetMCPServer(ctx context.Context, idOrName string) (model.MCPServer, error) {
+	return getMCPServer(ctx, s.r, idOrName)
 }
 
-// ListToolProviders returns every provider, by name.
-func (s *Store) ListToolProviders(ctx context.Context) ([]model.ToolProvider, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+providerColumns+` FROM tool_providers ORDER BY name`)
+// ListMCPServers returns every server, by name.
+func (s *Store) ListMCPServers(ctx context.Context) ([]model.MCPServer, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+serverColumns+` FROM tool_providers ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []model.ToolProvider{}
+	out := []model.MCPServer{}
 	for rows.Next() {
-		p, err := scanToolProvider(rows)
+		p, err := scanMCPServer(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -198,12 +198,12 @@ func (s *Store) ListToolProviders(ctx context.Context) ([]model.ToolProvider, er
 	return out, rows.Err()
 }
 
-// SetToolProviderEnabled enables or disables a provider (by id or name).
+// SetMCPServerEnabled enables or disables a server (by id or name).
 // changed reports whether its state changed, in which case the catalog
 // generation was bumped in the same transaction.
-func (s *Store) SetToolProviderEnabled(ctx context.Context, idOrName string, enabled bool) (p model.ToolProvider, changed bool, err error) {
+func (s *Store) SetMCPServerEnabled(ctx context.Context, idOrName string, enabled bool) (p model.MCPServer, changed bool, err error) {
 	err = s.write(ctx, func(t *tx) error {
-		if p, err = getToolProvider(ctx, t, idOrName); err != nil {
+		if p, err = getMCPServer(ctx, t, idOrName); err != nil {
 			return err
 		}
 		if p.Enabled == enabled {
@@ -219,27 +219,27 @@ func (s *Store) SetToolProviderEnabled(ctx context.Context, idOrName string, ena
 	return p, changed, err
 }
 
-// RecordDiscoveryFailure records why a provider's discovery failed. The
+// RecordDiscoveryFailure records why a server's discovery failed. The
 // catalog is kept as it was.
-func (s *Store) RecordDiscoveryFailure(ctx context.Context, providerID, reason string) error {
+func (s *Store) RecordDiscoveryFailure(ctx context.Context, serverID, reason string) error {
 	if reason == "" {
 		reason = "discovery failed"
 	}
 	return s.write(ctx, func(t *tx) error {
 		res, err := t.ExecContext(ctx, `UPDATE tool_providers SET discovery_error = ?, updated_at = ? WHERE id = ?`,
-			reason, formatTime(t.now), providerID)
+			reason, formatTime(t.now), serverID)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errdefs.NotFound("tool provider", providerID)
+			return errdefs.NotFound("MCP server", serverID)
 		}
 		return nil
 	})
 }
 
 // ApplyDiscovery records, in one transaction, what one successful
-// discovery of a provider found at time at:
+// discovery of a server found at time at:
 //   - a tool seen for the first time is inserted disabled and available,
 //     with a new exposed name;
 //   - a listed tool that was available is changed (its title,
@@ -251,12 +251,12 @@ func (s *Store) RecordDiscoveryFailure(ctx context.Context, providerID, reason s
 //     never deleted and keeps its enablement and assignments;
 //   - an unavailable tool that is still not listed is left alone.
 //
-// Listed tools get last_seen = at. The provider's discovery time becomes at
+// Listed tools get last_seen = at. The server's discovery time becomes at
 // and its discovery error is cleared. When the counts can change what a
 // session sees (model.DiscoveryCounts.AffectsSessions) the catalog
 // generation is bumped. A name listed twice counts once, with its first
 // definition.
-func (s *Store) ApplyDiscovery(ctx context.Context, providerID string, tools []model.DiscoveredTool, at time.Time) (model.DiscoveryCounts, error) {
+func (s *Store) ApplyDiscovery(ctx context.Context, serverID string, tools []model.DiscoveredTool, at time.Time) (model.DiscoveryCounts, error) {
 	var counts model.DiscoveryCounts
 	seen := map[string]bool{}
 	listed := make([]model.DiscoveredTool, 0, len(tools))
@@ -271,11 +271,11 @@ func (s *Store) ApplyDiscovery(ctx context.Context, providerID string, tools []m
 	slices.SortFunc(listed, func(a, b model.DiscoveredTool) int { return strings.Compare(a.Name, b.Name) })
 	err := s.write(ctx, func(t *tx) error {
 		counts = model.DiscoveryCounts{Total: len(listed)}
-		p, err := getToolProvider(ctx, t, providerID)
+		p, err := getMCPServer(ctx, t, serverID)
 		if err != nil {
 			return err
 		}
-		existing, err := catalogToolsOf(ctx, t, p.ID)
+		existing, err := serverTools(ctx, t, p.ID)
 		if err != nil {
 			return err
 		}
@@ -333,7 +333,7 @@ func (s *Store) ApplyDiscovery(ctx context.Context, providerID string, tools []m
 
 // insertTool records a newly discovered tool, disabled and available,
 // under the first free exposed name.
-func insertTool(ctx context.Context, t *tx, p model.ToolProvider, d model.DiscoveredTool, at string) error {
+func insertTool(ctx context.Context, t *tx, p model.MCPServer, d model.DiscoveredTool, at string) error {
 	name := ExposedName(p.Name, d.Name)
 	for n := 0; ; n++ {
 		var one int
@@ -344,7 +344,7 @@ func insertTool(ctx context.Context, t *tx, p model.ToolProvider, d model.Discov
 			return err
 		}
 		if n == 100 {
-			return fmt.Errorf("no free exposed name for tool %q of provider %q", d.Name, p.Name)
+			return fmt.Errorf("no free exposed name for tool %q of server %q", d.Name, p.Name)
 		}
 		name = disambiguated(p.Name, d.Name, n)
 	}
@@ -357,18 +357,18 @@ func insertTool(ctx context.Context, t *tx, p model.ToolProvider, d model.Discov
 }
 
 // ListCatalogTools returns the catalog's tools by exposed name: every
-// provider's, or one provider's (by id or name) when provider is not "".
-func (s *Store) ListCatalogTools(ctx context.Context, provider string) (out []model.CatalogTool, err error) {
+// server's, or one server's (by id or name) when server is not "".
+func (s *Store) ListCatalogTools(ctx context.Context, server string) (out []model.CatalogTool, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		providerID := ""
-		if provider != "" {
-			p, err := getToolProvider(ctx, q, provider)
+		serverID := ""
+		if server != "" {
+			p, err := getMCPServer(ctx, q, server)
 			if err != nil {
 				return err
 			}
-			providerID = p.ID
+			serverID = p.ID
 		}
-		out, err = queryTools(ctx, q, `WHERE ? = '' OR t.provider_id = ? ORDER BY t.exposed_name`, providerID, providerID)
+		out, err = queryTools(ctx, q, `WHERE ? = '' OR t.provider_id = ? ORDER BY t.exposed_name`, serverID, serverID)
 		return err
 	})
 	return out, err
@@ -438,7 +438,7 @@ func (s *Store) AssignCatalogTool(ctx context.Context, idOrExposed, workspaceID 
 }
 
 // ExternalTools returns the tools the sessions of a workspace may see —
-// assigned to it, provider enabled, tool enabled and available (the rule
+// assigned to it, server enabled, tool enabled and available (the rule
 // of model.CatalogCallTarget.Gate) — by exposed name, with the catalog
 // generation they reflect, read in one transaction.
 func (s *Store) ExternalTools(ctx context.Context, workspaceID string) (out []model.CatalogTool, generation uint64, err error) {
@@ -464,7 +464,7 @@ func (s *Store) CatalogGeneration(ctx context.Context) (uint64, error) {
 }
 
 // CatalogToolForCall returns the tool with the given exposed name and its
-// provider, read in one transaction, for checking a call with
+// server, read in one transaction, for checking a call with
 // model.CatalogCallTarget.Gate and forwarding it. An unknown name is
 // ErrNotFound.
 func (s *Store) CatalogToolForCall(ctx context.Context, exposedName string) (target model.CatalogCallTarget, err error) {
@@ -477,7 +477,7 @@ func (s *Store) CatalogToolForCall(ctx context.Context, exposedName string) (tar
 			return errdefs.NotFound("catalog tool", exposedName)
 		}
 		target.Tool = tools[0]
-		target.Provider, err = getToolProvider(ctx, q, target.Tool.ProviderID)
+		target.Server, err = getMCPServer(ctx, q, target.Tool.ServerID)
 		return err
 	})
 	return target, err
@@ -494,17 +494,17 @@ func bumpGeneration(ctx context.Context, t *tx) error {
 	return err
 }
 
-func getToolProvider(ctx context.Context, q queryer, idOrName string) (model.ToolProvider, error) {
-	p, err := scanToolProvider(q.QueryRowContext(ctx, `SELECT `+providerColumns+` FROM tool_providers WHERE id = ?1 OR name = ?1`, idOrName))
+func getMCPServer(ctx context.Context, q queryer, idOrName string) (model.MCPServer, error) {
+	p, err := scanMCPServer(q.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM tool_providers WHERE id = ?1 OR name = ?1`, idOrName))
 	if errors.Is(err, sql.ErrNoRows) {
-		return p, errdefs.NotFound("tool provider", idOrName)
+		return p, errdefs.NotFound("MCP server", idOrName)
 	}
 	return p, err
 }
 
-func scanToolProvider(sc scanner) (model.ToolProvider, error) {
+func scanMCPServer(sc scanner) (model.MCPServer, error) {
 	var (
-		p                                                    model.ToolProvider
+		p                                                    model.MCPServer
 		transport, command, args, workDir, env, url, headers string
 		discovered, created, updated                         string
 	)
@@ -552,7 +552,7 @@ func scanToolProvider(sc scanner) (model.ToolProvider, error) {
 const toolColumns = `t.id, t.provider_id, p.name, t.external_name, t.exposed_name, t.title, t.description, t.input_schema,
 	t.output_schema, t.schema_hash, t.read_only, t.enabled, t.available, t.first_seen, t.last_seen`
 
-// queryTools returns the tools (with their provider's name and their
+// queryTools returns the tools (with their server's name and their
 // workspaces) that the clause after FROM selects.
 func queryTools(ctx context.Context, q queryer, clause string, args ...any) ([]model.CatalogTool, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+toolColumns+`
@@ -600,9 +600,8 @@ func queryTools(ctx context.Context, q queryer, clause string, args ...any) ([]m
 	return out, arows.Err()
 }
 
-// catalogToolsOf lists the catalog tools of one external MCP server.
-func catalogToolsOf(ctx context.Context, q queryer, providerID string) ([]model.CatalogTool, error) {
-	return queryTools(ctx, q, `WHERE t.provider_id = ? ORDER BY t.external_name`, providerID)
+func serverTools(ctx context.Context, q queryer, serverID string) ([]model.CatalogTool, error) {
+	return queryTools(ctx, q, `WHERE t.provider_id = ? ORDER BY t.external_name`, serverID)
 }
 
 func getTool(ctx context.Context, q queryer, idOrExposed string) (model.CatalogTool, error) {
@@ -621,7 +620,7 @@ func scanTool(sc scanner) (model.CatalogTool, error) {
 		ct                         model.CatalogTool
 		input, output, first, last string
 	)
-	if err := sc.Scan(&ct.ID, &ct.ProviderID, &ct.ProviderName, &ct.ExternalName, &ct.ExposedName, &ct.Title, &ct.Description,
+	if err := sc.Scan(&ct.ID, &ct.ServerID, &ct.ServerName, &ct.ExternalName, &ct.ExposedName, &ct.Title, &ct.Description,
 		&input, &output, &ct.SchemaHash, &ct.ReadOnly, &ct.Enabled, &ct.Available, &first, &last); err != nil {
 		return ct, err
 	}

@@ -25,8 +25,8 @@ func tool(t *testing.T, name, description, schema string) model.DiscoveredTool {
 	return model.DiscoveredTool{Name: name, Description: description, InputSchema: in, SchemaHash: catalog.SchemaHash(in, nil)}
 }
 
-func stdioProvider(name string) model.ToolProvider {
-	return model.ToolProvider{Name: name, Transport: model.TransportStdio, Stdio: &model.StdioTransport{
+func stdioProvider(name string) model.MCPServer {
+	return model.MCPServer{Name: name, Transport: model.TransportStdio, Stdio: &model.StdioTransport{
 		Command: "/usr/bin/docs-mcp", Args: []string{"--stdio"}, WorkingDir: "/srv",
 		Env: []model.EnvReference{{Name: "API_KEY", FromEnv: "DOCS_API_KEY"}},
 	}}
@@ -47,52 +47,52 @@ func generation(t *testing.T, s *store.Store) uint64 {
 	return g
 }
 
-func TestToolProvidersRoundTrip(t *testing.T) {
+func TestMCPServersRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := open(t, dir, nil)
-	stdio, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	stdio, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(stdio.ID, "tp_"))
 	assert.False(t, stdio.Enabled)
-	httpP, err := s.CreateToolProvider(ctx, model.ToolProvider{Name: "tickets", Transport: model.TransportHTTP, HTTP: &model.HTTPTransport{
+	httpP, err := s.CreateMCPServer(ctx, model.MCPServer{Name: "tickets", Transport: model.TransportHTTP, HTTP: &model.HTTPTransport{
 		URL: "https://tickets.example.com/mcp", Headers: []model.HeaderReference{
 			{Name: "Authorization", Prefix: "Bearer ", Value: model.CredentialRef{Kind: model.CredentialEnv, Ref: "TICKETS_TOKEN"}},
 			{Name: "X-Tenant", Value: model.CredentialRef{Kind: model.CredentialFile, Ref: "/run/secrets/tenant"}},
 		},
 	}})
 	require.NoError(t, err)
-	_, err = s.CreateToolProvider(ctx, stdioProvider("docs"))
+	_, err = s.CreateMCPServer(ctx, stdioProvider("docs"))
 	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
 
 	require.NoError(t, s.Close())
 	s = open(t, dir, nil)
 	for _, key := range []string{stdio.ID, "docs"} {
-		got, err := s.GetToolProvider(ctx, key)
+		got, err := s.GetMCPServer(ctx, key)
 		require.NoError(t, err)
 		assert.Equal(t, stdio, got)
 	}
-	got, err := s.GetToolProvider(ctx, "tickets")
+	got, err := s.GetMCPServer(ctx, "tickets")
 	require.NoError(t, err)
 	assert.Equal(t, httpP, got)
-	list, err := s.ListToolProviders(ctx)
+	list, err := s.ListMCPServers(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []model.ToolProvider{stdio, httpP}, list)
-	_, err = s.GetToolProvider(ctx, "nope")
+	assert.Equal(t, []model.MCPServer{stdio, httpP}, list)
+	_, err = s.GetMCPServer(ctx, "nope")
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 
 	// A new transport replaces the old one; name and enablement stay.
-	_, _, err = s.SetToolProviderEnabled(ctx, "docs", true)
+	_, _, err = s.SetMCPServerEnabled(ctx, "docs", true)
 	require.NoError(t, err)
-	updated, err := s.UpdateToolProviderTransport(ctx, stdio.ID, model.ToolProvider{Transport: model.TransportHTTP,
+	updated, err := s.UpdateMCPServerTransport(ctx, stdio.ID, model.MCPServer{Transport: model.TransportHTTP,
 		HTTP: &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp"}})
 	require.NoError(t, err)
 	assert.Equal(t, "docs", updated.Name)
 	assert.True(t, updated.Enabled)
 	assert.Nil(t, updated.Stdio)
 	assert.Equal(t, &model.HTTPTransport{URL: "http://127.0.0.1:9/mcp"}, updated.HTTP)
-	_, err = s.UpdateToolProviderTransport(ctx, "tp_nope", stdioProvider("x"))
+	_, err = s.UpdateMCPServerTransport(ctx, "tp_nope", stdioProvider("x"))
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }
 
@@ -100,7 +100,7 @@ func TestApplyDiscoveryCountsEveryRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t, t.TempDir(), nil)
-	p, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	p, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
 	obj := `{"type":"object","properties":{"q":{"type":"string"}}}`
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -148,7 +148,7 @@ func TestApplyDiscoveryCountsEveryRound(t *testing.T) {
 			gen++
 		}
 		assert.Equal(t, gen, generation(t, s), "generation after %s", r.name)
-		got, err := s.GetToolProvider(ctx, p.ID)
+		got, err := s.GetMCPServer(ctx, p.ID)
 		require.NoError(t, err)
 		assert.Equal(t, at, got.DiscoveredAt, r.name)
 	}
@@ -161,7 +161,7 @@ func TestApplyDiscoveryCountsEveryRound(t *testing.T) {
 		assert.False(t, ct.Available, ct.ExternalName)
 		assert.Equal(t, ct.ExternalName == "stats", ct.Enabled, "only stats was enabled: %s", ct.ExternalName)
 		assert.Equal(t, "docs__"+ct.ExternalName, ct.ExposedName)
-		assert.Equal(t, "docs", ct.ProviderName)
+		assert.Equal(t, "docs", ct.ServerName)
 	}
 	assert.Equal(t, "find documents", all["search"].Description)
 	assert.Equal(t, "count", all["stats"].Description, "the first definition of a name listed twice")
@@ -180,7 +180,7 @@ func TestFailedDiscoveryKeepsTheCatalog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t, t.TempDir(), nil)
-	p, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	p, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	_, err = s.ApplyDiscovery(ctx, p.ID, []model.DiscoveredTool{tool(t, "search", "find", `{"type":"object"}`)}, at)
@@ -189,8 +189,8 @@ func TestFailedDiscoveryKeepsTheCatalog(t *testing.T) {
 	require.NoError(t, err)
 	gen := generation(t, s)
 
-	require.NoError(t, s.RecordDiscoveryFailure(ctx, p.ID, "tool provider \"docs\": connect: no answer within 30s: unavailable"))
-	got, err := s.GetToolProvider(ctx, "docs")
+	require.NoError(t, s.RecordDiscoveryFailure(ctx, p.ID, "MCP server \"docs\": connect: no answer within 30s: unavailable"))
+	got, err := s.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	assert.Contains(t, got.DiscoveryError, "no answer within 30s")
 	assert.Equal(t, at, got.DiscoveredAt, "the last success is kept")
@@ -202,7 +202,7 @@ func TestFailedDiscoveryKeepsTheCatalog(t *testing.T) {
 	// The next success clears the error.
 	_, err = s.ApplyDiscovery(ctx, p.ID, []model.DiscoveredTool{tool(t, "search", "find", `{"type":"object"}`)}, at.Add(time.Hour))
 	require.NoError(t, err)
-	got, err = s.GetToolProvider(ctx, "docs")
+	got, err = s.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	assert.Empty(t, got.DiscoveryError)
 	assert.ErrorIs(t, s.RecordDiscoveryFailure(ctx, "tp_nope", "x"), errdefs.ErrNotFound)
@@ -214,7 +214,7 @@ func TestExposedNamesAreSafeUniqueAndStable(t *testing.T) {
 	s := open(t, t.TempDir(), nil)
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	long := strings.Repeat("x", 80)
-	p, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	p, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
 	discovered := []model.DiscoveredTool{
 		tool(t, "search.v2", "", `{"type":"object"}`),
@@ -257,7 +257,7 @@ func TestExposedNamesAreSafeUniqueAndStable(t *testing.T) {
 	for _, ct := range tools {
 		assert.Equal(t, names[ct.ExternalName], ct.ExposedName, ct.ExternalName)
 	}
-	other, err := s.CreateToolProvider(ctx, stdioProvider("docs-search"))
+	other, err := s.CreateMCPServer(ctx, stdioProvider("docs-search"))
 	require.NoError(t, err)
 	_, err = s.ApplyDiscovery(ctx, other.ID, []model.DiscoveredTool{tool(t, "v2", "", `{"type":"object"}`)}, at)
 	require.NoError(t, err)
@@ -281,12 +281,12 @@ func TestExternalToolsApplyTheGate(t *testing.T) {
 	for i := range 16 {
 		combos = append(combos, combo{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0})
 	}
-	providers := map[bool]model.ToolProvider{}
+	providers := map[bool]model.MCPServer{}
 	for _, on := range []bool{false, true} {
-		p, err := s.CreateToolProvider(ctx, stdioProvider(fmt.Sprintf("p-%t", on)))
+		p, err := s.CreateMCPServer(ctx, stdioProvider(fmt.Sprintf("p-%t", on)))
 		require.NoError(t, err)
 		if on {
-			_, _, err = s.SetToolProviderEnabled(ctx, p.ID, true)
+			_, _, err = s.SetMCPServerEnabled(ctx, p.ID, true)
 			require.NoError(t, err)
 		}
 		providers[on] = p
@@ -361,7 +361,7 @@ func TestExternalToolsApplyTheGate(t *testing.T) {
 	}{
 		{func(c *model.CatalogCallTarget) { c.Tool.Available = false }, model.BlockToolUnavailable},
 		{func(c *model.CatalogCallTarget) { c.Tool.Enabled = false }, model.BlockToolDisabled},
-		{func(c *model.CatalogCallTarget) { c.Provider.Enabled = false }, model.BlockProviderDisabled},
+		{func(c *model.CatalogCallTarget) { c.Server.Enabled = false }, model.BlockServerDisabled},
 		{func(c *model.CatalogCallTarget) { c.Tool.WorkspaceIDs = nil }, model.BlockNotAssigned},
 	} {
 		step.change(&target)
@@ -375,7 +375,7 @@ func TestEveryVisibleChangeBumpsTheGenerationOnce(t *testing.T) {
 	s := open(t, t.TempDir(), nil)
 	f := newFixture(t, s, "acme")
 	assert.Equal(t, uint64(1), generation(t, s), "a new catalog is at generation 1")
-	p, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	p, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
 	_, err = s.ApplyDiscovery(ctx, p.ID, []model.DiscoveredTool{tool(t, "search", "", `{"type":"object"}`)}, time.Now())
 	require.NoError(t, err)
@@ -386,8 +386,8 @@ func TestEveryVisibleChangeBumpsTheGenerationOnce(t *testing.T) {
 		do      func() (bool, error)
 		changed bool
 	}{
-		{"enable provider", func() (bool, error) { _, c, err := s.SetToolProviderEnabled(ctx, "docs", true); return c, err }, true},
-		{"enable provider again", func() (bool, error) { _, c, err := s.SetToolProviderEnabled(ctx, p.ID, true); return c, err }, false},
+		{"enable provider", func() (bool, error) { _, c, err := s.SetMCPServerEnabled(ctx, "docs", true); return c, err }, true},
+		{"enable provider again", func() (bool, error) { _, c, err := s.SetMCPServerEnabled(ctx, p.ID, true); return c, err }, false},
 		{"enable tool", func() (bool, error) { _, c, err := s.SetCatalogToolEnabled(ctx, "docs__search", true); return c, err }, true},
 		{"enable tool again", func() (bool, error) { _, c, err := s.SetCatalogToolEnabled(ctx, "docs__search", true); return c, err }, false},
 		{"assign", func() (bool, error) {
@@ -407,7 +407,7 @@ func TestEveryVisibleChangeBumpsTheGenerationOnce(t *testing.T) {
 			return c, err
 		}, false},
 		{"disable tool", func() (bool, error) { _, c, err := s.SetCatalogToolEnabled(ctx, "docs__search", false); return c, err }, true},
-		{"disable provider", func() (bool, error) { _, c, err := s.SetToolProviderEnabled(ctx, "docs", false); return c, err }, true},
+		{"disable provider", func() (bool, error) { _, c, err := s.SetMCPServerEnabled(ctx, "docs", false); return c, err }, true},
 	}
 	gen := generation(t, s)
 	for _, step := range steps {
@@ -426,7 +426,7 @@ func TestEveryVisibleChangeBumpsTheGenerationOnce(t *testing.T) {
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	_, _, err = s.SetCatalogToolEnabled(ctx, "ct_nope", true)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	_, _, err = s.SetToolProviderEnabled(ctx, "nope", true)
+	_, _, err = s.SetMCPServerEnabled(ctx, "nope", true)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	assert.Equal(t, gen, generation(t, s), "failures change nothing")
 
@@ -472,9 +472,9 @@ func TestCatalogRecordsHoldNoSecretValues(t *testing.T) {
 	// only. This pins its columns.
 	ctx := context.Background()
 	s := open(t, t.TempDir(), nil)
-	_, err := s.CreateToolProvider(ctx, stdioProvider("docs"))
+	_, err := s.CreateMCPServer(ctx, stdioProvider("docs"))
 	require.NoError(t, err)
-	p, err := s.GetToolProvider(ctx, "docs")
+	p, err := s.GetMCPServer(ctx, "docs")
 	require.NoError(t, err)
 	b, err := json.Marshal(p)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
@@ -38,12 +39,11 @@ type changeHandler func(ctx context.Context, c *changeCall, args json.RawMessage
 // the API client with the resolved credential, the task's change request
 // on that repository if the tool needs one.
 type changeCall struct {
-	d       *Dispatcher
-	scope   scope
-	repo    model.Repository
-	client  forge.Client
-	limitID string
-	change  model.ChangeRequest
+	d      *Dispatcher
+	scope  scope
+	repo   model.Repository
+	client forge.Client
+	change model.ChangeRequest
 }
 
 // changeHandlers answers the provider tools, by the GitHub tool's name:
@@ -85,43 +85,28 @@ func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t p
 
 // onRepository answers a provider tool on its target repository.
 func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t providerTool, repo model.Repository, args json.RawMessage) Result {
-	ws, err := d.store.GetWorkspace(ctx, s.task.WorkspaceID)
-	if err != nil {
-		return d.internal(ctx, call, err)
-	}
-	var conn *model.Connection
-	for i := range ws.Connections {
-		if ws.Connections[i].Provider == t.provider {
-			conn = &ws.Connections[i]
-		}
-	}
-	if conn == nil {
+	conn, err := d.conns.Lookup(ctx, s.task.WorkspaceID, t.provider)
+	if errors.Is(err, connections.ErrNotConnected) {
 		return fail(toolapi.CodeNotConnected, "the workspace is not connected to %s; ask the operator to run "+
 			"'toolscope workspace connect %s --provider %s'", t.provider, s.task.WorkspaceID, t.provider)
-	}
-	token, err := d.creds.Resolve(conn.Credential)
-	if err != nil {
-		return fail(toolapi.CodeCredentialUnavailable, "the workspace's %s credential is not available to the orchestrator (%v); "+
-			"ask the operator to fix the connection", t.provider, err)
-	}
-	limitID := ws.ID + "/" + string(t.provider)
-	if wait, blocked := d.limiter.Blocked(limitID); blocked {
-		return fail(toolapi.CodeRateLimited, "%s asked toolscope to wait; retry after %s", t.provider, wait.Round(1e9))
-	}
-	release, err := d.limiter.Acquire(ctx, limitID, string(t.provider))
-	var fe *forge.Error
-	switch {
-	case errors.As(err, &fe):
-		return fail(fe.Code, "%s", fe.Message)
-	case err != nil:
-		return fail(toolapi.CodeProviderUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
-	}
-	defer release()
-	client, err := forge.New(t.provider, conn.APIBaseURL, token, d.httpClient)
-	if err != nil {
+	} else if err != nil {
 		return d.internal(ctx, call, err)
 	}
-	c := &changeCall{d: d, scope: s, repo: repo, client: client, limitID: limitID}
+	lease, err := d.conns.Open(ctx, s.task.WorkspaceID, conn)
+	var ce *connections.CredentialError
+	var fe *forge.Error
+	switch {
+	case errors.As(err, &ce):
+		return fail(toolapi.CodeCredentialUnavailable, "%v; ask the operator to fix the connection", ce)
+	case errors.As(err, &fe):
+		return fail(fe.Code, "%s", fe.Message)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fail(toolapi.CodeProviderUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
+	case err != nil:
+		return d.internal(ctx, call, err)
+	}
+	defer lease.Release()
+	c := &changeCall{d: d, scope: s, repo: repo, client: lease.Client}
 	if t.needsChange {
 		c.change, err = d.store.ChangeRequest(ctx, s.task.ID, repo.ID)
 		if errors.Is(err, errdefs.ErrNotFound) {
@@ -196,10 +181,9 @@ func decode(args json.RawMessage, v any) error {
 	return dec.Decode(v)
 }
 
-// providerFailure turns an API failure into a result and remembers a rate
-// limit, so the connection is left alone until the provider allows.
+// providerFailure turns an API failure into a result (the lease's client
+// has already recorded a rate limit for the connection).
 func (c *changeCall) providerFailure(err error) Result {
-	c.d.limiter.Observe(c.limitID, err)
 	var fe *forge.Error
 	if errors.As(err, &fe) {
 		return fail(fe.Code, "%s", fe.Message)

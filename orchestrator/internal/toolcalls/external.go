@@ -27,7 +27,7 @@ const (
 // ExternalCaller forwards a call to an external MCP server's tool (by its
 // name on the server); catalog.Pool is the one in use.
 type ExternalCaller interface {
-	Call(ctx context.Context, prov model.ToolProvider, externalName string, args json.RawMessage) (*mcp.CallToolResult, error)
+	Call(ctx context.Context, prov model.MCPServer, externalName string, args json.RawMessage) (*mcp.CallToolResult, error)
 }
 
 // SetExternalCaller installs what forwards calls to catalog tools; without
@@ -35,7 +35,7 @@ type ExternalCaller interface {
 func (d *Dispatcher) SetExternalCaller(c ExternalCaller) { d.external = c }
 
 // handleExternal answers a call to a catalog tool: the runtime gate is
-// checked again now — assigned to the session's workspace, provider
+// checked again now — assigned to the session's workspace, server
 // enabled, tool enabled, tool available — whatever the agent was shown,
 // and only then is the call forwarded. ok is false when no catalog tool
 // has that name.
@@ -52,21 +52,21 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 	switch block := target.Gate(s.task.WorkspaceID); block {
 	case model.BlockNotAssigned:
 		return fail(string(block), "%s is not assigned to this task's workspace; ask the operator to assign it", c.Tool), true
-	case model.BlockProviderDisabled:
-		return fail(string(block), "the tool provider %q is disabled; ask the operator to enable it", target.Provider.Name), true
+	case model.BlockServerDisabled:
+		return fail(string(block), "the MCP server %q is disabled; ask the operator to enable it", target.Server.Name), true
 	case model.BlockToolDisabled:
 		return fail(string(block), "%s is disabled; ask the operator to enable it", c.Tool), true
 	case model.BlockToolUnavailable:
-		return fail(string(block), "%s is no longer offered by %q (its last discovery did not list it)", c.Tool, target.Provider.Name), true
+		return fail(string(block), "%s is no longer offered by %q (its last discovery did not list it)", c.Tool, target.Server.Name), true
 	}
 	if readOnlySession(s.session) && !target.Tool.ReadOnly {
 		// The catalog record's read-only flag: the one agentctl is sent.
 		return readOnlyRefusal(c.Tool), true
 	}
-	out, err := d.external.Call(ctx, target.Provider, target.Tool.ExternalName, args)
+	out, err := d.external.Call(ctx, target.Server, target.Tool.ExternalName, args)
 	if err != nil {
-		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "provider", target.Provider.Name, "error", err.Error())
-		return fail(CodeExternalFailed, "the call to %q failed: %v", target.Provider.Name, err), true
+		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "server", target.Server.Name, "error", err.Error())
+		return fail(CodeExternalFailed, "the call to %q failed: %v", target.Server.Name, err), true
 	}
 	return fromExternal(out), true
 }

@@ -32,7 +32,7 @@ func TestCatalogCallsAreGatedBeforeTheyReachTheProvider(t *testing.T) {
 	t.Cleanup(func() { _ = pool.Close() })
 	f.d.SetExternalCaller(pool)
 
-	prov, err := f.st.CreateToolProvider(ctx, model.ToolProvider{Name: "kb", Transport: model.TransportHTTP,
+	prov, err := f.st.CreateMCPServer(ctx, model.MCPServer{Name: "kb", Transport: model.TransportHTTP,
 		HTTP: &model.HTTPTransport{URL: server.URL}})
 	require.NoError(t, err)
 	discover := func() {
@@ -57,8 +57,8 @@ func TestCatalogCallsAreGatedBeforeTheyReachTheProvider(t *testing.T) {
 	expect(model.BlockNotAssigned) // everything else off too: the first rule broken is named
 	_, _, err = f.st.AssignCatalogTool(ctx, "kb__lookup", f.ws.ID, true)
 	require.NoError(t, err)
-	expect(model.BlockProviderDisabled)
-	_, _, err = f.st.SetToolProviderEnabled(ctx, "kb", true)
+	expect(model.BlockServerDisabled)
+	_, _, err = f.st.SetMCPServerEnabled(ctx, "kb", true)
 	require.NoError(t, err)
 	expect(model.BlockToolDisabled)
 	_, _, err = f.st.SetCatalogToolEnabled(ctx, "kb__lookup", true)
@@ -125,14 +125,14 @@ func TestPlanModeCatalogCalls(t *testing.T) {
 	pool := catalog.New(catalog.Options{Timeout: 10 * time.Second, WorkDir: t.TempDir()})
 	t.Cleanup(func() { _ = pool.Close() })
 	f.d.SetExternalCaller(pool)
-	prov, err := f.st.CreateToolProvider(ctx, model.ToolProvider{Name: "kb", Transport: model.TransportHTTP,
+	prov, err := f.st.CreateMCPServer(ctx, model.MCPServer{Name: "kb", Transport: model.TransportHTTP,
 		HTTP: &model.HTTPTransport{URL: server.URL}})
 	require.NoError(t, err)
 	tools, err := pool.Discover(ctx, prov)
 	require.NoError(t, err)
 	_, err = f.st.ApplyDiscovery(ctx, prov.ID, tools, time.Now())
 	require.NoError(t, err)
-	_, _, err = f.st.SetToolProviderEnabled(ctx, "kb", true)
+	_, _, err = f.st.SetMCPServerEnabled(ctx, "kb", true)
 	require.NoError(t, err)
 	for _, name := range []string{"kb__lookup", "kb__deploy"} {
 		_, _, err = f.st.AssignCatalogTool(ctx, name, f.ws.ID, true)

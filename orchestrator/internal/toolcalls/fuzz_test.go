@@ -19,6 +19,7 @@ import (
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
@@ -109,7 +110,7 @@ func newFuzzFixture(tb testing.TB, root string) *fuzzFixture {
 	x.svc = service.New(x.st, broker, service.Options{})
 	x.d = New(x.st, slog.New(slog.NewTextHandler(x.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	env := map[string]string{"GH_TOKEN": fuzzGitHubToken, "GL_TOKEN": fuzzGitLabToken}
-	x.d.creds = credentials.Resolver{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	x.d.conns = connections.New(x.st, connections.Options{Credentials: credentials.Resolver{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}})
 	x.d.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (SourceOutcome, error) {
 		res, err := x.svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err

@@ -58,7 +58,7 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 	_, err := f.st.SetConnection(ctx, f.ws.ID, model.Connection{Provider: providers.GitLab, APIBaseURL: gl.URL,
 		Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GL_LEGACY"}, Username: "gl-bot"})
 	require.NoError(t, err)
-	f.d.creds.Secrets = &scrub.Set{}
+	f.d.conns = f.connections(&scrub.Set{})
 	f.gh.EchoCredentials(true)
 	gl.EchoCredentials(true)
 

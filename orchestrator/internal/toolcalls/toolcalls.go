@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -33,10 +32,8 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
-	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
-	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
-	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
@@ -73,14 +70,12 @@ func fail(code, format string, args ...any) Result {
 
 // Dispatcher answers tool calls from the store and the providers' APIs.
 type Dispatcher struct {
-	store   *store.Store
-	log     *slog.Logger
-	limiter *forge.Limiter
-	creds   credentials.Resolver
+	store *store.Store
+	log   *slog.Logger
+	// conns resolves, gates and builds the provider clients.
+	conns *connections.Connections
 	// addSources backs task_add_sources.
 	addSources SourceAdder
-	// httpClient is used by the provider API clients; nil: a default.
-	httpClient *http.Client
 	// external forwards calls to catalog tools; nil: there are none.
 	external ExternalCaller
 }
@@ -90,12 +85,15 @@ func New(st *store.Store, log *slog.Logger) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{store: st, log: log, limiter: forge.NewLimiter(forge.LimiterOptions{}), creds: credentials.Resolver{Secrets: &scrub.Set{}}}
+	return &Dispatcher{store: st, log: log, conns: connections.New(st, connections.Options{})}
 }
 
-// SetProviderLimits bounds the provider calls in flight on each
-// workspace connection; call it before the first call.
-func (d *Dispatcher) SetProviderLimits(opts forge.LimiterOptions) { d.limiter = forge.NewLimiter(opts) }
+// SetConnections installs the orchestrator's one connections component
+// (shared with the lifecycle poller and the service); call it before the
+// first call. Its secrets are what every result is scrubbed with, so the
+// orchestrator's other resolvers (and its logs and events) should share
+// them.
+func (d *Dispatcher) SetConnections(c *connections.Connections) { d.conns = c }
 
 // handler answers one task tool once the call is authorized.
 type handler func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result

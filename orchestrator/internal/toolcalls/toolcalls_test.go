@@ -16,9 +16,11 @@ import (
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
@@ -54,7 +56,7 @@ func newFixture(t testing.TB) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.st.Close() })
 	f.d = New(f.st, slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	f.d.creds = credentials.Resolver{Env: func(k string) (string, bool) { v, ok := f.env[k]; return v, ok }}
+	f.d.conns = f.connections(nil)
 
 	f.gh = forgetest.NewGitHub(t, githubToken, "octo-bot")
 	f.gh.AddRepo("acme/api", "main", "fix-login")
@@ -84,6 +86,14 @@ func newFixture(t testing.TB) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(func() { f.assertNoTokenLeaked(t) })
 	return f
+}
+
+// connections is a connections component reading the fixture's
+// environment, recording what it resolves in secrets (nil: a set of its
+// own).
+func (f *fixture) connections(secrets *scrub.Set) *connections.Connections {
+	return connections.New(f.st, connections.Options{Credentials: credentials.Resolver{Secrets: secrets,
+		Env: func(k string) (string, bool) { v, ok := f.env[k]; return v, ok }}})
 }
 
 func (f *fixture) call(tool string, args any) Result {

@@ -1552,9 +1552,155 @@ func (x *SourceRequest) GetDecideTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ToolProvider is an external MCP server whose tools the catalog governs.
-// Nothing it offers is usable until an administrator enables the provider
+// McpServer is an external MCP server whose tools the catalog governs.
+// Nothing it offers is usable until an administrator enables the server
 // and the tool and assigns the tool to a workspace.
+type McpServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Unique name; exposed tool names start with it ("docs" gives
+	// "docs__search").
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Types that are valid to be assigned to Transport:
+	//
+	//	*McpServer_Stdio
+	//	*McpServer_Http
+	Transport isMcpServer_Transport `protobuf_oneof:"transport"`
+	Enabled   bool                  `protobuf:"varint,5,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// When discovery last succeeded.
+	DiscoverTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=discover_time,json=discoverTime,proto3" json:"discover_time,omitempty"`
+	// Why the last discovery failed; empty when it succeeded. A failed
+	// discovery keeps the catalog as it was.
+	DiscoveryError string                 `protobuf:"bytes,7,opt,name=discovery_error,json=discoveryError,proto3" json:"discovery_error,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *McpServer) Reset() {
+	*x = McpServer{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServer) ProtoMessage() {}
+
+func (x *McpServer) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
+func (*McpServer) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *McpServer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *McpServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServer) GetTransport() isMcpServer_Transport {
+	if x != nil {
+		return x.Transport
+	}
+	return nil
+}
+
+func (x *McpServer) GetStdio() *StdioTransport {
+	if x != nil {
+		if x, ok := x.Transport.(*McpServer_Stdio); ok {
+			return x.Stdio
+		}
+	}
+	return nil
+}
+
+func (x *McpServer) GetHttp() *HttpTransport {
+	if x != nil {
+		if x, ok := x.Transport.(*McpServer_Http); ok {
+			return x.Http
+		}
+	}
+	return nil
+}
+
+func (x *McpServer) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *McpServer) GetDiscoverTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DiscoverTime
+	}
+	return nil
+}
+
+func (x *McpServer) GetDiscoveryError() string {
+	if x != nil {
+		return x.DiscoveryError
+	}
+	return ""
+}
+
+func (x *McpServer) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *McpServer) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+type isMcpServer_Transport interface {
+	isMcpServer_Transport()
+}
+
+type McpServer_Stdio struct {
+	Stdio *StdioTransport `protobuf:"bytes,3,opt,name=stdio,proto3,oneof"`
+}
+
+type McpServer_Http struct {
+	Http *HttpTransport `protobuf:"bytes,4,opt,name=http,proto3,oneof"`
+}
+
+func (*McpServer_Stdio) isMcpServer_Transport() {}
+
+func (*McpServer_Http) isMcpServer_Transport() {}
+
+// Deprecated: McpServer, which has the same fields.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/resources.proto.
 type ToolProvider struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1580,7 +1726,7 @@ type ToolProvider struct {
 
 func (x *ToolProvider) Reset() {
 	*x = ToolProvider{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1738,7 @@ func (x *ToolProvider) String() string {
 func (*ToolProvider) ProtoMessage() {}
 
 func (x *ToolProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1751,7 @@ func (x *ToolProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProvider.ProtoReflect.Descriptor instead.
 func (*ToolProvider) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolProvider) GetId() string {
@@ -1715,7 +1861,7 @@ type StdioTransport struct {
 
 func (x *StdioTransport) Reset() {
 	*x = StdioTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1873,7 @@ func (x *StdioTransport) String() string {
 func (*StdioTransport) ProtoMessage() {}
 
 func (x *StdioTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1886,7 @@ func (x *StdioTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdioTransport.ProtoReflect.Descriptor instead.
 func (*StdioTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StdioTransport) GetCommand() string {
@@ -1785,7 +1931,7 @@ type EnvReference struct {
 
 func (x *EnvReference) Reset() {
 	*x = EnvReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1943,7 @@ func (x *EnvReference) String() string {
 func (*EnvReference) ProtoMessage() {}
 
 func (x *EnvReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1956,7 @@ func (x *EnvReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvReference.ProtoReflect.Descriptor instead.
 func (*EnvReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EnvReference) GetName() string {
@@ -1839,7 +1985,7 @@ type HttpTransport struct {
 
 func (x *HttpTransport) Reset() {
 	*x = HttpTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1997,7 @@ func (x *HttpTransport) String() string {
 func (*HttpTransport) ProtoMessage() {}
 
 func (x *HttpTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2010,7 @@ func (x *HttpTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTransport.ProtoReflect.Descriptor instead.
 func (*HttpTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HttpTransport) GetUrl() string {
@@ -1896,7 +2042,7 @@ type HeaderReference struct {
 
 func (x *HeaderReference) Reset() {
 	*x = HeaderReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2054,7 @@ func (x *HeaderReference) String() string {
 func (*HeaderReference) ProtoMessage() {}
 
 func (x *HeaderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2067,7 @@ func (x *HeaderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderReference.ProtoReflect.Descriptor instead.
 func (*HeaderReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeaderReference) GetName() string {
@@ -1945,16 +2091,19 @@ func (x *HeaderReference) GetPrefix() string {
 	return ""
 }
 
-// CatalogTool is one tool a provider's discovery found. Enabled and
+// CatalogTool is one tool an MCP server's discovery found. Enabled and
 // available are independent: a new tool is disabled; a tool missing from a
 // later discovery is unavailable (never deleted) and keeps its enablement.
 type CatalogTool struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Deprecated: server_id.
+	//
+	// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/resources.proto.
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The tool's name on its server.
 	ExternalName string `protobuf:"bytes,3,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
-	// The name agents see: "<provider name>__<external name>", stable for
+	// The name agents see: "<server name>__<external name>", stable for
 	// the life of the record.
 	ExposedName string `protobuf:"bytes,4,opt,name=exposed_name,json=exposedName,proto3" json:"exposed_name,omitempty"`
 	Title       string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
@@ -1972,13 +2121,15 @@ type CatalogTool struct {
 	WorkspaceIds  []string               `protobuf:"bytes,13,rep,name=workspace_ids,json=workspaceIds,proto3" json:"workspace_ids,omitempty"`
 	FirstSeenTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=first_seen_time,json=firstSeenTime,proto3" json:"first_seen_time,omitempty"`
 	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	// The MCP server that lists the tool.
+	ServerId      string `protobuf:"bytes,16,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2141,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2154,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CatalogTool) GetId() string {
@@ -2013,6 +2164,7 @@ func (x *CatalogTool) GetId() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/resources.proto.
 func (x *CatalogTool) GetProviderId() string {
 	if x != nil {
 		return x.ProviderId
@@ -2111,7 +2263,14 @@ func (x *CatalogTool) GetLastSeenTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// DiscoveryCounts is what one discovery changed in a provider's catalog.
+func (x *CatalogTool) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+// DiscoveryCounts is what one discovery changed in a server's catalog.
 type DiscoveryCounts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools seen for the first time (disabled).
@@ -2131,7 +2290,7 @@ type DiscoveryCounts struct {
 
 func (x *DiscoveryCounts) Reset() {
 	*x = DiscoveryCounts{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2302,7 @@ func (x *DiscoveryCounts) String() string {
 func (*DiscoveryCounts) ProtoMessage() {}
 
 func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2315,7 @@ func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryCounts.ProtoReflect.Descriptor instead.
 func (*DiscoveryCounts) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiscoveryCounts) GetNew() uint32 {
@@ -2325,8 +2484,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vdecide_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"decideTime\"\xc0\x03\n" +
-	"\fToolProvider\x12\x0e\n" +
+	"decideTime\"\xbd\x03\n" +
+	"\tMcpServer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
 	"\x05stdio\x18\x03 \x01(\v2).toolscope.orchestrator.v1.StdioTransportH\x00R\x05stdio\x12>\n" +
@@ -2338,6 +2497,19 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTimeB\v\n" +
+	"\ttransport\"\xc4\x03\n" +
+	"\fToolProvider\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
+	"\x05stdio\x18\x03 \x01(\v2).toolscope.orchestrator.v1.StdioTransportH\x00R\x05stdio\x12>\n" +
+	"\x04http\x18\x04 \x01(\v2(.toolscope.orchestrator.v1.HttpTransportH\x00R\x04http\x12\x18\n" +
+	"\aenabled\x18\x05 \x01(\bR\aenabled\x12?\n" +
+	"\rdiscover_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fdiscoverTime\x12'\n" +
+	"\x0fdiscovery_error\x18\a \x01(\tR\x0ediscoveryError\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime:\x02\x18\x01B\v\n" +
 	"\ttransport\"\x9a\x01\n" +
 	"\x0eStdioTransport\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x12\n" +
@@ -2354,10 +2526,10 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x0fHeaderReference\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\x05value\x18\x02 \x01(\v2(.toolscope.orchestrator.v1.CredentialRefR\x05value\x12\x16\n" +
-	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"\xb9\x04\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"\xda\x04\n" +
 	"\vCatalogTool\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
-	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\vprovider_id\x18\x02 \x01(\tB\x02\x18\x01R\n" +
 	"providerId\x12#\n" +
 	"\rexternal_name\x18\x03 \x01(\tR\fexternalName\x12!\n" +
 	"\fexposed_name\x18\x04 \x01(\tR\vexposedName\x12\x14\n" +
@@ -2373,7 +2545,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\tavailable\x18\f \x01(\bR\tavailable\x12#\n" +
 	"\rworkspace_ids\x18\r \x03(\tR\fworkspaceIds\x12B\n" +
 	"\x0ffirst_seen_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\x12@\n" +
-	"\x0elast_seen_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"\xaf\x01\n" +
+	"\x0elast_seen_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12\x1b\n" +
+	"\tserver_id\x18\x10 \x01(\tR\bserverId\"\xaf\x01\n" +
 	"\x0fDiscoveryCounts\x12\x10\n" +
 	"\x03new\x18\x01 \x01(\rR\x03new\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\rR\achanged\x12\x1c\n" +
@@ -2432,7 +2605,7 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(AgentSourcePolicy)(0),        // 0: toolscope.orchestrator.v1.AgentSourcePolicy
 	(SessionMode)(0),              // 1: toolscope.orchestrator.v1.SessionMode
@@ -2452,57 +2625,63 @@ var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(*Session)(nil),               // 15: toolscope.orchestrator.v1.Session
 	(*TaskEvent)(nil),             // 16: toolscope.orchestrator.v1.TaskEvent
 	(*SourceRequest)(nil),         // 17: toolscope.orchestrator.v1.SourceRequest
-	(*ToolProvider)(nil),          // 18: toolscope.orchestrator.v1.ToolProvider
-	(*StdioTransport)(nil),        // 19: toolscope.orchestrator.v1.StdioTransport
-	(*EnvReference)(nil),          // 20: toolscope.orchestrator.v1.EnvReference
-	(*HttpTransport)(nil),         // 21: toolscope.orchestrator.v1.HttpTransport
-	(*HeaderReference)(nil),       // 22: toolscope.orchestrator.v1.HeaderReference
-	(*CatalogTool)(nil),           // 23: toolscope.orchestrator.v1.CatalogTool
-	(*DiscoveryCounts)(nil),       // 24: toolscope.orchestrator.v1.DiscoveryCounts
-	nil,                           // 25: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*McpServer)(nil),             // 18: toolscope.orchestrator.v1.McpServer
+	(*ToolProvider)(nil),          // 19: toolscope.orchestrator.v1.ToolProvider
+	(*StdioTransport)(nil),        // 20: toolscope.orchestrator.v1.StdioTransport
+	(*EnvReference)(nil),          // 21: toolscope.orchestrator.v1.EnvReference
+	(*HttpTransport)(nil),         // 22: toolscope.orchestrator.v1.HttpTransport
+	(*HeaderReference)(nil),       // 23: toolscope.orchestrator.v1.HeaderReference
+	(*CatalogTool)(nil),           // 24: toolscope.orchestrator.v1.CatalogTool
+	(*DiscoveryCounts)(nil),       // 25: toolscope.orchestrator.v1.DiscoveryCounts
+	nil,                           // 26: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	6,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	26, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	27, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: toolscope.orchestrator.v1.Workspace.agent_source_policy:type_name -> toolscope.orchestrator.v1.AgentSourcePolicy
 	7,  // 3: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	26, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	26, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	27, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	27, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
 	11, // 6: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
 	9,  // 7: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	26, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	26, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	27, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	27, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
 	8,  // 10: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	25, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	26, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
 	14, // 12: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
 	1,  // 13: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
 	2,  // 14: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
 	12, // 15: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
 	9,  // 16: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	26, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	26, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	27, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	27, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	3,  // 19: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	26, // 20: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	27, // 20: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
 	9,  // 21: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
 	4,  // 22: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
-	26, // 23: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
-	26, // 24: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
-	19, // 25: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	21, // 26: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	26, // 27: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
-	26, // 28: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
-	26, // 29: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
-	20, // 30: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
-	22, // 31: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
-	7,  // 32: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
-	26, // 33: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
-	26, // 34: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	27, // 23: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
+	27, // 24: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
+	20, // 25: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	22, // 26: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	27, // 27: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
+	27, // 28: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
+	27, // 29: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
+	20, // 30: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	22, // 31: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	27, // 32: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	27, // 33: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	27, // 34: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	21, // 35: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	23, // 36: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	7,  // 37: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	27, // 38: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	27, // 39: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -2516,6 +2695,10 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 	}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[10].OneofWrappers = []any{}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[13].OneofWrappers = []any{
+		(*McpServer_Stdio)(nil),
+		(*McpServer_Http)(nil),
+	}
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[14].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),
 	}
@@ -2525,7 +2708,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

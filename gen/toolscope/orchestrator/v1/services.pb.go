@@ -2246,6 +2246,674 @@ func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
 	return nil
 }
 
+type CreateMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name, transport and references; id, enabled and the
+	// discovery fields are ignored.
+	Server        *McpServer `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMcpServerRequest) Reset() {
+	*x = CreateMcpServerRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMcpServerRequest) ProtoMessage() {}
+
+func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CreateMcpServerRequest) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+type CreateMcpServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMcpServerResponse) Reset() {
+	*x = CreateMcpServerResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMcpServerResponse) ProtoMessage() {}
+
+func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreateMcpServerResponse) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *CreateMcpServerResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type UpdateMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's id and its new transport; the name cannot change.
+	Server        *McpServer `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMcpServerRequest) Reset() {
+	*x = UpdateMcpServerRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMcpServerRequest) ProtoMessage() {}
+
+func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateMcpServerRequest) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+type UpdateMcpServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMcpServerResponse) Reset() {
+	*x = UpdateMcpServerResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMcpServerResponse) ProtoMessage() {}
+
+func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UpdateMcpServerResponse) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *UpdateMcpServerResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type GetMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMcpServerRequest) Reset() {
+	*x = GetMcpServerRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMcpServerRequest) ProtoMessage() {}
+
+func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GetMcpServerRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+type GetMcpServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMcpServerResponse) Reset() {
+	*x = GetMcpServerResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMcpServerResponse) ProtoMessage() {}
+
+func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetMcpServerResponse) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+type ListMcpServersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersRequest) Reset() {
+	*x = ListMcpServersRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersRequest) ProtoMessage() {}
+
+func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
+func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+}
+
+type ListMcpServersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Servers       []*McpServer           `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMcpServersResponse) Reset() {
+	*x = ListMcpServersResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMcpServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMcpServersResponse) ProtoMessage() {}
+
+func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
+func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListMcpServersResponse) GetServers() []*McpServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+type TestMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestMcpServerRequest) Reset() {
+	*x = TestMcpServerRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestMcpServerRequest) ProtoMessage() {}
+
+func (x *TestMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*TestMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *TestMcpServerRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+type TestMcpServerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name and version, as it reported them.
+	ServerName    string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	ServerVersion string `protobuf:"bytes,2,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	// Names of the tools it lists now.
+	ToolNames     []string `protobuf:"bytes,3,rep,name=tool_names,json=toolNames,proto3" json:"tool_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestMcpServerResponse) Reset() {
+	*x = TestMcpServerResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestMcpServerResponse) ProtoMessage() {}
+
+func (x *TestMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*TestMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *TestMcpServerResponse) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *TestMcpServerResponse) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+func (x *TestMcpServerResponse) GetToolNames() []string {
+	if x != nil {
+		return x.ToolNames
+	}
+	return nil
+}
+
+type RefreshMcpServerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshMcpServerRequest) Reset() {
+	*x = RefreshMcpServerRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshMcpServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshMcpServerRequest) ProtoMessage() {}
+
+func (x *RefreshMcpServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshMcpServerRequest.ProtoReflect.Descriptor instead.
+func (*RefreshMcpServerRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RefreshMcpServerRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+type RefreshMcpServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Counts        *DiscoveryCounts       `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshMcpServerResponse) Reset() {
+	*x = RefreshMcpServerResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshMcpServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshMcpServerResponse) ProtoMessage() {}
+
+func (x *RefreshMcpServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshMcpServerResponse.ProtoReflect.Descriptor instead.
+func (*RefreshMcpServerResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RefreshMcpServerResponse) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *RefreshMcpServerResponse) GetCounts() *DiscoveryCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type SetMcpServerEnabledRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id or name.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Enabled       bool   `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpServerEnabledRequest) Reset() {
+	*x = SetMcpServerEnabledRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpServerEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpServerEnabledRequest) ProtoMessage() {}
+
+func (x *SetMcpServerEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpServerEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetMcpServerEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SetMcpServerEnabledRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *SetMcpServerEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+type SetMcpServerEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *McpServer             `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMcpServerEnabledResponse) Reset() {
+	*x = SetMcpServerEnabledResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMcpServerEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMcpServerEnabledResponse) ProtoMessage() {}
+
+func (x *SetMcpServerEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMcpServerEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetMcpServerEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SetMcpServerEnabledResponse) GetServer() *McpServer {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+// Deprecated: CreateMcpServerRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type CreateToolProviderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The provider's name, transport and references; id, enabled and the
@@ -2257,7 +2925,7 @@ type CreateToolProviderRequest struct {
 
 func (x *CreateToolProviderRequest) Reset() {
 	*x = CreateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2937,7 @@ func (x *CreateToolProviderRequest) String() string {
 func (*CreateToolProviderRequest) ProtoMessage() {}
 
 func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2950,7 @@ func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
@@ -2292,6 +2960,9 @@ func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
 	return nil
 }
 
+// Deprecated: CreateMcpServerResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type CreateToolProviderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -2302,7 +2973,7 @@ type CreateToolProviderResponse struct {
 
 func (x *CreateToolProviderResponse) Reset() {
 	*x = CreateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2985,7 @@ func (x *CreateToolProviderResponse) String() string {
 func (*CreateToolProviderResponse) ProtoMessage() {}
 
 func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2998,7 @@ func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateToolProviderResponse) GetProvider() *ToolProvider {
@@ -2344,6 +3015,9 @@ func (x *CreateToolProviderResponse) GetCounts() *DiscoveryCounts {
 	return nil
 }
 
+// Deprecated: UpdateMcpServerRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type UpdateToolProviderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The provider's id and its new transport; the name cannot change.
@@ -2354,7 +3028,7 @@ type UpdateToolProviderRequest struct {
 
 func (x *UpdateToolProviderRequest) Reset() {
 	*x = UpdateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +3040,7 @@ func (x *UpdateToolProviderRequest) String() string {
 func (*UpdateToolProviderRequest) ProtoMessage() {}
 
 func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +3053,7 @@ func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
@@ -2389,6 +3063,9 @@ func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
 	return nil
 }
 
+// Deprecated: UpdateMcpServerResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type UpdateToolProviderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -2399,7 +3076,7 @@ type UpdateToolProviderResponse struct {
 
 func (x *UpdateToolProviderResponse) Reset() {
 	*x = UpdateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +3088,7 @@ func (x *UpdateToolProviderResponse) String() string {
 func (*UpdateToolProviderResponse) ProtoMessage() {}
 
 func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +3101,7 @@ func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateToolProviderResponse) GetProvider() *ToolProvider {
@@ -2441,6 +3118,9 @@ func (x *UpdateToolProviderResponse) GetCounts() *DiscoveryCounts {
 	return nil
 }
 
+// Deprecated: GetMcpServerRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type GetToolProviderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id or name.
@@ -2451,7 +3131,7 @@ type GetToolProviderRequest struct {
 
 func (x *GetToolProviderRequest) Reset() {
 	*x = GetToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +3143,7 @@ func (x *GetToolProviderRequest) String() string {
 func (*GetToolProviderRequest) ProtoMessage() {}
 
 func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +3156,7 @@ func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetToolProviderRequest) GetProvider() string {
@@ -2486,6 +3166,9 @@ func (x *GetToolProviderRequest) GetProvider() string {
 	return ""
 }
 
+// Deprecated: GetMcpServerResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type GetToolProviderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -2495,7 +3178,7 @@ type GetToolProviderResponse struct {
 
 func (x *GetToolProviderResponse) Reset() {
 	*x = GetToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +3190,7 @@ func (x *GetToolProviderResponse) String() string {
 func (*GetToolProviderResponse) ProtoMessage() {}
 
 func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +3203,7 @@ func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
@@ -2530,6 +3213,9 @@ func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
 	return nil
 }
 
+// Deprecated: ListMcpServersRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type ListToolProvidersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2538,7 +3224,7 @@ type ListToolProvidersRequest struct {
 
 func (x *ListToolProvidersRequest) Reset() {
 	*x = ListToolProvidersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +3236,7 @@ func (x *ListToolProvidersRequest) String() string {
 func (*ListToolProvidersRequest) ProtoMessage() {}
 
 func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,9 +3249,12 @@ func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
 }
 
+// Deprecated: ListMcpServersResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type ListToolProvidersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Providers     []*ToolProvider        `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
@@ -2575,7 +3264,7 @@ type ListToolProvidersResponse struct {
 
 func (x *ListToolProvidersResponse) Reset() {
 	*x = ListToolProvidersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +3276,7 @@ func (x *ListToolProvidersResponse) String() string {
 func (*ListToolProvidersResponse) ProtoMessage() {}
 
 func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +3289,7 @@ func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
@@ -2610,6 +3299,9 @@ func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
 	return nil
 }
 
+// Deprecated: TestMcpServerRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type TestToolProviderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id or name.
@@ -2620,7 +3312,7 @@ type TestToolProviderRequest struct {
 
 func (x *TestToolProviderRequest) Reset() {
 	*x = TestToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +3324,7 @@ func (x *TestToolProviderRequest) String() string {
 func (*TestToolProviderRequest) ProtoMessage() {}
 
 func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +3337,7 @@ func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*TestToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TestToolProviderRequest) GetProvider() string {
@@ -2655,6 +3347,9 @@ func (x *TestToolProviderRequest) GetProvider() string {
 	return ""
 }
 
+// Deprecated: TestMcpServerResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type TestToolProviderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The server's name and version, as it reported them.
@@ -2668,7 +3363,7 @@ type TestToolProviderResponse struct {
 
 func (x *TestToolProviderResponse) Reset() {
 	*x = TestToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +3375,7 @@ func (x *TestToolProviderResponse) String() string {
 func (*TestToolProviderResponse) ProtoMessage() {}
 
 func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +3388,7 @@ func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*TestToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TestToolProviderResponse) GetServerName() string {
@@ -2717,6 +3412,9 @@ func (x *TestToolProviderResponse) GetToolNames() []string {
 	return nil
 }
 
+// Deprecated: RefreshMcpServerRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type RefreshToolProviderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id or name.
@@ -2727,7 +3425,7 @@ type RefreshToolProviderRequest struct {
 
 func (x *RefreshToolProviderRequest) Reset() {
 	*x = RefreshToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3437,7 @@ func (x *RefreshToolProviderRequest) String() string {
 func (*RefreshToolProviderRequest) ProtoMessage() {}
 
 func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3450,7 @@ func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RefreshToolProviderRequest) GetProvider() string {
@@ -2762,6 +3460,9 @@ func (x *RefreshToolProviderRequest) GetProvider() string {
 	return ""
 }
 
+// Deprecated: RefreshMcpServerResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type RefreshToolProviderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -2772,7 +3473,7 @@ type RefreshToolProviderResponse struct {
 
 func (x *RefreshToolProviderResponse) Reset() {
 	*x = RefreshToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +3485,7 @@ func (x *RefreshToolProviderResponse) String() string {
 func (*RefreshToolProviderResponse) ProtoMessage() {}
 
 func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3498,7 @@ func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RefreshToolProviderResponse) GetProvider() *ToolProvider {
@@ -2814,6 +3515,9 @@ func (x *RefreshToolProviderResponse) GetCounts() *DiscoveryCounts {
 	return nil
 }
 
+// Deprecated: SetMcpServerEnabledRequest.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type SetToolProviderEnabledRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id or name.
@@ -2825,7 +3529,7 @@ type SetToolProviderEnabledRequest struct {
 
 func (x *SetToolProviderEnabledRequest) Reset() {
 	*x = SetToolProviderEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3541,7 @@ func (x *SetToolProviderEnabledRequest) String() string {
 func (*SetToolProviderEnabledRequest) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3554,7 @@ func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetToolProviderEnabledRequest) GetProvider() string {
@@ -2867,6 +3571,9 @@ func (x *SetToolProviderEnabledRequest) GetEnabled() bool {
 	return false
 }
 
+// Deprecated: SetMcpServerEnabledResponse.
+//
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 type SetToolProviderEnabledResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *ToolProvider          `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -2876,7 +3583,7 @@ type SetToolProviderEnabledResponse struct {
 
 func (x *SetToolProviderEnabledResponse) Reset() {
 	*x = SetToolProviderEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3595,7 @@ func (x *SetToolProviderEnabledResponse) String() string {
 func (*SetToolProviderEnabledResponse) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3608,7 @@ func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
@@ -2913,15 +3620,19 @@ func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
 
 type ListCatalogToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Optional: one provider's tools (id or name).
-	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Deprecated: server.
+	//
+	// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Optional: one MCP server's tools (id or name).
+	Server        string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListCatalogToolsRequest) Reset() {
 	*x = ListCatalogToolsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3644,7 @@ func (x *ListCatalogToolsRequest) String() string {
 func (*ListCatalogToolsRequest) ProtoMessage() {}
 
 func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,12 +3657,20 @@ func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{71}
 }
 
+// Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
 func (x *ListCatalogToolsRequest) GetProvider() string {
 	if x != nil {
 		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListCatalogToolsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
 	}
 	return ""
 }
@@ -2965,7 +3684,7 @@ type ListCatalogToolsResponse struct {
 
 func (x *ListCatalogToolsResponse) Reset() {
 	*x = ListCatalogToolsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3696,7 @@ func (x *ListCatalogToolsResponse) String() string {
 func (*ListCatalogToolsResponse) ProtoMessage() {}
 
 func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3709,7 @@ func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListCatalogToolsResponse) GetTools() []*CatalogTool {
@@ -3010,7 +3729,7 @@ type GetCatalogToolRequest struct {
 
 func (x *GetCatalogToolRequest) Reset() {
 	*x = GetCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3741,7 @@ func (x *GetCatalogToolRequest) String() string {
 func (*GetCatalogToolRequest) ProtoMessage() {}
 
 func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3754,7 @@ func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetCatalogToolRequest) GetTool() string {
@@ -3054,7 +3773,7 @@ type GetCatalogToolResponse struct {
 
 func (x *GetCatalogToolResponse) Reset() {
 	*x = GetCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3785,7 @@ func (x *GetCatalogToolResponse) String() string {
 func (*GetCatalogToolResponse) ProtoMessage() {}
 
 func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3798,7 @@ func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetCatalogToolResponse) GetTool() *CatalogTool {
@@ -3100,7 +3819,7 @@ type SetCatalogToolEnabledRequest struct {
 
 func (x *SetCatalogToolEnabledRequest) Reset() {
 	*x = SetCatalogToolEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3831,7 @@ func (x *SetCatalogToolEnabledRequest) String() string {
 func (*SetCatalogToolEnabledRequest) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3844,7 @@ func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SetCatalogToolEnabledRequest) GetTool() string {
@@ -3151,7 +3870,7 @@ type SetCatalogToolEnabledResponse struct {
 
 func (x *SetCatalogToolEnabledResponse) Reset() {
 	*x = SetCatalogToolEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3882,7 @@ func (x *SetCatalogToolEnabledResponse) String() string {
 func (*SetCatalogToolEnabledResponse) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3895,7 @@ func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SetCatalogToolEnabledResponse) GetTool() *CatalogTool {
@@ -3199,7 +3918,7 @@ type AssignCatalogToolRequest struct {
 
 func (x *AssignCatalogToolRequest) Reset() {
 	*x = AssignCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3930,7 @@ func (x *AssignCatalogToolRequest) String() string {
 func (*AssignCatalogToolRequest) ProtoMessage() {}
 
 func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3943,7 @@ func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AssignCatalogToolRequest) GetTool() string {
@@ -3257,7 +3976,7 @@ type AssignCatalogToolResponse struct {
 
 func (x *AssignCatalogToolResponse) Reset() {
 	*x = AssignCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3269,7 +3988,7 @@ func (x *AssignCatalogToolResponse) String() string {
 func (*AssignCatalogToolResponse) ProtoMessage() {}
 
 func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3282,7 +4001,7 @@ func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *AssignCatalogToolResponse) GetTool() *CatalogTool {
@@ -3428,44 +4147,80 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\"U\n" +
 	"\x17WatchTaskEventsResponse\x12:\n" +
-	"\x05event\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.TaskEventR\x05event\"`\n" +
+	"\x05event\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.TaskEventR\x05event\"V\n" +
+	"\x16CreateMcpServerRequest\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\"\x9b\x01\n" +
+	"\x17CreateMcpServerResponse\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"V\n" +
+	"\x16UpdateMcpServerRequest\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\"\x9b\x01\n" +
+	"\x17UpdateMcpServerResponse\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"-\n" +
+	"\x13GetMcpServerRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"T\n" +
+	"\x14GetMcpServerResponse\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\"\x17\n" +
+	"\x15ListMcpServersRequest\"X\n" +
+	"\x16ListMcpServersResponse\x12>\n" +
+	"\aservers\x18\x01 \x03(\v2$.toolscope.orchestrator.v1.McpServerR\aservers\".\n" +
+	"\x14TestMcpServerRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"~\n" +
+	"\x15TestMcpServerResponse\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12%\n" +
+	"\x0eserver_version\x18\x02 \x01(\tR\rserverVersion\x12\x1d\n" +
+	"\n" +
+	"tool_names\x18\x03 \x03(\tR\ttoolNames\"1\n" +
+	"\x17RefreshMcpServerRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"\x9c\x01\n" +
+	"\x18RefreshMcpServerResponse\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\x12B\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"N\n" +
+	"\x1aSetMcpServerEnabledRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x18\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled\"[\n" +
+	"\x1bSetMcpServerEnabledResponse\x12<\n" +
+	"\x06server\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.McpServerR\x06server\"d\n" +
 	"\x19CreateToolProviderRequest\x12C\n" +
-	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\xa5\x01\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider:\x02\x18\x01\"\xa9\x01\n" +
 	"\x1aCreateToolProviderResponse\x12C\n" +
 	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
-	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"`\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts:\x02\x18\x01\"d\n" +
 	"\x19UpdateToolProviderRequest\x12C\n" +
-	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\xa5\x01\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider:\x02\x18\x01\"\xa9\x01\n" +
 	"\x1aUpdateToolProviderResponse\x12C\n" +
 	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
-	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"4\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts:\x02\x18\x01\"8\n" +
 	"\x16GetToolProviderRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"^\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider:\x02\x18\x01\"b\n" +
 	"\x17GetToolProviderResponse\x12C\n" +
-	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"\x1a\n" +
-	"\x18ListToolProvidersRequest\"b\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider:\x02\x18\x01\"\x1e\n" +
+	"\x18ListToolProvidersRequest:\x02\x18\x01\"f\n" +
 	"\x19ListToolProvidersResponse\x12E\n" +
-	"\tproviders\x18\x01 \x03(\v2'.toolscope.orchestrator.v1.ToolProviderR\tproviders\"5\n" +
+	"\tproviders\x18\x01 \x03(\v2'.toolscope.orchestrator.v1.ToolProviderR\tproviders:\x02\x18\x01\"9\n" +
 	"\x17TestToolProviderRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"\x81\x01\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider:\x02\x18\x01\"\x85\x01\n" +
 	"\x18TestToolProviderResponse\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
 	"serverName\x12%\n" +
 	"\x0eserver_version\x18\x02 \x01(\tR\rserverVersion\x12\x1d\n" +
 	"\n" +
-	"tool_names\x18\x03 \x03(\tR\ttoolNames\"8\n" +
+	"tool_names\x18\x03 \x03(\tR\ttoolNames:\x02\x18\x01\"<\n" +
 	"\x1aRefreshToolProviderRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"\xa6\x01\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider:\x02\x18\x01\"\xaa\x01\n" +
 	"\x1bRefreshToolProviderResponse\x12C\n" +
 	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\x12B\n" +
-	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts\"U\n" +
+	"\x06counts\x18\x02 \x01(\v2*.toolscope.orchestrator.v1.DiscoveryCountsR\x06counts:\x02\x18\x01\"Y\n" +
 	"\x1dSetToolProviderEnabledRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
-	"\aenabled\x18\x02 \x01(\bR\aenabled\"e\n" +
+	"\aenabled\x18\x02 \x01(\bR\aenabled:\x02\x18\x01\"i\n" +
 	"\x1eSetToolProviderEnabledResponse\x12C\n" +
-	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider\"5\n" +
-	"\x17ListCatalogToolsRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"X\n" +
+	"\bprovider\x18\x01 \x01(\v2'.toolscope.orchestrator.v1.ToolProviderR\bprovider:\x02\x18\x01\"Q\n" +
+	"\x17ListCatalogToolsRequest\x12\x1e\n" +
+	"\bprovider\x18\x01 \x01(\tB\x02\x18\x01R\bprovider\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"X\n" +
 	"\x18ListCatalogToolsResponse\x12<\n" +
 	"\x05tools\x18\x01 \x03(\v2&.toolscope.orchestrator.v1.CatalogToolR\x05tools\"+\n" +
 	"\x15GetCatalogToolRequest\x12\x12\n" +
@@ -3516,15 +4271,22 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\rGetSessionMCP\x12/.toolscope.orchestrator.v1.GetSessionMCPRequest\x1a0.toolscope.orchestrator.v1.GetSessionMCPResponse\x12w\n" +
 	"\x0eReadSessionLog\x120.toolscope.orchestrator.v1.ReadSessionLogRequest\x1a1.toolscope.orchestrator.v1.ReadSessionLogResponse0\x012\x8a\x01\n" +
 	"\fEventService\x12z\n" +
-	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x012\xa7\v\n" +
-	"\x0eCatalogService\x12\x81\x01\n" +
-	"\x12CreateToolProvider\x124.toolscope.orchestrator.v1.CreateToolProviderRequest\x1a5.toolscope.orchestrator.v1.CreateToolProviderResponse\x12\x81\x01\n" +
-	"\x12UpdateToolProvider\x124.toolscope.orchestrator.v1.UpdateToolProviderRequest\x1a5.toolscope.orchestrator.v1.UpdateToolProviderResponse\x12x\n" +
-	"\x0fGetToolProvider\x121.toolscope.orchestrator.v1.GetToolProviderRequest\x1a2.toolscope.orchestrator.v1.GetToolProviderResponse\x12~\n" +
-	"\x11ListToolProviders\x123.toolscope.orchestrator.v1.ListToolProvidersRequest\x1a4.toolscope.orchestrator.v1.ListToolProvidersResponse\x12{\n" +
-	"\x10TestToolProvider\x122.toolscope.orchestrator.v1.TestToolProviderRequest\x1a3.toolscope.orchestrator.v1.TestToolProviderResponse\x12\x84\x01\n" +
-	"\x13RefreshToolProvider\x125.toolscope.orchestrator.v1.RefreshToolProviderRequest\x1a6.toolscope.orchestrator.v1.RefreshToolProviderResponse\x12\x8d\x01\n" +
-	"\x16SetToolProviderEnabled\x128.toolscope.orchestrator.v1.SetToolProviderEnabledRequest\x1a9.toolscope.orchestrator.v1.SetToolProviderEnabledResponse\x12{\n" +
+	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x012\xa0\x12\n" +
+	"\x0eCatalogService\x12x\n" +
+	"\x0fCreateMcpServer\x121.toolscope.orchestrator.v1.CreateMcpServerRequest\x1a2.toolscope.orchestrator.v1.CreateMcpServerResponse\x12x\n" +
+	"\x0fUpdateMcpServer\x121.toolscope.orchestrator.v1.UpdateMcpServerRequest\x1a2.toolscope.orchestrator.v1.UpdateMcpServerResponse\x12o\n" +
+	"\fGetMcpServer\x12..toolscope.orchestrator.v1.GetMcpServerRequest\x1a/.toolscope.orchestrator.v1.GetMcpServerResponse\x12u\n" +
+	"\x0eListMcpServers\x120.toolscope.orchestrator.v1.ListMcpServersRequest\x1a1.toolscope.orchestrator.v1.ListMcpServersResponse\x12r\n" +
+	"\rTestMcpServer\x12/.toolscope.orchestrator.v1.TestMcpServerRequest\x1a0.toolscope.orchestrator.v1.TestMcpServerResponse\x12{\n" +
+	"\x10RefreshMcpServer\x122.toolscope.orchestrator.v1.RefreshMcpServerRequest\x1a3.toolscope.orchestrator.v1.RefreshMcpServerResponse\x12\x84\x01\n" +
+	"\x13SetMcpServerEnabled\x125.toolscope.orchestrator.v1.SetMcpServerEnabledRequest\x1a6.toolscope.orchestrator.v1.SetMcpServerEnabledResponse\x12\x86\x01\n" +
+	"\x12CreateToolProvider\x124.toolscope.orchestrator.v1.CreateToolProviderRequest\x1a5.toolscope.orchestrator.v1.CreateToolProviderResponse\"\x03\x88\x02\x01\x12\x86\x01\n" +
+	"\x12UpdateToolProvider\x124.toolscope.orchestrator.v1.UpdateToolProviderRequest\x1a5.toolscope.orchestrator.v1.UpdateToolProviderResponse\"\x03\x88\x02\x01\x12}\n" +
+	"\x0fGetToolProvider\x121.toolscope.orchestrator.v1.GetToolProviderRequest\x1a2.toolscope.orchestrator.v1.GetToolProviderResponse\"\x03\x88\x02\x01\x12\x83\x01\n" +
+	"\x11ListToolProviders\x123.toolscope.orchestrator.v1.ListToolProvidersRequest\x1a4.toolscope.orchestrator.v1.ListToolProvidersResponse\"\x03\x88\x02\x01\x12\x80\x01\n" +
+	"\x10TestToolProvider\x122.toolscope.orchestrator.v1.TestToolProviderRequest\x1a3.toolscope.orchestrator.v1.TestToolProviderResponse\"\x03\x88\x02\x01\x12\x89\x01\n" +
+	"\x13RefreshToolProvider\x125.toolscope.orchestrator.v1.RefreshToolProviderRequest\x1a6.toolscope.orchestrator.v1.RefreshToolProviderResponse\"\x03\x88\x02\x01\x12\x92\x01\n" +
+	"\x16SetToolProviderEnabled\x128.toolscope.orchestrator.v1.SetToolProviderEnabledRequest\x1a9.toolscope.orchestrator.v1.SetToolProviderEnabledResponse\"\x03\x88\x02\x01\x12{\n" +
 	"\x10ListCatalogTools\x122.toolscope.orchestrator.v1.ListCatalogToolsRequest\x1a3.toolscope.orchestrator.v1.ListCatalogToolsResponse\x12u\n" +
 	"\x0eGetCatalogTool\x120.toolscope.orchestrator.v1.GetCatalogToolRequest\x1a1.toolscope.orchestrator.v1.GetCatalogToolResponse\x12\x8a\x01\n" +
 	"\x15SetCatalogToolEnabled\x127.toolscope.orchestrator.v1.SetCatalogToolEnabledRequest\x1a8.toolscope.orchestrator.v1.SetCatalogToolEnabledResponse\x12~\n" +
@@ -3544,7 +4306,7 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_services_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(SessionLog)(0),                        // 0: toolscope.orchestrator.v1.SessionLog
 	(*CreateWorkspaceRequest)(nil),         // 1: toolscope.orchestrator.v1.CreateWorkspaceRequest
@@ -3590,154 +4352,194 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*ListSessionsResponse)(nil),           // 41: toolscope.orchestrator.v1.ListSessionsResponse
 	(*WatchTaskEventsRequest)(nil),         // 42: toolscope.orchestrator.v1.WatchTaskEventsRequest
 	(*WatchTaskEventsResponse)(nil),        // 43: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*CreateToolProviderRequest)(nil),      // 44: toolscope.orchestrator.v1.CreateToolProviderRequest
-	(*CreateToolProviderResponse)(nil),     // 45: toolscope.orchestrator.v1.CreateToolProviderResponse
-	(*UpdateToolProviderRequest)(nil),      // 46: toolscope.orchestrator.v1.UpdateToolProviderRequest
-	(*UpdateToolProviderResponse)(nil),     // 47: toolscope.orchestrator.v1.UpdateToolProviderResponse
-	(*GetToolProviderRequest)(nil),         // 48: toolscope.orchestrator.v1.GetToolProviderRequest
-	(*GetToolProviderResponse)(nil),        // 49: toolscope.orchestrator.v1.GetToolProviderResponse
-	(*ListToolProvidersRequest)(nil),       // 50: toolscope.orchestrator.v1.ListToolProvidersRequest
-	(*ListToolProvidersResponse)(nil),      // 51: toolscope.orchestrator.v1.ListToolProvidersResponse
-	(*TestToolProviderRequest)(nil),        // 52: toolscope.orchestrator.v1.TestToolProviderRequest
-	(*TestToolProviderResponse)(nil),       // 53: toolscope.orchestrator.v1.TestToolProviderResponse
-	(*RefreshToolProviderRequest)(nil),     // 54: toolscope.orchestrator.v1.RefreshToolProviderRequest
-	(*RefreshToolProviderResponse)(nil),    // 55: toolscope.orchestrator.v1.RefreshToolProviderResponse
-	(*SetToolProviderEnabledRequest)(nil),  // 56: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	(*SetToolProviderEnabledResponse)(nil), // 57: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	(*ListCatalogToolsRequest)(nil),        // 58: toolscope.orchestrator.v1.ListCatalogToolsRequest
-	(*ListCatalogToolsResponse)(nil),       // 59: toolscope.orchestrator.v1.ListCatalogToolsResponse
-	(*GetCatalogToolRequest)(nil),          // 60: toolscope.orchestrator.v1.GetCatalogToolRequest
-	(*GetCatalogToolResponse)(nil),         // 61: toolscope.orchestrator.v1.GetCatalogToolResponse
-	(*SetCatalogToolEnabledRequest)(nil),   // 62: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	(*SetCatalogToolEnabledResponse)(nil),  // 63: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	(*AssignCatalogToolRequest)(nil),       // 64: toolscope.orchestrator.v1.AssignCatalogToolRequest
-	(*AssignCatalogToolResponse)(nil),      // 65: toolscope.orchestrator.v1.AssignCatalogToolResponse
-	(*Workspace)(nil),                      // 66: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),                  // 67: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),                     // 68: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),                     // 69: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                           // 70: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),                    // 71: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                       // 72: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                      // 73: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                        // 74: toolscope.orchestrator.v1.Session
-	(*LaunchPlan)(nil),                     // 75: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                      // 76: toolscope.orchestrator.v1.TaskEvent
-	(*ToolProvider)(nil),                   // 77: toolscope.orchestrator.v1.ToolProvider
-	(*DiscoveryCounts)(nil),                // 78: toolscope.orchestrator.v1.DiscoveryCounts
-	(*CatalogTool)(nil),                    // 79: toolscope.orchestrator.v1.CatalogTool
+	(*CreateMcpServerRequest)(nil),         // 44: toolscope.orchestrator.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),        // 45: toolscope.orchestrator.v1.CreateMcpServerResponse
+	(*UpdateMcpServerRequest)(nil),         // 46: toolscope.orchestrator.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),        // 47: toolscope.orchestrator.v1.UpdateMcpServerResponse
+	(*GetMcpServerRequest)(nil),            // 48: toolscope.orchestrator.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),           // 49: toolscope.orchestrator.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),          // 50: toolscope.orchestrator.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),         // 51: toolscope.orchestrator.v1.ListMcpServersResponse
+	(*TestMcpServerRequest)(nil),           // 52: toolscope.orchestrator.v1.TestMcpServerRequest
+	(*TestMcpServerResponse)(nil),          // 53: toolscope.orchestrator.v1.TestMcpServerResponse
+	(*RefreshMcpServerRequest)(nil),        // 54: toolscope.orchestrator.v1.RefreshMcpServerRequest
+	(*RefreshMcpServerResponse)(nil),       // 55: toolscope.orchestrator.v1.RefreshMcpServerResponse
+	(*SetMcpServerEnabledRequest)(nil),     // 56: toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	(*SetMcpServerEnabledResponse)(nil),    // 57: toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	(*CreateToolProviderRequest)(nil),      // 58: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 59: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 60: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 61: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 62: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 63: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 64: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 65: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 66: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 67: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 68: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 69: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 70: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 71: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 72: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 73: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 74: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 75: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 76: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 77: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 78: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 79: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 80: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 81: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 82: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 83: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 84: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 85: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 86: toolscope.orchestrator.v1.SessionMode
+	(*AgentSpec)(nil),                      // 87: toolscope.orchestrator.v1.AgentSpec
+	(*Session)(nil),                        // 88: toolscope.orchestrator.v1.Session
+	(*LaunchPlan)(nil),                     // 89: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 90: toolscope.orchestrator.v1.TaskEvent
+	(*McpServer)(nil),                      // 91: toolscope.orchestrator.v1.McpServer
+	(*DiscoveryCounts)(nil),                // 92: toolscope.orchestrator.v1.DiscoveryCounts
+	(*ToolProvider)(nil),                   // 93: toolscope.orchestrator.v1.ToolProvider
+	(*CatalogTool)(nil),                    // 94: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	66, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	66, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	66, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	67, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	68, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	69, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	69, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	69, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	70, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	70, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	70, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	70, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	80, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	80, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	80, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	81, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	82, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	83, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	83, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	83, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	84, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	84, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	84, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	84, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
 	25, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	71, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	85, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
 	0,  // 14: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
-	72, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	73, // 16: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	74, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	75, // 18: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	86, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	87, // 16: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	88, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 18: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
 	30, // 19: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	74, // 20: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	74, // 21: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	74, // 22: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	74, // 23: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	74, // 24: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	76, // 25: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	77, // 26: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 27: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	78, // 28: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	77, // 29: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 30: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	78, // 31: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	77, // 32: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 33: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
-	77, // 34: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	78, // 35: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	77, // 36: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	79, // 37: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
-	79, // 38: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	79, // 39: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	79, // 40: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	1,  // 41: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	3,  // 42: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	5,  // 43: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	7,  // 44: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	9,  // 45: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	11, // 46: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	13, // 47: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	15, // 48: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	17, // 49: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	19, // 50: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	21, // 51: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	23, // 52: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	30, // 53: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	32, // 54: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	34, // 55: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	36, // 56: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	38, // 57: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	40, // 58: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	28, // 59: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	26, // 60: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
-	42, // 61: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	44, // 62: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
-	46, // 63: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
-	48, // 64: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
-	50, // 65: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
-	52, // 66: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
-	54, // 67: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
-	56, // 68: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	58, // 69: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
-	60, // 70: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
-	62, // 71: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	64, // 72: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
-	2,  // 73: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	4,  // 74: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	6,  // 75: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	8,  // 76: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	10, // 77: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	12, // 78: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	14, // 79: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	16, // 80: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	18, // 81: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	20, // 82: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	22, // 83: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	24, // 84: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	31, // 85: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	33, // 86: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	35, // 87: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	37, // 88: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	39, // 89: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	41, // 90: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	29, // 91: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	27, // 92: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
-	43, // 93: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	45, // 94: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
-	47, // 95: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
-	49, // 96: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
-	51, // 97: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
-	53, // 98: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
-	55, // 99: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
-	57, // 100: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	59, // 101: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
-	61, // 102: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
-	63, // 103: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	65, // 104: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
-	73, // [73:105] is the sub-list for method output_type
-	41, // [41:73] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	88, // 20: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	88, // 21: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	88, // 22: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	88, // 23: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	88, // 24: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	90, // 25: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	91, // 26: toolscope.orchestrator.v1.CreateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	91, // 27: toolscope.orchestrator.v1.CreateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	92, // 28: toolscope.orchestrator.v1.CreateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	91, // 29: toolscope.orchestrator.v1.UpdateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	91, // 30: toolscope.orchestrator.v1.UpdateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	92, // 31: toolscope.orchestrator.v1.UpdateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	91, // 32: toolscope.orchestrator.v1.GetMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	91, // 33: toolscope.orchestrator.v1.ListMcpServersResponse.servers:type_name -> toolscope.orchestrator.v1.McpServer
+	91, // 34: toolscope.orchestrator.v1.RefreshMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	92, // 35: toolscope.orchestrator.v1.RefreshMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	91, // 36: toolscope.orchestrator.v1.SetMcpServerEnabledResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	93, // 37: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	93, // 38: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	92, // 39: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 40: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	93, // 41: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	92, // 42: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 43: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	93, // 44: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	93, // 45: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	92, // 46: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 47: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	94, // 48: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	94, // 49: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	94, // 50: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	94, // 51: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	1,  // 52: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	3,  // 53: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	5,  // 54: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	7,  // 55: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	9,  // 56: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	11, // 57: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	13, // 58: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	15, // 59: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	17, // 60: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	19, // 61: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	21, // 62: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	23, // 63: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	30, // 64: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	32, // 65: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	34, // 66: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	36, // 67: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	38, // 68: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	40, // 69: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	28, // 70: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	26, // 71: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
+	42, // 72: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	44, // 73: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:input_type -> toolscope.orchestrator.v1.CreateMcpServerRequest
+	46, // 74: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:input_type -> toolscope.orchestrator.v1.UpdateMcpServerRequest
+	48, // 75: toolscope.orchestrator.v1.CatalogService.GetMcpServer:input_type -> toolscope.orchestrator.v1.GetMcpServerRequest
+	50, // 76: toolscope.orchestrator.v1.CatalogService.ListMcpServers:input_type -> toolscope.orchestrator.v1.ListMcpServersRequest
+	52, // 77: toolscope.orchestrator.v1.CatalogService.TestMcpServer:input_type -> toolscope.orchestrator.v1.TestMcpServerRequest
+	54, // 78: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:input_type -> toolscope.orchestrator.v1.RefreshMcpServerRequest
+	56, // 79: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:input_type -> toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	58, // 80: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	60, // 81: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	62, // 82: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	64, // 83: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	66, // 84: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	68, // 85: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	70, // 86: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	72, // 87: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	74, // 88: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	76, // 89: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	78, // 90: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	2,  // 91: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	4,  // 92: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	6,  // 93: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	8,  // 94: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	10, // 95: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	12, // 96: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	14, // 97: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	16, // 98: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	18, // 99: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	20, // 100: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	22, // 101: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	24, // 102: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	31, // 103: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	33, // 104: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	35, // 105: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	37, // 106: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	39, // 107: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	41, // 108: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	29, // 109: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	27, // 110: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
+	43, // 111: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	45, // 112: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:output_type -> toolscope.orchestrator.v1.CreateMcpServerResponse
+	47, // 113: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:output_type -> toolscope.orchestrator.v1.UpdateMcpServerResponse
+	49, // 114: toolscope.orchestrator.v1.CatalogService.GetMcpServer:output_type -> toolscope.orchestrator.v1.GetMcpServerResponse
+	51, // 115: toolscope.orchestrator.v1.CatalogService.ListMcpServers:output_type -> toolscope.orchestrator.v1.ListMcpServersResponse
+	53, // 116: toolscope.orchestrator.v1.CatalogService.TestMcpServer:output_type -> toolscope.orchestrator.v1.TestMcpServerResponse
+	55, // 117: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:output_type -> toolscope.orchestrator.v1.RefreshMcpServerResponse
+	57, // 118: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:output_type -> toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	59, // 119: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	61, // 120: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	63, // 121: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	65, // 122: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	67, // 123: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	69, // 124: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	71, // 125: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	73, // 126: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	75, // 127: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	77, // 128: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	79, // 129: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	91, // [91:130] is the sub-list for method output_type
+	52, // [52:91] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -3756,7 +4558,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   65,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

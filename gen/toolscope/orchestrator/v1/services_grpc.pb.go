@@ -1233,6 +1233,13 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	CatalogService_CreateMcpServer_FullMethodName        = "/toolscope.orchestrator.v1.CatalogService/CreateMcpServer"
+	CatalogService_UpdateMcpServer_FullMethodName        = "/toolscope.orchestrator.v1.CatalogService/UpdateMcpServer"
+	CatalogService_GetMcpServer_FullMethodName           = "/toolscope.orchestrator.v1.CatalogService/GetMcpServer"
+	CatalogService_ListMcpServers_FullMethodName         = "/toolscope.orchestrator.v1.CatalogService/ListMcpServers"
+	CatalogService_TestMcpServer_FullMethodName          = "/toolscope.orchestrator.v1.CatalogService/TestMcpServer"
+	CatalogService_RefreshMcpServer_FullMethodName       = "/toolscope.orchestrator.v1.CatalogService/RefreshMcpServer"
+	CatalogService_SetMcpServerEnabled_FullMethodName    = "/toolscope.orchestrator.v1.CatalogService/SetMcpServerEnabled"
 	CatalogService_CreateToolProvider_FullMethodName     = "/toolscope.orchestrator.v1.CatalogService/CreateToolProvider"
 	CatalogService_UpdateToolProvider_FullMethodName     = "/toolscope.orchestrator.v1.CatalogService/UpdateToolProvider"
 	CatalogService_GetToolProvider_FullMethodName        = "/toolscope.orchestrator.v1.CatalogService/GetToolProvider"
@@ -1250,22 +1257,46 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// CatalogService governs external MCP tool providers and the catalog of
-// their tools: an administrator decides what exists, what is enabled and
-// which workspaces' sessions see it.
+// CatalogService governs external MCP servers and the catalog of their
+// tools: an administrator decides what exists, what is enabled and which
+// workspaces' sessions see it. "Provider" means GitHub or GitLab (a task's
+// provider set); the catalog's servers are "MCP servers" (ADR 0017). The
+// *ToolProvider RPCs are the *McpServer RPCs under their old names, served
+// by the same code for one release and removed in the next.
 type CatalogServiceClient interface {
-	// CreateToolProvider records a provider (disabled) and runs a first
-	// discovery. A failed discovery is recorded on the provider, not refused.
+	// CreateMcpServer records an MCP server (disabled) and runs a first
+	// discovery. A failed discovery is recorded on the server, not refused.
+	CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error)
+	// UpdateMcpServer replaces a server's transport and runs discovery.
+	UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error)
+	GetMcpServer(ctx context.Context, in *GetMcpServerRequest, opts ...grpc.CallOption) (*GetMcpServerResponse, error)
+	ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error)
+	// TestMcpServer connects and lists the server's tools without changing
+	// the catalog.
+	TestMcpServer(ctx context.Context, in *TestMcpServerRequest, opts ...grpc.CallOption) (*TestMcpServerResponse, error)
+	// RefreshMcpServer runs discovery and returns what it changed.
+	RefreshMcpServer(ctx context.Context, in *RefreshMcpServerRequest, opts ...grpc.CallOption) (*RefreshMcpServerResponse, error)
+	SetMcpServerEnabled(ctx context.Context, in *SetMcpServerEnabledRequest, opts ...grpc.CallOption) (*SetMcpServerEnabledResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: CreateMcpServer.
 	CreateToolProvider(ctx context.Context, in *CreateToolProviderRequest, opts ...grpc.CallOption) (*CreateToolProviderResponse, error)
-	// UpdateToolProvider replaces a provider's transport and runs discovery.
+	// Deprecated: Do not use.
+	// Deprecated: UpdateMcpServer.
 	UpdateToolProvider(ctx context.Context, in *UpdateToolProviderRequest, opts ...grpc.CallOption) (*UpdateToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: GetMcpServer.
 	GetToolProvider(ctx context.Context, in *GetToolProviderRequest, opts ...grpc.CallOption) (*GetToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: ListMcpServers.
 	ListToolProviders(ctx context.Context, in *ListToolProvidersRequest, opts ...grpc.CallOption) (*ListToolProvidersResponse, error)
-	// TestToolProvider connects and lists the server's tools without
-	// changing the catalog.
+	// Deprecated: Do not use.
+	// Deprecated: TestMcpServer.
 	TestToolProvider(ctx context.Context, in *TestToolProviderRequest, opts ...grpc.CallOption) (*TestToolProviderResponse, error)
-	// RefreshToolProvider runs discovery and returns what it changed.
+	// Deprecated: Do not use.
+	// Deprecated: RefreshMcpServer.
 	RefreshToolProvider(ctx context.Context, in *RefreshToolProviderRequest, opts ...grpc.CallOption) (*RefreshToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: SetMcpServerEnabled.
 	SetToolProviderEnabled(ctx context.Context, in *SetToolProviderEnabledRequest, opts ...grpc.CallOption) (*SetToolProviderEnabledResponse, error)
 	ListCatalogTools(ctx context.Context, in *ListCatalogToolsRequest, opts ...grpc.CallOption) (*ListCatalogToolsResponse, error)
 	GetCatalogTool(ctx context.Context, in *GetCatalogToolRequest, opts ...grpc.CallOption) (*GetCatalogToolResponse, error)
@@ -1282,6 +1313,77 @@ func NewCatalogServiceClient(cc grpc.ClientConnInterface) CatalogServiceClient {
 	return &catalogServiceClient{cc}
 }
 
+func (c *catalogServiceClient) CreateMcpServer(ctx context.Context, in *CreateMcpServerRequest, opts ...grpc.CallOption) (*CreateMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateMcpServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_CreateMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) UpdateMcpServer(ctx context.Context, in *UpdateMcpServerRequest, opts ...grpc.CallOption) (*UpdateMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMcpServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_UpdateMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) GetMcpServer(ctx context.Context, in *GetMcpServerRequest, opts ...grpc.CallOption) (*GetMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMcpServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) ListMcpServers(ctx context.Context, in *ListMcpServersRequest, opts ...grpc.CallOption) (*ListMcpServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMcpServersResponse)
+	err := c.cc.Invoke(ctx, CatalogService_ListMcpServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) TestMcpServer(ctx context.Context, in *TestMcpServerRequest, opts ...grpc.CallOption) (*TestMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestMcpServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_TestMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) RefreshMcpServer(ctx context.Context, in *RefreshMcpServerRequest, opts ...grpc.CallOption) (*RefreshMcpServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshMcpServerResponse)
+	err := c.cc.Invoke(ctx, CatalogService_RefreshMcpServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) SetMcpServerEnabled(ctx context.Context, in *SetMcpServerEnabledRequest, opts ...grpc.CallOption) (*SetMcpServerEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetMcpServerEnabledResponse)
+	err := c.cc.Invoke(ctx, CatalogService_SetMcpServerEnabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Deprecated: Do not use.
 func (c *catalogServiceClient) CreateToolProvider(ctx context.Context, in *CreateToolProviderRequest, opts ...grpc.CallOption) (*CreateToolProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateToolProviderResponse)
@@ -1292,6 +1394,7 @@ func (c *catalogServiceClient) CreateToolProvider(ctx context.Context, in *Creat
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) UpdateToolProvider(ctx context.Context, in *UpdateToolProviderRequest, opts ...grpc.CallOption) (*UpdateToolProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateToolProviderResponse)
@@ -1302,6 +1405,7 @@ func (c *catalogServiceClient) UpdateToolProvider(ctx context.Context, in *Updat
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) GetToolProvider(ctx context.Context, in *GetToolProviderRequest, opts ...grpc.CallOption) (*GetToolProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetToolProviderResponse)
@@ -1312,6 +1416,7 @@ func (c *catalogServiceClient) GetToolProvider(ctx context.Context, in *GetToolP
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) ListToolProviders(ctx context.Context, in *ListToolProvidersRequest, opts ...grpc.CallOption) (*ListToolProvidersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolProvidersResponse)
@@ -1322,6 +1427,7 @@ func (c *catalogServiceClient) ListToolProviders(ctx context.Context, in *ListTo
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) TestToolProvider(ctx context.Context, in *TestToolProviderRequest, opts ...grpc.CallOption) (*TestToolProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TestToolProviderResponse)
@@ -1332,6 +1438,7 @@ func (c *catalogServiceClient) TestToolProvider(ctx context.Context, in *TestToo
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) RefreshToolProvider(ctx context.Context, in *RefreshToolProviderRequest, opts ...grpc.CallOption) (*RefreshToolProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RefreshToolProviderResponse)
@@ -1342,6 +1449,7 @@ func (c *catalogServiceClient) RefreshToolProvider(ctx context.Context, in *Refr
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *catalogServiceClient) SetToolProviderEnabled(ctx context.Context, in *SetToolProviderEnabledRequest, opts ...grpc.CallOption) (*SetToolProviderEnabledResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetToolProviderEnabledResponse)
@@ -1396,22 +1504,46 @@ func (c *catalogServiceClient) AssignCatalogTool(ctx context.Context, in *Assign
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
 //
-// CatalogService governs external MCP tool providers and the catalog of
-// their tools: an administrator decides what exists, what is enabled and
-// which workspaces' sessions see it.
+// CatalogService governs external MCP servers and the catalog of their
+// tools: an administrator decides what exists, what is enabled and which
+// workspaces' sessions see it. "Provider" means GitHub or GitLab (a task's
+// provider set); the catalog's servers are "MCP servers" (ADR 0017). The
+// *ToolProvider RPCs are the *McpServer RPCs under their old names, served
+// by the same code for one release and removed in the next.
 type CatalogServiceServer interface {
-	// CreateToolProvider records a provider (disabled) and runs a first
-	// discovery. A failed discovery is recorded on the provider, not refused.
+	// CreateMcpServer records an MCP server (disabled) and runs a first
+	// discovery. A failed discovery is recorded on the server, not refused.
+	CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error)
+	// UpdateMcpServer replaces a server's transport and runs discovery.
+	UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error)
+	GetMcpServer(context.Context, *GetMcpServerRequest) (*GetMcpServerResponse, error)
+	ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error)
+	// TestMcpServer connects and lists the server's tools without changing
+	// the catalog.
+	TestMcpServer(context.Context, *TestMcpServerRequest) (*TestMcpServerResponse, error)
+	// RefreshMcpServer runs discovery and returns what it changed.
+	RefreshMcpServer(context.Context, *RefreshMcpServerRequest) (*RefreshMcpServerResponse, error)
+	SetMcpServerEnabled(context.Context, *SetMcpServerEnabledRequest) (*SetMcpServerEnabledResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: CreateMcpServer.
 	CreateToolProvider(context.Context, *CreateToolProviderRequest) (*CreateToolProviderResponse, error)
-	// UpdateToolProvider replaces a provider's transport and runs discovery.
+	// Deprecated: Do not use.
+	// Deprecated: UpdateMcpServer.
 	UpdateToolProvider(context.Context, *UpdateToolProviderRequest) (*UpdateToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: GetMcpServer.
 	GetToolProvider(context.Context, *GetToolProviderRequest) (*GetToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: ListMcpServers.
 	ListToolProviders(context.Context, *ListToolProvidersRequest) (*ListToolProvidersResponse, error)
-	// TestToolProvider connects and lists the server's tools without
-	// changing the catalog.
+	// Deprecated: Do not use.
+	// Deprecated: TestMcpServer.
 	TestToolProvider(context.Context, *TestToolProviderRequest) (*TestToolProviderResponse, error)
-	// RefreshToolProvider runs discovery and returns what it changed.
+	// Deprecated: Do not use.
+	// Deprecated: RefreshMcpServer.
 	RefreshToolProvider(context.Context, *RefreshToolProviderRequest) (*RefreshToolProviderResponse, error)
+	// Deprecated: Do not use.
+	// Deprecated: SetMcpServerEnabled.
 	SetToolProviderEnabled(context.Context, *SetToolProviderEnabledRequest) (*SetToolProviderEnabledResponse, error)
 	ListCatalogTools(context.Context, *ListCatalogToolsRequest) (*ListCatalogToolsResponse, error)
 	GetCatalogTool(context.Context, *GetCatalogToolRequest) (*GetCatalogToolResponse, error)
@@ -1428,6 +1560,27 @@ type CatalogServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedCatalogServiceServer struct{}
 
+func (UnimplementedCatalogServiceServer) CreateMcpServer(context.Context, *CreateMcpServerRequest) (*CreateMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMcpServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) UpdateMcpServer(context.Context, *UpdateMcpServerRequest) (*UpdateMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMcpServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetMcpServer(context.Context, *GetMcpServerRequest) (*GetMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMcpServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) ListMcpServers(context.Context, *ListMcpServersRequest) (*ListMcpServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMcpServers not implemented")
+}
+func (UnimplementedCatalogServiceServer) TestMcpServer(context.Context, *TestMcpServerRequest) (*TestMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestMcpServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) RefreshMcpServer(context.Context, *RefreshMcpServerRequest) (*RefreshMcpServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshMcpServer not implemented")
+}
+func (UnimplementedCatalogServiceServer) SetMcpServerEnabled(context.Context, *SetMcpServerEnabledRequest) (*SetMcpServerEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetMcpServerEnabled not implemented")
+}
 func (UnimplementedCatalogServiceServer) CreateToolProvider(context.Context, *CreateToolProviderRequest) (*CreateToolProviderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToolProvider not implemented")
 }
@@ -1480,6 +1633,132 @@ func RegisterCatalogServiceServer(s grpc.ServiceRegistrar, srv CatalogServiceSer
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&CatalogService_ServiceDesc, srv)
+}
+
+func _CatalogService_CreateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).CreateMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_CreateMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).CreateMcpServer(ctx, req.(*CreateMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_UpdateMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).UpdateMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_UpdateMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).UpdateMcpServer(ctx, req.(*UpdateMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_GetMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetMcpServer(ctx, req.(*GetMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_ListMcpServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMcpServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).ListMcpServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_ListMcpServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).ListMcpServers(ctx, req.(*ListMcpServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_TestMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).TestMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_TestMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).TestMcpServer(ctx, req.(*TestMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_RefreshMcpServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshMcpServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).RefreshMcpServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_RefreshMcpServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).RefreshMcpServer(ctx, req.(*RefreshMcpServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_SetMcpServerEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetMcpServerEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).SetMcpServerEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_SetMcpServerEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).SetMcpServerEnabled(ctx, req.(*SetMcpServerEnabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _CatalogService_CreateToolProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -1687,6 +1966,34 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "toolscope.orchestrator.v1.CatalogService",
 	HandlerType: (*CatalogServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateMcpServer",
+			Handler:    _CatalogService_CreateMcpServer_Handler,
+		},
+		{
+			MethodName: "UpdateMcpServer",
+			Handler:    _CatalogService_UpdateMcpServer_Handler,
+		},
+		{
+			MethodName: "GetMcpServer",
+			Handler:    _CatalogService_GetMcpServer_Handler,
+		},
+		{
+			MethodName: "ListMcpServers",
+			Handler:    _CatalogService_ListMcpServers_Handler,
+		},
+		{
+			MethodName: "TestMcpServer",
+			Handler:    _CatalogService_TestMcpServer_Handler,
+		},
+		{
+			MethodName: "RefreshMcpServer",
+			Handler:    _CatalogService_RefreshMcpServer_Handler,
+		},
+		{
+			MethodName: "SetMcpServerEnabled",
+			Handler:    _CatalogService_SetMcpServerEnabled_Handler,
+		},
 		{
 			MethodName: "CreateToolProvider",
 			Handler:    _CatalogService_CreateToolProvider_Handler,
