@@ -103,6 +103,12 @@ func Dial(opts Options) (*Link, error) {
 	default:
 		return nil, errdefs.InvalidField("credentials", "a secret or a TLS configuration is required to reach agentctl")
 	}
+	if opts.OrchestratorID != "" {
+		// Every call names the installation, not only the Attach hello:
+		// agentctl refuses pushes and stops from another one while its
+		// holder is attached (ADR 0014).
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer.Installation(opts.OrchestratorID)))
+	}
 	conn, err := grpc.NewClient(opts.Addr, dial...)
 	if err != nil {
 		return nil, err

@@ -74,6 +74,23 @@ func (h *hub) claim(o holder, hosted int, send func(*agentctlv1.AttachResponse) 
 	})
 }
 
+// admit refuses a call from orchestrator id while another one is
+// attached (ErrAttachedElsewhere) or owns the hosted sessions
+// (ErrOwnedElsewhere), as claim refuses its Attach; hosted counts the
+// sessions.
+func (h *hub) admit(id string, hosted int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur := h.current; cur != nil && cur.holder.id != id {
+		return fmt.Errorf("%w: orchestrator %s holds it; a call from orchestrator %q is refused", ErrAttachedElsewhere, cur.holder, id)
+	}
+	if h.owner != "" && h.owner != id && hosted > 0 {
+		return fmt.Errorf("%w: its %d session(s) belong to orchestrator %q (not attached now); a call from orchestrator %q is refused "+
+			"(a copy of that installation's database? see docs/operations.md, restoring a backup)", ErrOwnedElsewhere, hosted, h.owner, id)
+	}
+	return nil
+}
+
 // attach makes send the stream tool calls go to, replacing (and failing
 // the pending calls of) any previous one, whoever held it.
 func (h *hub) attach(send func(*agentctlv1.AttachResponse) error) *link {

@@ -207,12 +207,12 @@ func (d *Daemon) authenticate(ctx context.Context, method string) error {
 	p, _ := peer.FromContext(ctx)
 	if d.opts.TLSClientAuth && p != nil {
 		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
-			return nil
+			return d.admit(ctx, method)
 		}
 	}
 	given, err := bearer.Check(ctx, d.opts.Secret)
 	if err == nil {
-		return nil
+		return d.admit(ctx, method)
 	}
 	from := "unknown"
 	if p != nil {
@@ -220,6 +220,25 @@ func (d *Daemon) authenticate(ctx context.Context, method string) error {
 	}
 	d.log.Warn("refused a call without the orchestrator secret", "method", method, "peer", from, "token_given", given)
 	return err
+}
+
+// admit refuses a call (other than Attach, whose hello the hub checks)
+// from an installation other than the one agentctl serves: while another
+// is attached, or owns the sessions hosted (ADR 0014). A call that names
+// no installation is let through.
+func (d *Daemon) admit(ctx context.Context, method string) error {
+	id := bearer.InstallationOf(ctx)
+	if id == "" || method == agentctlv1.AgentctlService_Attach_FullMethodName {
+		return nil
+	}
+	d.mu.Lock()
+	hosted := len(d.sessions)
+	d.mu.Unlock()
+	if err := d.hub.admit(id, hosted); err != nil {
+		d.log.Warn("refused a call from another orchestrator", "method", method, "orchestrator_id", id, "reason", err.Error())
+		return err
+	}
+	return nil
 }
 
 // Close ends the Attach stream and stops every session.
