@@ -33,6 +33,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
 )
@@ -103,6 +104,9 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
 		mcpLimits                                       mcpserver.Limits
+		exitTailLines, exitTailBytes                    int
+		logBacklog, agentLogMax                         int64
+		keptLogs                                        logdir.Bound
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -135,6 +139,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			if err := checkMCPLimits(cmd, mcpLimits); err != nil {
 				return err
 			}
+			if err := checkLogBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, keptLogs); err != nil {
+				return err
+			}
 			uids, err := agentuid.Parse(agentUIDs)
 			if err != nil {
 				return usageError{err}
@@ -154,6 +161,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
+				ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
 			})
 			if err != nil {
 				return err
@@ -209,6 +217,12 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.IntVar(&mcpLimits.MaxConns, "mcp-max-conns", mcpserver.DefaultMaxConns, "MCP endpoints: most connections open at once, each; more wait to be accepted")
 	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
 	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
+	f.IntVar(&exitTailLines, "exit-tail-lines", daemon.DefaultExitTailLines, "most lines of the agent's output an agent_exited event carries")
+	f.IntVar(&exitTailBytes, "exit-tail-bytes", daemon.DefaultExitTailBytes, "most bytes of the agent's output an agent_exited event carries")
+	f.Int64Var(&logBacklog, "log-backlog", daemon.DefaultLogBacklog, "bytes of an agent's log sent before following it (ReadAgentLog)")
+	f.Int64Var(&agentLogMax, "agent-log-max-bytes", daemon.DefaultAgentLogMax, "bound on a running agent's log: agent.log is rotated to agent.log.1 at half of it, keeping the latest output")
+	f.Int64Var(&keptLogs.MaxBytes, "logs-max-bytes", logdir.DefaultMaxBytes, "bound on the stopped sessions' logs in --logs-dir: the oldest are removed first (0: no bound; a live session's never are)")
+	f.DurationVar(&keptLogs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
@@ -230,6 +244,23 @@ func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
+		}
+	}
+	return nil
+}
+
+// checkLogBounds refuses a bound on agents' logs that is not positive
+// (the kept logs' bounds may be 0: none), naming the flag.
+func checkLogBounds(cmd *cobra.Command, lines, bytes int, backlog, agentLog int64, kept logdir.Bound) error {
+	for _, c := range []struct {
+		flag string
+		ok   bool
+	}{
+		{"exit-tail-lines", lines > 0}, {"exit-tail-bytes", bytes > 0}, {"log-backlog", backlog > 0},
+		{"agent-log-max-bytes", agentLog > 0}, {"logs-max-bytes", kept.MaxBytes >= 0}, {"logs-max-age", kept.MaxAge >= 0},
+	} {
+		if !c.ok {
+			return usageError{fmt.Errorf("--%s %s: out of range (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
 		}
 	}
 	return nil

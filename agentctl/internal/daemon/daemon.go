@@ -19,6 +19,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/version"
@@ -97,7 +99,19 @@ type Options struct {
 	// MCPLimits bound each session's MCP endpoint (connections, request
 	// bodies, MCP sessions); unset fields take mcpserver's defaults.
 	MCPLimits mcpserver.Limits
-	Logger    *slog.Logger
+	// ExitTailLines and ExitTailBytes bound the agent output an
+	// agent_exited event carries; LogBacklog what ReadAgentLog sends
+	// before following; AgentLogMax a running agent's log (agent.log and
+	// its rotated part agent.log.1). The defaults (DefaultExitTailLines
+	// ...) if zero.
+	ExitTailLines, ExitTailBytes int
+	LogBacklog, AgentLogMax      int64
+	// KeptLogs bounds LogsDir: stopped sessions' logs beyond it are
+	// removed, the oldest first, whenever a session stops and at start.
+	// Zero: no bound (the local executor's agentctl: the orchestrator
+	// bounds that directory, which holds every session's logs).
+	KeptLogs logdir.Bound
+	Logger   *slog.Logger
 }
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
@@ -149,11 +163,16 @@ func New(opts Options) (*Daemon, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	opts.ExitTailLines = cmp.Or(max(opts.ExitTailLines, 0), DefaultExitTailLines)
+	opts.ExitTailBytes = cmp.Or(max(opts.ExitTailBytes, 0), DefaultExitTailBytes)
+	opts.LogBacklog = cmp.Or(max(opts.LogBacklog, 0), DefaultLogBacklog)
+	opts.AgentLogMax = cmp.Or(max(opts.AgentLogMax, 0), DefaultAgentLogMax)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
 	d.retireLeftovers()
+	d.pruneLogs()
 	return d, nil
 }
 
@@ -378,7 +397,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	if len(spec.GetAgent().GetArgv()) == 0 && spec.GetAgent().GetProfile() == "" {
 		return nil
 	}
-	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, func(code int32, out string) {
+	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, d.opts, func(code int32, out string) {
 		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
 		e := s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code))
 		e.AgentExitCode, e.AgentOutputTail = code, out
@@ -454,6 +473,7 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 	}
 	d.mu.Unlock()
 	d.log.Info("session stopped", "session_id", s.id)
+	d.pruneLogs()
 	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
 }
 
@@ -469,24 +489,49 @@ func (d *Daemon) retire(s *session) {
 	}
 }
 
-// keepLog appends the log at from, if any, to agent.log in dir.
-func keepLog(from, dir string) error {
-	src, err := os.Open(from)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	defer src.Close()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	dst, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// pruneLogs bounds LogsDir (Options.KeptLogs), never touching the logs
+// of a session hosted now.
+func (d *Daemon) pruneLogs() {
+	removed, err := logdir.Prune(d.opts.LogsDir, d.opts.KeptLogs, time.Now(), func(id string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.sessions[id]
+		return ok
+	})
 	if err != nil {
-		return err
+		d.log.Warn("bounding the stopped sessions' logs", "dir", d.opts.LogsDir, "error", err)
 	}
-	_, err = io.Copy(dst, src)
-	return errors.Join(err, dst.Close())
+	if len(removed) > 0 {
+		d.log.Info("removed the oldest stopped sessions' logs", "dir", d.opts.LogsDir, "sessions", removed,
+			"max_bytes", d.opts.KeptLogs.MaxBytes, "max_age", d.opts.KeptLogs.MaxAge)
+	}
+}
+
+// keepLog appends the log at from, if any, with its rotated part first,
+// to agent.log in dir.
+func keepLog(from, dir string) error {
+	var errs error
+	for _, part := range []string{rotated(from), from} {
+		src, err := os.Open(part)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			_ = src.Close()
+			return err
+		}
+		dst, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			_ = src.Close()
+			return err
+		}
+		_, err = io.Copy(dst, src)
+		errs = errors.Join(errs, err, dst.Close(), src.Close())
+	}
+	return errs
 }
 
 // Notify implements agentctlv1.AgentctlServiceServer.

@@ -15,31 +15,12 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 )
 
-// The bounds of the agent output an agent_exited event carries.
-const (
-	agentTailLines = 20
-	agentTailBytes = 4 << 10
-)
-
-// tail returns the last lines of a file, at most maxLines lines and
-// maxBytes bytes (a line cut by the byte bound loses its start). It
-// returns "" for a file it cannot read: the event goes out without it.
+// tail returns the last lines of a log (with its rotated part), at most
+// maxLines lines and maxBytes bytes (a line cut by the byte bound loses
+// its start). It returns "" for a log it cannot read: the event goes out
+// without it.
 func tail(path string, maxLines, maxBytes int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(info.Size()-int64(maxBytes), 0)
-	buf, err := io.ReadAll(io.NewSectionReader(f, off, info.Size()-off))
-	if err != nil {
-		return ""
-	}
-	buf = bytes.TrimRight(buf, "\n")
+	buf := bytes.TrimRight(lastBytes(path, int64(maxBytes)), "\n")
 	for i, n := len(buf)-1, 0; i >= 0; i-- {
 		if buf[i] == '\n' {
 			if n++; n == maxLines {
@@ -58,12 +39,12 @@ func tail(path string, maxLines, maxBytes int) string {
 	return string(buf)
 }
 
-// Bounds of ReadAgentLog: what it sends of the log before following it,
-// the size of each message, and how often a follower looks for more.
+// Bounds of ReadAgentLog: the size of each message, and how often a
+// follower looks for more (what it sends before following is
+// Options.LogBacklog).
 const (
-	agentLogBacklog = 1 << 20
-	agentLogChunk   = 32 << 10
-	agentLogPoll    = 100 * time.Millisecond
+	agentLogChunk = 32 << 10
+	agentLogPoll  = 100 * time.Millisecond
 )
 
 // ReadAgentLog implements agentctlv1.AgentctlServiceServer.
@@ -78,14 +59,23 @@ func (d *Daemon) ReadAgentLog(req *agentctlv1.ReadAgentLogRequest, stream grpc.S
 	if done == nil {
 		return errdefs.FailedPrecondition("session %q runs no agent: it has no agent log", s.id)
 	}
-	f, err := os.Open(filepath.Join(s.dir, "agent.log"))
+	path := filepath.Join(s.dir, "agent.log")
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > agentLogBacklog {
-		if _, err := f.Seek(info.Size()-agentLogBacklog, io.SeekStart); err != nil {
+	defer func() { _ = f.Close() }()
+	backlog := d.opts.LogBacklog
+	if info, err := f.Stat(); err == nil && info.Size() > backlog {
+		if _, err := f.Seek(info.Size()-backlog, io.SeekStart); err != nil {
 			return err
+		}
+	} else if err == nil {
+		// The rest of the backlog from the rotated part, if any.
+		if b := readTail(rotated(path), backlog-info.Size()); len(b) > 0 {
+			if err := stream.Send(&agentctlv1.ReadAgentLogResponse{Data: b}); err != nil {
+				return err
+			}
 		}
 	}
 	ctx := stream.Context()
@@ -103,7 +93,14 @@ func (d *Daemon) ReadAgentLog(req *agentctlv1.ReadAgentLogRequest, stream grpc.S
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		// At the end of what is written.
+		// At the end of what is written to f.
+		if next := reopened(f, path); next != nil {
+			// Rotated: f, now agent.log.1, is complete; go on with the
+			// new agent.log from its start.
+			_ = f.Close()
+			f = next
+			continue
+		}
 		if !req.GetFollow() {
 			return nil
 		}
@@ -126,4 +123,19 @@ func (d *Daemon) ReadAgentLog(req *agentctlv1.ReadAgentLogRequest, stream grpc.S
 			return nil
 		}
 	}
+}
+
+// reopened returns path opened anew if it is no longer the file f reads
+// (the log was rotated), else nil.
+func reopened(f *os.File, path string) *os.File {
+	cur, err1 := f.Stat()
+	now, err2 := os.Stat(path)
+	if err1 != nil || err2 != nil || os.SameFile(cur, now) {
+		return nil
+	}
+	next, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	return next
 }
