@@ -99,7 +99,8 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
-		sessionsDir, logsDir, agentUIDs                 string
+		sessionsDir, logsDir, agentUIDs, logFile        string
+		logFileMax                                      int64
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
@@ -123,7 +124,19 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 {"protocol","addr","pid","version"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(stderr, logLevel)
+			logTo := stderr
+			if logFile != "" {
+				if logFileMax <= 0 {
+					return usageError{fmt.Errorf("--log-file-max-bytes %d: must be positive", logFileMax)}
+				}
+				f, err := daemon.OpenLogFile(logFile, logFileMax)
+				if err != nil {
+					return fmt.Errorf("--log-file: %w", err)
+				}
+				defer f.Close()
+				logTo = io.MultiWriter(stderr, f)
+			}
+			log, err := newLogger(logTo, logLevel)
 			if err != nil {
 				return err
 			}
@@ -161,7 +174,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
-				ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
+				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
 			})
 			if err != nil {
 				return err
@@ -225,6 +238,8 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.DurationVar(&keptLogs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFile, "log-file", "", "also write agentctl's log to this file, from which the orchestrator reads a session's lines (session logs --agentctl on remote hosts)")
+	f.Int64Var(&logFileMax, "log-file-max-bytes", daemon.DefaultAgentLogMax, "bound on --log-file: rotated to FILE.1 at half of it")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
 	f.StringVar(&tlsKey, "tls-key", "", "server private key (PEM) for mutual TLS")
 	f.StringVar(&clientCA, "client-ca", "", "CA certificate (PEM) that signs orchestrator client certificates")

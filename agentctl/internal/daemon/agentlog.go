@@ -3,6 +3,7 @@ package daemon
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -113,4 +114,14 @@ func readTail(path string, n int64) []byte {
 	off := max(info.Size()-n, 0)
 	b, _ := io.ReadAll(io.NewSectionReader(f, off, info.Size()-off))
 	return b
+}
+
+// OpenLogFile opens agentctl's own log file (agentctl serve --log-file),
+// bounded as an agent's log is: rotated to PATH.1 at half of limit. Its
+// directory is made if missing.
+func OpenLogFile(path string, limit int64) (io.WriteCloser, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return openRotatingLog(path, limit, func(string) error { return nil })
 }

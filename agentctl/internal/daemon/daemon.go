@@ -106,6 +106,10 @@ type Options struct {
 	// ...) if zero.
 	ExitTailLines, ExitTailBytes int
 	LogBacklog, AgentLogMax      int64
+	// LogFile is the file agentctl's own log is written to (agentctl serve
+	// --log-file), which ReadAgentctlLog reads; empty: none (the log goes
+	// to stderr only, its host's).
+	LogFile string
 	// KeptLogs bounds LogsDir: stopped sessions' logs beyond it are
 	// removed, the oldest first, whenever a session stops and at start.
 	// Zero: no bound (the local executor's agentctl: the orchestrator

@@ -139,3 +139,93 @@ func reopened(f *os.File, path string) *os.File {
 	}
 	return next
 }
+
+// ReadAgentctlLog implements agentctlv1.AgentctlServiceServer: the lines
+// of agentctl's log file (Options.LogFile) that name the session, from
+// the last LogBacklog bytes of the file (with its rotated part), then,
+// with follow, as they are written, until the session is no longer
+// hosted. The session may have stopped long ago: its lines stay.
+func (d *Daemon) ReadAgentctlLog(req *agentctlv1.ReadAgentctlLogRequest, stream grpc.ServerStreamingServer[agentctlv1.ReadAgentctlLogResponse]) error {
+	id := req.GetSessionId()
+	if id == "" {
+		return errdefs.RequiredField("session_id")
+	}
+	if d.opts.LogFile == "" {
+		return errdefs.FailedPrecondition("this agentctl keeps no log file (agentctl serve --log-file): its log is its host's")
+	}
+	f, err := os.Open(d.opts.LogFile)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	backlog := d.opts.LogBacklog
+	var pending []byte
+	if info, err := f.Stat(); err == nil && info.Size() > backlog {
+		if _, err := f.Seek(info.Size()-backlog, io.SeekStart); err != nil {
+			return err
+		}
+	} else if err == nil {
+		pending = readTail(rotated(d.opts.LogFile), backlog-info.Size())
+	}
+	// Lines naming the session: "session_id=ID" then a space or the end.
+	mark := []byte("session_id=" + id)
+	send := func(all bool) error {
+		var out []byte
+		for {
+			i := bytes.IndexByte(pending, '\n')
+			if i < 0 {
+				break
+			}
+			line := pending[:i+1]
+			pending = pending[i+1:]
+			if j := bytes.Index(line, mark); j >= 0 {
+				if rest := line[j+len(mark):]; rest[0] == ' ' || rest[0] == '\n' {
+					out = append(out, line...)
+				}
+			}
+		}
+		if all {
+			pending = pending[:0]
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return stream.Send(&agentctlv1.ReadAgentctlLogResponse{Data: out})
+	}
+	ctx := stream.Context()
+	tick := time.NewTicker(agentLogPoll)
+	defer tick.Stop()
+	buf := make([]byte, agentLogChunk)
+	ended := false // the session was seen gone: one more read takes its last lines
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			pending = append(pending, buf[:n]...)
+			if err := send(false); err != nil {
+				return err
+			}
+			if len(pending) > agentLogChunk { // a line that long is cut
+				pending = pending[:0]
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if next := reopened(f, d.opts.LogFile); next != nil {
+			_ = f.Close()
+			f = next
+			continue
+		}
+		if !req.GetFollow() || ended {
+			return send(true)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		_, err = d.lookup(id)
+		ended = err != nil
+	}
+}
