@@ -534,6 +534,12 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
 	if errors.Is(err, errdefs.ErrNotFound) {
+		if info, err := e.cli.ContainerInspect(ctx, st.ContainerID); err == nil && info.State != nil && info.State.Running && info.Config != nil &&
+			info.Config.Labels[LabelOrchestrator] != e.opts.OrchestratorID {
+			// A copy of another installation's database (ADR 0014).
+			return errdefs.FailedPrecondition("the container of session %s (%s) runs for orchestrator installation %q; stop the session there (docs/operations.md, restoring a backup)",
+				st.SessionID, short(st.ContainerID), info.Config.Labels[LabelOrchestrator])
+		}
 		e.retire(ctx, st) // not attached, but leave no container or secret behind
 		return nil
 	} else if err != nil {

@@ -405,3 +405,33 @@ func TestContainersAgentctlGetsTheBoundsGiven(t *testing.T) {
 	require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(got)), "\n")+1, "--docker-log-tail 1: one line: %q", got)
 }
+
+// TestAnotherInstallationCannotRemoveTheContainer: before, an
+// orchestrator on a copy of the database, not holding the session,
+// removed the original's running container (and its secret) on `session
+// stop`. The container's label names its installation; another one is
+// refused.
+func TestAnotherInstallationCannotRemoveTheContainer(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	state := t.TempDir()
+	original, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: state, Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer original.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := original.Launch(ctx, executors.Spec{SessionID: "owned", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = original.Stop(context.Background(), h) })
+
+	copied, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name() + "-restored"})
+	require.NoError(t, err)
+	defer copied.Close()
+	err = copied.Stop(ctx, h)
+	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), t.Name(), "names the installation it runs for")
+	st, err := original.Inspect(ctx, h)
+	require.NoError(t, err)
+	assert.Equal(t, executors.PhaseRunning, st.Phase, "the original's session still runs")
+	assert.DirExists(t, filepath.Join(state, "owned"), "its secret is kept")
+}

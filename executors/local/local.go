@@ -638,6 +638,12 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 		if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 			return err
 		}
+		if !e.owns(st) && procs.Alive(st.PID) {
+			// A copy of another installation's database (ADR 0014): its
+			// agentctl and its directories are that installation's.
+			return errdefs.FailedPrecondition("the agentctl of session %s (pid %d) runs for another orchestrator installation: its state is in %s, outside this orchestrator's %s; stop the session there (docs/operations.md, restoring a backup)",
+				st.SessionID, st.PID, st.Dir, e.opts.StateDir)
+		}
 		e.killDetached(st)
 		if !procs.Alive(st.PID) {
 			e.retire(st) // gone before, or ended now: its secrets go too
@@ -660,6 +666,13 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// owns reports whether a handle's session directory is in this
+// executor's state directory: whether this installation started it.
+func (e *Executor) owns(st state) bool {
+	rel, err := filepath.Rel(e.opts.StateDir, st.Dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // killDetached ends the agentctl of a session this orchestrator does not
