@@ -447,3 +447,23 @@ func TestAgentctlLogIsTheDaemonsLinesOfTheSession(t *testing.T) {
 	assert.Contains(t, err.Error(), "--log-file")
 	testutil.Figure(t, "remote session logs --agentctl", "%d lines of the daemon's log, each naming the session, after its stop; following ended with the stop", len(lines))
 }
+
+// Before, `session logs` of a stopped remote session was refused: the
+// daemon kept the agent's log on its host, and no call served it.
+func TestAStoppedSessionsAgentLogIsServed(t *testing.T) {
+	h := startHost(t)
+	e := h.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	handle, _, err := e.Launch(ctx, executors.Spec{SessionID: "kept", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl", "version"}}}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := e.Inspect(ctx, handle)
+		return err == nil && st.Phase == executors.PhaseAgentExited
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, e.Stop(ctx, handle))
+	var kept []byte
+	require.NoError(t, e.KeptAgentLog(ctx, handle, func(b []byte) error { kept = append(kept, b...); return nil }))
+	assert.Contains(t, string(kept), "contract toolscope.agentctl.v1.AgentctlService")
+}

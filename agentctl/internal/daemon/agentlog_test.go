@@ -86,6 +86,14 @@ func TestAnAgentsLogIsBoundedAndKeepsItsLatestOutput(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(kept), max)
 	assert.True(t, strings.HasSuffix(string(kept), "line 100000\n"), "the kept log ends with the agent's last line")
+	stream, err = h.client.ReadAgentLog(context.Background(), &agentctlv1.ReadAgentLogRequest{SessionId: "s1", Follow: true})
+	require.NoError(t, err)
+	m, err := stream.Recv()
+	require.NoError(t, err, "the stopped session's kept log is served")
+	assert.Len(t, m.GetData(), 8<<10)
+	assert.True(t, strings.HasSuffix(string(m.GetData()), "line 100000\n"))
+	_, err = stream.Recv()
+	assert.ErrorIs(t, err, io.EOF, "not followed")
 	testutil.Figure(t, "agent log bound", "1,200,000 bytes written; %d bytes in agent.log + agent.log.1 (bound %d), %d kept after stop; exit tail 3 lines; backlog %d bytes",
 		total, max, len(kept), len(read))
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -50,6 +51,12 @@ const (
 // ReadAgentLog implements agentctlv1.AgentctlServiceServer.
 func (d *Daemon) ReadAgentLog(req *agentctlv1.ReadAgentLogRequest, stream grpc.ServerStreamingServer[agentctlv1.ReadAgentLogResponse]) error {
 	s, err := d.lookup(req.GetSessionId())
+	if errors.Is(err, errdefs.ErrNotFound) && !strings.ContainsAny(req.GetSessionId(), `/\`) {
+		// A stopped session is forgotten; its log was kept in LogsDir.
+		if b := lastBytes(filepath.Join(d.opts.LogsDir, req.GetSessionId(), "agent.log"), d.opts.LogBacklog); b != nil {
+			return stream.Send(&agentctlv1.ReadAgentLogResponse{Data: b})
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,9 @@ type AgentctlServiceClient interface {
 	// ReadAgentLog streams a session's agent log (the agent's stdout and
 	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
 	// the agent has exited and all of it was sent, the session stops, or the
-	// call ends. A session without an agent is FAILED_PRECONDITION.
+	// call ends. A session without an agent is FAILED_PRECONDITION. A
+	// session no longer hosted (stopped): the log kept at its stop, in
+	// --logs-dir, if any, without following.
 	ReadAgentLog(ctx context.Context, in *ReadAgentLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentLogResponse], error)
 	// ReadAgentctlLog streams the lines of agentctl's own log (agentctl
 	// serve --log-file) that name a session (session_id=ID), whatever the
@@ -239,7 +241,9 @@ type AgentctlServiceServer interface {
 	// ReadAgentLog streams a session's agent log (the agent's stdout and
 	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
 	// the agent has exited and all of it was sent, the session stops, or the
-	// call ends. A session without an agent is FAILED_PRECONDITION.
+	// call ends. A session without an agent is FAILED_PRECONDITION. A
+	// session no longer hosted (stopped): the log kept at its stop, in
+	// --logs-dir, if any, without following.
 	ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error
 	// ReadAgentctlLog streams the lines of agentctl's own log (agentctl
 	// serve --log-file) that name a session (session_id=ID), whatever the
