@@ -96,7 +96,7 @@ func startHostWith(t testing.TB, o hostOptions) *host {
 		Cmd:          append(cmd, o.args...),
 		Env:          o.env,
 		ExposedPorts: nat.PortSet{nat.Port(grpcPort + "/tcp"): {}, nat.Port(mcpPort + "/tcp"): {}},
-		Labels:       map[string]string{"toolscope.test": "remote-host"},
+		Labels:       map[string]string{testutil.LabelTest: "remote-host"},
 	}, &container.HostConfig{
 		Binds: append([]string{agentctl + ":/toolscope/agentctl:ro", certs + ":/certs:ro"}, o.binds...),
 		PortBindings: nat.PortMap{
