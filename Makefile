@@ -59,6 +59,18 @@ test: ## run every test with -race, then print the reliability figures and the s
 # without the race detector, where its tighter notification bound (250 ms) applies.
 LOAD_TEST = TOOLSCOPE_LOAD=1 TOOLSCOPE_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestLoad' ./agentctl/internal/daemon
 
+# The notification tests under CPU hogs: two busy-loop processes compete
+# with them for the cores, -race, many times over ("one list_changed per
+# effective change" whatever the scheduling, issue 16).
+STRESS_TESTS := TestOneNotificationPerEffectiveChange|TestOneNotificationWhateverTheScheduling|TestChurnIsCoalescedButNeverStarved
+STRESS_COUNT ?= 30
+
+.PHONY: test-stress
+test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS_COUNT); a few minutes
+	@hogs=""; for i in 1 2; do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
+	trap 'kill $$hogs' EXIT INT TERM; \
+	$(GO) test -race -count=$(STRESS_COUNT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./agentctl/internal/mcpserver/ ./agentctl/internal/daemon/
+
 .PHONY: test-long
 test-long: ## the agentctl load storm, alone: under -race, then without it (250 ms bound); about 30 s
 	@mkdir -p bench

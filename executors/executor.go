@@ -256,6 +256,15 @@ type AgentLogReader interface {
 	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
 }
 
+// KeptAgentLogReader is an optional capability: a backend that keeps a
+// session's agent log once its agentctl ended (the local executor's logs
+// directory), for sessions AgentLog no longer serves.
+type KeptAgentLogReader interface {
+	// KeptAgentLog sends the kept log's last bytes (the log backlog) to
+	// fn; errdefs.ErrNotFound if none was kept.
+	KeptAgentLog(ctx context.Context, h Handle, fn func([]byte) error) error
+}
+
 // AgentctlLogReader is an optional capability: a backend that keeps the
 // log of each session's agentctl, also once the session failed or
 // stopped (the local executor's agentctl.log).

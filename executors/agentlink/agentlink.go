@@ -103,6 +103,12 @@ func Dial(opts Options) (*Link, error) {
 	default:
 		return nil, errdefs.InvalidField("credentials", "a secret or a TLS configuration is required to reach agentctl")
 	}
+	if opts.OrchestratorID != "" {
+		// Every call names the installation, not only the Attach hello:
+		// agentctl refuses pushes and stops from another one while its
+		// holder is attached (ADR 0014).
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer.Installation(opts.OrchestratorID)))
+	}
 	conn, err := grpc.NewClient(opts.Addr, dial...)
 	if err != nil {
 		return nil, err
@@ -387,6 +393,26 @@ func (l *Link) AgentLog(ctx context.Context, sessionID string, follow bool, fn f
 	if err != nil {
 		return err
 	}
+	return receive(stream, fn)
+}
+
+// AgentctlLog streams the lines of agentctl's own log that name a
+// session to fn (agentctl ReadAgentctlLog).
+func (l *Link) AgentctlLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := l.Client.ReadAgentctlLog(ctx, &agentctlv1.ReadAgentctlLogRequest{SessionId: sessionID, Follow: follow})
+	if err != nil {
+		return err
+	}
+	return receive(stream, fn)
+}
+
+// receive hands each message of a log stream to fn until it ends.
+func receive[T any, P interface {
+	*T
+	GetData() []byte
+}](stream grpc.ServerStreamingClient[T], fn func([]byte) error) error {
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -394,7 +420,7 @@ func (l *Link) AgentLog(ctx context.Context, sessionID string, follow bool, fn f
 		} else if err != nil {
 			return err
 		}
-		if err := fn(resp.GetData()); err != nil {
+		if err := fn(P(resp).GetData()); err != nil {
 			return err
 		}
 	}

@@ -281,3 +281,65 @@ func TestAgentctlServesOneOrchestratorAndKeepsItsSessions(t *testing.T) {
 	require.NoError(t, restarted.Close())
 	require.NoError(t, other.WaitAttached(ctx))
 }
+
+// Before, only the Attach hello named the installation: a restored copy,
+// refused the stream, could still stop the original's sessions and push
+// provider sets to them over unary calls. Every call now names it.
+func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
+	addr, secret := serve(t)
+	const original, copied = "toolscope@host-a:/srv/toolscope/toolscope.db", "toolscope@host-a:/restore/toolscope/toolscope.db"
+	dial := func(id string) *agentlink.Link {
+		l, err := agentlink.Dial(agentlink.Options{Addr: addr, Secret: secret, OrchestratorID: id,
+			Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{Text: id} }})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := dial(original)
+	_, err := first.CreateSession(ctx, executors.Spec{SessionID: "s1", TaskID: "t1", WorkspaceID: "w1", Mode: executors.ModeTask,
+		Providers: providers.Of("github"), Generation: 1})
+	require.NoError(t, err)
+	require.NoError(t, first.WaitAttached(ctx))
+
+	refused := func(code error, err error) {
+		t.Helper()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, code, "%v", err)
+		assert.Contains(t, err.Error(), original, "the refusal names the holder")
+	}
+	copy := dial(copied)
+	// While the original's session is hosted, attached or not:
+	// PERMISSION_DENIED, naming it (as its Attach is refused).
+	_, err = copy.SetProviders(ctx, "s1", providers.Of("github", "gitlab"), 9)
+	refused(errdefs.ErrPermissionDenied, err)
+	_, err = copy.SetExternalTools(ctx, "s1", nil, 9)
+	refused(errdefs.ErrPermissionDenied, err)
+	_, err = copy.Notify(ctx, "s1", "hello from the copy")
+	refused(errdefs.ErrPermissionDenied, err)
+	refused(errdefs.ErrPermissionDenied, copy.StopSession(ctx, "s1"))
+	_, err = copy.State(ctx, "s1")
+	refused(errdefs.ErrPermissionDenied, err)
+	require.NoError(t, first.Close())
+	refused(errdefs.ErrPermissionDenied, copy.StopSession(ctx, "s1"))
+	_, err = copy.SetProviders(ctx, "s1", providers.Of("gitlab"), 10)
+	refused(errdefs.ErrPermissionDenied, err)
+
+	// The session is untouched: the original, restarted, finds it as it
+	// left it, and may stop it.
+	restarted := dial(original)
+	restarted.Adopt("s1")
+	require.NoError(t, restarted.WaitAttached(ctx))
+	st, err := restarted.State(ctx, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, executors.PhaseRunning, st.Phase)
+	assert.Equal(t, providers.Of("github"), st.Providers)
+	assert.Equal(t, uint64(1), st.Generation)
+	require.NoError(t, restarted.StopSession(ctx, "s1"))
+
+	// No session hosted, the original attached: FAILED_PRECONDITION,
+	// naming it, until it detaches.
+	_, err = copy.CreateSession(ctx, executors.Spec{SessionID: "s2", TaskID: "t2", WorkspaceID: "w1", Mode: executors.ModeTask})
+	refused(errdefs.ErrFailedPrecondition, err)
+}

@@ -85,8 +85,18 @@ type Options struct {
 	// Managed and Sweep see only those, so orchestrators sharing an engine
 	// never touch each other's containers. Required.
 	OrchestratorID string
-	Log            *slog.Logger
+	// AgentctlFlags are the bounds each container's agentctl is started
+	// with.
+	AgentctlFlags executors.AgentctlFlags
+	// LogTailLines bounds what AgentctlLog sends before following: the
+	// engine keeps a container's output by lines. DefaultLogTailLines if
+	// zero.
+	LogTailLines int
+	Log          *slog.Logger
 }
+
+// DefaultLogTailLines is Options.LogTailLines unless set.
+const DefaultLogTailLines = 5000
 
 type state struct {
 	SessionID   string `json:"session_id"`
@@ -139,6 +149,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 60 * time.Second
+	}
+	if opts.LogTailLines <= 0 {
+		opts.LogTailLines = DefaultLogTailLines
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 5 * time.Second
@@ -193,9 +206,9 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	created, err := e.cli.ContainerCreate(ctx, &container.Config{
 		Image:      spec.Image,
 		Entrypoint: []string{mountDir + "/agentctl"},
-		Cmd: []string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
+		Cmd: append([]string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
 			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort,
-			"--agent-uids", agentuid.Single(agentuid.Default.First).String()},
+			"--agent-uids", agentuid.Single(agentuid.Default.First).String()}, e.opts.AgentctlFlags.Args()...),
 		// agentctl is root in the container, whatever the image's USER,
 		// so that it can run the agent under another uid.
 		User:         "0:0",
@@ -461,21 +474,17 @@ func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool
 	return s.link.AgentLog(ctx, s.st.SessionID, follow, fn)
 }
 
-// agentctlLogLines bounds what AgentctlLog sends before following: the
-// engine keeps the container's output by lines.
-const agentctlLogLines = "5000"
-
 // AgentctlLog implements executors.AgentctlLogReader: agentctl's output is
 // the container's, kept by the engine while the container exists (a
 // stopped or lost session's container is removed). It sends the last
-// 5,000 lines, then, with follow, what agentctl writes until the
+// Options.LogTailLines lines, then, with follow, what agentctl writes until the
 // container ends.
 func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
 	var st state
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return err
 	}
-	logs, err := e.cli.ContainerLogs(ctx, st.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: agentctlLogLines})
+	logs, err := e.cli.ContainerLogs(ctx, st.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: strconv.Itoa(e.opts.LogTailLines)})
 	if client.IsErrNotFound(err) {
 		return errdefs.FailedPrecondition("the container of session %s was removed with it, and agentctl's log with it", st.SessionID)
 	} else if err != nil {
@@ -525,6 +534,12 @@ func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.S
 func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
 	if errors.Is(err, errdefs.ErrNotFound) {
+		if info, err := e.cli.ContainerInspect(ctx, st.ContainerID); err == nil && info.State != nil && info.State.Running && info.Config != nil &&
+			info.Config.Labels[LabelOrchestrator] != e.opts.OrchestratorID {
+			// A copy of another installation's database (ADR 0014).
+			return errdefs.FailedPrecondition("the container of session %s (%s) runs for orchestrator installation %q; stop the session there (docs/operations.md, restoring a backup)",
+				st.SessionID, short(st.ContainerID), info.Config.Labels[LabelOrchestrator])
+		}
 		e.retire(ctx, st) // not attached, but leave no container or secret behind
 		return nil
 	} else if err != nil {

@@ -375,3 +375,63 @@ func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(stateDir, "retire-docker-failed"), "a failed launch leaves no secret")
 	testutil.Figure(t, "docker stop: files left, secrets in them", "%d files after stop, %d holding a secret (%d before stop); a failed launch: no directory", files, len(leaks), len(before))
 }
+
+// Before, the orchestrator's bounds for agentctl stopped at the executor
+// (every container's agentctl ran with its defaults) and the container
+// output's tail was a fixed 5,000 lines. Both are options now.
+func TestContainersAgentctlGetsTheBoundsGiven(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name(),
+		AgentctlFlags: executors.AgentctlFlags{MCPMaxSessions: 7, MCPBodyTimeout: 3 * time.Second, ExitTailBytes: 512}, LogTailLines: 1})
+	require.NoError(t, err)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := e.Launch(ctx, executors.Spec{SessionID: "bounds", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	var st struct {
+		ContainerID string `json:"container_id"`
+	}
+	require.NoError(t, json.Unmarshal(h.State, &st))
+	info, err := cli.ContainerInspect(ctx, st.ContainerID)
+	require.NoError(t, err)
+	args := strings.Join(info.Config.Cmd, " ")
+	for _, want := range []string{"--mcp-max-sessions 7", "--mcp-body-timeout 3s", "--exit-tail-bytes 512"} {
+		assert.Contains(t, args, want)
+	}
+	var got []byte
+	require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(got)), "\n")+1, "--docker-log-tail 1: one line: %q", got)
+}
+
+// TestAnotherInstallationCannotRemoveTheContainer: before, an
+// orchestrator on a copy of the database, not holding the session,
+// removed the original's running container (and its secret) on `session
+// stop`. The container's label names its installation; another one is
+// refused.
+func TestAnotherInstallationCannotRemoveTheContainer(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildTestImage(t, cli)
+	state := t.TempDir()
+	original, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: state, Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	defer original.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, _, err := original.Launch(ctx, executors.Spec{SessionID: "owned", TaskID: "t", Mode: executors.ModeTask, Image: image}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = original.Stop(context.Background(), h) })
+
+	copied, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name() + "-restored"})
+	require.NoError(t, err)
+	defer copied.Close()
+	err = copied.Stop(ctx, h)
+	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), t.Name(), "names the installation it runs for")
+	st, err := original.Inspect(ctx, h)
+	require.NoError(t, err)
+	assert.Equal(t, executors.PhaseRunning, st.Phase, "the original's session still runs")
+	assert.DirExists(t, filepath.Join(state, "owned"), "its secret is kept")
+}

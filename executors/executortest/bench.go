@@ -16,6 +16,7 @@ import (
 	"github.com/toolscope/toolscope/internal/benchstats"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 // BenchLaunch times launch → first tools/list answered on e (Launch, an
@@ -100,7 +101,8 @@ func ContainerFloor(cli *client.Client, image, program string) func(b *testing.B
 	return func(b *testing.B) func() {
 		ctx := context.Background()
 		created, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Entrypoint: []string{"/trivial", "wait"},
-			AttachStdout: true, AttachStdin: true, OpenStdin: true, StdinOnce: true},
+			AttachStdout: true, AttachStdin: true, OpenStdin: true, StdinOnce: true,
+			Labels: map[string]string{testutil.LabelTest: "container-floor"}}, // LeaveNothing finds it if left
 			&container.HostConfig{Binds: []string{program + ":/trivial:ro"}}, nil, nil, "")
 		if err != nil {
 			b.Fatal(err)

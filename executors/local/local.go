@@ -13,6 +13,7 @@ package local
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -65,7 +66,11 @@ type Options struct {
 	// when the orchestrator runs as root and it is unset, it is
 	// agentuid.Default. A non-root orchestrator cannot isolate: agents
 	// run as its user (docs/security.md).
-	AgentUIDs      agentuid.Range
+	AgentUIDs agentuid.Range
+	// AgentctlFlags are the bounds each agentctl is started with; LogBacklog
+	// also bounds what AgentctlLog sends before following (1 MiB if
+	// zero).
+	AgentctlFlags  executors.AgentctlFlags
 	Calls          executors.CallHandler
 	Events         executors.EventHandler
 	OrchestratorID string
@@ -259,6 +264,11 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		// A stopped session's agent.log goes beside its agentctl.log.
 		args = append(args, "--logs-dir", filepath.Dir(st.LogDir))
 	}
+	// The orchestrator bounds the logs directory it shares between its
+	// sessions (toolscope serve --logs-max-bytes); an agentctl sees its
+	// own sessions only.
+	args = append(args, "--logs-max-bytes", "0", "--logs-max-age", "0")
+	args = append(args, e.opts.AgentctlFlags.Args()...)
 	if st.AgentUID != 0 {
 		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
 	}
@@ -446,11 +456,11 @@ func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool
 	return s.link.AgentLog(ctx, s.id, follow, fn)
 }
 
-// Bounds of AgentctlLog, as agentctl's ReadAgentLog has them.
+// Bounds of a log read, as agentctl's ReadAgentLog has them: each
+// message, and how often a follower looks for more.
 const (
-	logBacklog = 1 << 20
-	logChunk   = 32 << 10
-	logPoll    = 100 * time.Millisecond
+	logChunk = 32 << 10
+	logPoll  = 100 * time.Millisecond
 )
 
 // AgentctlLog implements executors.AgentctlLogReader: the agentctl.log the
@@ -461,15 +471,33 @@ func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow b
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(st.logDir(), "agentctl.log"))
+	return e.readLog(ctx, filepath.Join(st.logDir(), "agentctl.log"), "agentctl log", st, follow, fn)
+}
+
+// KeptAgentLog implements executors.KeptAgentLogReader: the agent.log
+// kept in the session's logs directory once its agentctl ended.
+func (e *Executor) KeptAgentLog(ctx context.Context, h executors.Handle, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	return e.readLog(ctx, filepath.Join(st.logDir(), "agent.log"), "kept agent log", st, false, fn)
+}
+
+// readLog sends the log file at path's last bytes (the log backlog), then,
+// with follow, what is written to it until the session's agentctl no
+// longer runs or ctx ends.
+func (e *Executor) readLog(ctx context.Context, path, what string, st state, follow bool, fn func([]byte) error) error {
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return errdefs.NotFound("agentctl log of session", st.SessionID)
+		return errdefs.NotFound(what+" of session", st.SessionID)
 	} else if err != nil {
 		return err
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > logBacklog {
-		if _, err := f.Seek(info.Size()-logBacklog, io.SeekStart); err != nil {
+	backlog := cmp.Or(e.opts.AgentctlFlags.LogBacklog, 1<<20)
+	if info, err := f.Stat(); err == nil && info.Size() > backlog {
+		if _, err := f.Seek(info.Size()-backlog, io.SeekStart); err != nil {
 			return err
 		}
 	}
@@ -558,7 +586,11 @@ func (e *Executor) releaseAgent(st state) {
 // a secret back.
 func (e *Executor) retire(st state) {
 	if st.LogDir != "" {
-		keepLog(filepath.Join(st.sessionsDir(), st.SessionID, "agent.log"), filepath.Join(st.LogDir, "agent.log"))
+		// The agent's log, its rotated part first (agentctl serve
+		// --agent-log-max-bytes), if agentctl did not keep it.
+		from := filepath.Join(st.sessionsDir(), st.SessionID, "agent.log")
+		keepLog(from+".1", filepath.Join(st.LogDir, "agent.log"))
+		keepLog(from, filepath.Join(st.LogDir, "agent.log"))
 	}
 	if st.SecretFile != "" {
 		if err := os.Remove(st.SecretFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -606,6 +638,12 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 		if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 			return err
 		}
+		if !e.owns(st) && procs.Alive(st.PID) {
+			// A copy of another installation's database (ADR 0014): its
+			// agentctl and its directories are that installation's.
+			return errdefs.FailedPrecondition("the agentctl of session %s (pid %d) runs for another orchestrator installation: its state is in %s, outside this orchestrator's %s; stop the session there (docs/operations.md, restoring a backup)",
+				st.SessionID, st.PID, st.Dir, e.opts.StateDir)
+		}
 		e.killDetached(st)
 		if !procs.Alive(st.PID) {
 			e.retire(st) // gone before, or ended now: its secrets go too
@@ -628,6 +666,13 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	s.stopped = true
 	e.mu.Unlock()
 	return nil
+}
+
+// owns reports whether a handle's session directory is in this
+// executor's state directory: whether this installation started it.
+func (e *Executor) owns(st state) bool {
+	rel, err := filepath.Rel(e.opts.StateDir, st.Dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // killDetached ends the agentctl of a session this orchestrator does not

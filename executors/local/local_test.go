@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -296,6 +297,12 @@ func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
 	agentLog, err := os.ReadFile(filepath.Join(data, "logs", spec.SessionID, "agent.log"))
 	require.NoError(t, err, "the agent's log is kept")
 	assert.Contains(t, string(agentLog), "an agent")
+	var kept []byte
+	require.NoError(t, e.KeptAgentLog(ctx, h, func(b []byte) error {
+		kept = append(kept, b...)
+		return nil
+	}), "the kept agent log is read after stop")
+	assert.Equal(t, string(agentLog), string(kept))
 	testutil.Figure(t, "local stop: files left, secrets in them", "%d files (logs) after stop, %d holding a secret (%d before stop)", files, len(leaks), len(before))
 }
 
@@ -319,4 +326,36 @@ func TestALaunchRefusedForItsAgentUIDLeavesNoSecret(t *testing.T) {
 	_, _, err = e.Launch(ctx, executors.Spec{SessionID: "refused", TaskID: "t", Mode: executors.ModeTask}, nil)
 	require.ErrorIs(t, err, errdefs.ErrResourceExhausted)
 	assert.NoDirExists(t, filepath.Join(state, "refused"), "the refused launch's secret is not left")
+}
+
+// Before, the orchestrator's bounds for agentctl (the MCP endpoint's, the
+// exit tail, the log bounds) stopped at the executor: every agentctl ran
+// with its defaults. They now reach its command line, and it applies
+// them.
+func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
+	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: filepath.Join(t.TempDir(), "sessions"), OrchestratorID: t.Name(),
+		Calls:         func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
+		AgentctlFlags: executors.AgentctlFlags{MCPMaxSessions: 7, MCPSessionIdle: 90 * time.Second, ExitTailLines: 2, AgentLogMax: 1 << 20}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, _, err := e.Launch(ctx, executors.Spec{SessionID: "bounds-1", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"sh", "-c", "echo one; echo two; echo three; echo four; exit 6"}}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pidOf(t, h)))
+	require.NoError(t, err)
+	args := strings.Join(strings.Split(string(cmdline), "\x00"), " ")
+	for _, want := range []string{"--mcp-max-sessions 7", "--mcp-session-idle 1m30s", "--exit-tail-lines 2", "--agent-log-max-bytes 1048576",
+		"--logs-max-bytes 0"} {
+		assert.Contains(t, args, want)
+	}
+	var st executors.Status
+	require.Eventually(t, func() bool {
+		st, err = e.Inspect(ctx, h)
+		return err == nil && st.Phase == executors.PhaseAgentExited
+	}, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 6, st.AgentExitCode)
+	assert.Equal(t, "three\nfour", st.AgentOutput, "agentctl applied --exit-tail-lines 2")
 }

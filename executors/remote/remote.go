@@ -252,6 +252,42 @@ func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool
 	return l.AgentLog(ctx, id, follow, fn)
 }
 
+// AgentctlLog implements executors.AgentctlLogReader: the lines of the
+// daemon's log that name the session (agentctl serve --log-file, set by
+// the host's operator), also once the session stopped; following them
+// ends when the daemon no longer hosts it.
+func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	if st.Addr != e.opts.Addr {
+		return errdefs.FailedPrecondition("session %q ran on %s; this orchestrator reaches %s", st.SessionID, st.Addr, e.opts.Addr)
+	}
+	l, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return l.AgentctlLog(ctx, st.SessionID, follow, fn)
+}
+
+// KeptAgentLog implements executors.KeptAgentLogReader: the agent log the
+// daemon kept in its --logs-dir when the session stopped.
+func (e *Executor) KeptAgentLog(ctx context.Context, h executors.Handle, fn func([]byte) error) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	if st.Addr != e.opts.Addr {
+		return errdefs.FailedPrecondition("session %q ran on %s; this orchestrator reaches %s", st.SessionID, st.Addr, e.opts.Addr)
+	}
+	l, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return l.AgentLog(ctx, st.SessionID, false, fn)
+}
+
 // Inspect implements executors.Executor. A daemon that does not answer
 // within ProbeTimeout makes the session lost for now.
 func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,7 +96,7 @@ func startHostWith(t testing.TB, o hostOptions) *host {
 		Cmd:          append(cmd, o.args...),
 		Env:          o.env,
 		ExposedPorts: nat.PortSet{nat.Port(grpcPort + "/tcp"): {}, nat.Port(mcpPort + "/tcp"): {}},
-		Labels:       map[string]string{"toolscope.test": "remote-host"},
+		Labels:       map[string]string{testutil.LabelTest: "remote-host"},
 	}, &container.HostConfig{
 		Binds: append([]string{agentctl + ":/toolscope/agentctl:ro", certs + ":/certs:ro"}, o.binds...),
 		PortBindings: nat.PortMap{
@@ -381,4 +382,88 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Before, `session logs --agentctl` of a remote session was refused: the
+// daemon's log was its host's alone. With --log-file, the daemon serves
+// each session its own lines, over mutual TLS, also after the stop.
+func TestAgentctlLogIsTheDaemonsLinesOfTheSession(t *testing.T) {
+	h := startHostWith(t, hostOptions{args: []string{"--log-file", "/tmp/agentctl.log"}, mcpPerSession: true})
+	e := h.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	launch := func(id string) executors.Handle {
+		handle, _, err := e.Launch(ctx, executors.Spec{SessionID: id, TaskID: "task_" + id, Mode: executors.ModeTask}, nil)
+		require.NoError(t, err)
+		return handle
+	}
+	read := func(handle executors.Handle, follow bool) (string, error) {
+		var out []byte
+		err := e.AgentctlLog(ctx, handle, follow, func(b []byte) error {
+			out = append(out, b...)
+			return nil
+		})
+		return string(out), err
+	}
+	first, second := launch("log-one"), launch("log-two")
+	followed := make(chan string, 1)
+	go func() {
+		out, err := read(first, true)
+		assert.NoError(t, err)
+		followed <- out
+	}()
+	require.NoError(t, e.Stop(ctx, first))
+	var out string
+	select {
+	case out = <-followed:
+	case <-ctx.Done():
+		t.Fatal("following the agentctl log did not end when the session stopped")
+	}
+	assert.Contains(t, out, "session created")
+	assert.Contains(t, out, "session stopped", "followed until the daemon no longer hosts it")
+
+	after, err := read(first, false)
+	require.NoError(t, err, "read after the stop")
+	lines := strings.Split(strings.TrimSpace(after), "\n")
+	require.GreaterOrEqual(t, len(lines), 2)
+	for _, line := range lines {
+		assert.Regexp(t, `session_id=log-one( |$)`, line, "only the session's own lines")
+	}
+	assert.NotContains(t, after, "log-two")
+	assert.NotContains(t, after, "agentctl serving", "the daemon's lines of no session are not sent")
+	other, err := read(second, false)
+	require.NoError(t, err)
+	assert.Contains(t, other, "session_id=log-two")
+	assert.NotContains(t, other, "log-one")
+	require.NoError(t, e.Stop(ctx, second))
+
+	bare := startHostWith(t, hostOptions{mcpPerSession: true})
+	be := bare.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+	handle, _, err := be.Launch(ctx, executors.Spec{SessionID: "no-file", TaskID: "t", Mode: executors.ModeTask}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = be.Stop(context.Background(), handle) })
+	err = be.AgentctlLog(ctx, handle, false, func([]byte) error { return nil })
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "--log-file")
+	testutil.Figure(t, "remote session logs --agentctl", "%d lines of the daemon's log, each naming the session, after its stop; following ended with the stop", len(lines))
+}
+
+// Before, `session logs` of a stopped remote session was refused: the
+// daemon kept the agent's log on its host, and no call served it.
+func TestAStoppedSessionsAgentLogIsServed(t *testing.T) {
+	h := startHost(t)
+	e := h.executor(t, func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	handle, _, err := e.Launch(ctx, executors.Spec{SessionID: "kept", TaskID: "t", Mode: executors.ModeTask,
+		Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl", "version"}}}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := e.Inspect(ctx, handle)
+		return err == nil && st.Phase == executors.PhaseAgentExited
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, e.Stop(ctx, handle))
+	var kept []byte
+	require.NoError(t, e.KeptAgentLog(ctx, handle, func(b []byte) error { kept = append(kept, b...); return nil }))
+	assert.Contains(t, string(kept), "contract toolscope.agentctl.v1.AgentctlService")
 }

@@ -24,24 +24,31 @@ const prSetChildSubreaper = 36
 
 // LeaveNothing runs m's tests, then cleanup, and fails the package (a
 // nonzero code, with what was left on stderr) if a process the tests
-// started is still alive, or a temporary build a Binary made is still on
-// disk. Call it from TestMain: os.Exit(testutil.LeaveNothing(m, ...)).
+// started is still alive, a temporary build a Binary made is still on
+// disk, an agent session directory (SessionsDirPattern) made while they
+// ran is still in the temporary directory with no live process naming
+// it, or a container labelled as toolscope's (the docker executor's, or
+// LabelTest) that mounts one of the package's builds still exists. Call it from TestMain: os.Exit(testutil.LeaveNothing(m, ...)).
 //
 // The test process becomes a child subreaper, so a process its tests
 // started stays its descendant even when its parent (a server the test
 // killed) is gone; a process whose command line names a Binary's build is
-// counted too. What is left is killed after it is reported, so a failing
-// package leaves nothing either.
+// counted too. What is left is killed (removed) after it is reported, so
+// a failing package leaves nothing either.
 func LeaveNothing(m *testing.M, cleanup ...func()) int {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "leave nothing: become a child subreaper: %v\n", errno)
 		return 1
 	}
+	before := sessionDirs()
 	code := m.Run()
+	// The builds' directories, known before cleanup removes them: a
+	// container that mounts one is this package's.
+	mounted := builds.dirs()
 	for _, f := range cleanup {
 		f()
 	}
-	if err := checkLeftovers(LeaveNothingWait); err != nil {
+	if err := checkLeftovers(LeaveNothingWait, before, mounted); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left something behind: %v\n", err)
 		if code == 0 {
 			code = 1
@@ -51,10 +58,17 @@ func LeaveNothing(m *testing.M, cleanup ...func()) int {
 }
 
 // checkLeftovers waits up to wait for the processes the tests started to
-// exit, then reports (and kills) those still alive and reports the builds
-// still on disk.
-func checkLeftovers(wait time.Duration) error {
-	var left []procs.Process
+// exit, for the agents' session directories made since before (sessionDirs)
+// to be removed, and for the containers mounting one of mounted to be
+// removed; then it reports (and ends or removes) what is left, and the
+// builds still on disk.
+func checkLeftovers(wait time.Duration, before map[string]bool, mounted []string) error {
+	var (
+		left       []procs.Process
+		dirs       []string
+		containers []container
+		errs       []error
+	)
 	deadline := time.Now().Add(wait)
 	for {
 		ps, err := processes()
@@ -62,15 +76,27 @@ func checkLeftovers(wait time.Duration) error {
 			return err
 		}
 		left = started(ps, os.Getpid(), builds.dirs())
-		if len(left) == 0 || time.Now().After(deadline) {
+		dirs = leftSessionDirs(before, ps)
+		containers, err = leftContainers(mounted)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if (len(left) == 0 && len(dirs) == 0 && len(containers) == 0) || err != nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond) // polling /proc: there is no event for another process's exit
+		time.Sleep(50 * time.Millisecond) // polling /proc and the engine: there is no event for another process's exit
 	}
-	var errs []error
 	for _, p := range left {
 		errs = append(errs, fmt.Errorf("process %d still running: %s", p.PID, p.Args))
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	for _, dir := range dirs {
+		errs = append(errs, fmt.Errorf("agent session directory %s still on disk (a session was never stopped, or its executor did not retire it)", dir))
+		_ = os.RemoveAll(dir)
+	}
+	for _, c := range containers {
+		errs = append(errs, fmt.Errorf("container %s %v still there (labels %v): a test did not stop its session or remove its container", short(c.ID), c.Names, c.Labels))
+		removeContainer(c.ID)
 	}
 	for _, dir := range builds.dirs() {
 		if _, err := os.Stat(dir); err == nil {
@@ -79,6 +105,8 @@ func checkLeftovers(wait time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+func short(id string) string { return id[:min(len(id), 12)] }
 
 // processes lists the processes of /proc.
 func processes() ([]procs.Process, error) {

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -43,4 +45,82 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 	assert.Empty(t, ProcessesNaming(t, marker), "ended")
 	var ws syscall.WaitStatus
 	_, _ = syscall.Wait4(orphan, &ws, 0, nil) // reap it: it is the test process's child now
+}
+
+// TestLeftSessionDirsAreFound: an agent session directory made while the
+// tests ran, that no live process names, is left behind; one a live
+// process (another package's agentctl) names is not.
+func TestLeftSessionDirsAreFound(t *testing.T) {
+	before := sessionDirs()
+	left, err := os.MkdirTemp("", "toolscope-sessions-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(left) })
+	inUse, err := os.MkdirTemp("", "toolscope-sessions-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(inUse) })
+	holder := exec.Command("sh", "-c", `read x`, inUse) // names inUse until its stdin closes
+	stdin, err := holder.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { _ = stdin.Close(); _ = holder.Wait() })
+
+	ps, err := processes()
+	require.NoError(t, err)
+	assert.Equal(t, []string{left}, leftSessionDirs(before, ps))
+}
+
+// TestLeftContainersAreFound: a container labelled as toolscope's that
+// mounts one of the package's builds is left behind, running or not, and
+// removed once reported; one that mounts nothing of the package is not.
+func TestLeftContainersAreFound(t *testing.T) {
+	c := dockerClient()
+	if c == nil {
+		SkipOrFailUnderCI(t, "no Docker engine socket")
+	}
+	resp, err := c.Get("http://docker/images/json")
+	if err != nil {
+		SkipOrFailUnderCI(t, "no Docker engine answers: %v", err)
+	}
+	var images []struct {
+		RepoTags []string `json:"RepoTags"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&images))
+	_ = resp.Body.Close()
+	image := ""
+	for _, im := range images {
+		if len(im.RepoTags) > 0 && im.RepoTags[0] != "<none>:<none>" {
+			image = im.RepoTags[0]
+		}
+	}
+	if image == "" {
+		SkipOrFailUnderCI(t, "no tagged image in the Docker engine to create a container from")
+	}
+	build := t.TempDir()
+	create := func(bind string) string {
+		body, _ := json.Marshal(map[string]any{
+			"Image": image, "Cmd": []string{"/nothing"}, "Labels": map[string]string{LabelTest: "leave-nothing"},
+			"HostConfig": map[string]any{"Binds": []string{bind + ":/mounted:ro"}},
+		})
+		resp, err := c.Post("http://docker/containers/create", "application/json", bytes.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var created struct {
+			ID string `json:"Id"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+		require.NotEmpty(t, created.ID, "create: %s", resp.Status)
+		t.Cleanup(func() { removeContainer(created.ID) })
+		return created.ID
+	}
+	ours := create(build)
+	create(t.TempDir()) // not a build of the package's
+
+	left, err := leftContainers([]string{build})
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, ours, left[0].ID)
+	removeContainer(ours)
+	left, err = leftContainers([]string{build})
+	require.NoError(t, err)
+	assert.Empty(t, left, "removed")
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
 )
@@ -98,11 +99,15 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
 		tlsCert, tlsKey, clientCA                       string
-		sessionsDir, logsDir, agentUIDs                 string
+		sessionsDir, logsDir, agentUIDs, logFile        string
+		logFileMax                                      int64
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
 		callTimeout                                     time.Duration
 		mcpLimits                                       mcpserver.Limits
+		exitTailLines, exitTailBytes                    int
+		logBacklog, agentLogMax                         int64
+		keptLogs                                        logdir.Bound
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -119,7 +124,19 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 {"protocol","addr","pid","version"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(stderr, logLevel)
+			logTo := stderr
+			if logFile != "" {
+				if logFileMax <= 0 {
+					return usageError{fmt.Errorf("--log-file-max-bytes %d: must be positive", logFileMax)}
+				}
+				f, err := daemon.OpenLogFile(logFile, logFileMax)
+				if err != nil {
+					return fmt.Errorf("--log-file: %w", err)
+				}
+				defer f.Close()
+				logTo = io.MultiWriter(stderr, f)
+			}
+			log, err := newLogger(logTo, logLevel)
 			if err != nil {
 				return err
 			}
@@ -133,6 +150,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
 			if err := checkMCPLimits(cmd, mcpLimits); err != nil {
+				return err
+			}
+			if err := checkLogBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, keptLogs); err != nil {
 				return err
 			}
 			uids, err := agentuid.Parse(agentUIDs)
@@ -154,6 +174,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
+				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
 			})
 			if err != nil {
 				return err
@@ -209,8 +230,16 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.IntVar(&mcpLimits.MaxConns, "mcp-max-conns", mcpserver.DefaultMaxConns, "MCP endpoints: most connections open at once, each; more wait to be accepted")
 	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
 	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
+	f.IntVar(&exitTailLines, "exit-tail-lines", daemon.DefaultExitTailLines, "most lines of the agent's output an agent_exited event carries")
+	f.IntVar(&exitTailBytes, "exit-tail-bytes", daemon.DefaultExitTailBytes, "most bytes of the agent's output an agent_exited event carries")
+	f.Int64Var(&logBacklog, "log-backlog", daemon.DefaultLogBacklog, "bytes of an agent's log sent before following it (ReadAgentLog)")
+	f.Int64Var(&agentLogMax, "agent-log-max-bytes", daemon.DefaultAgentLogMax, "bound on a running agent's log: agent.log is rotated to agent.log.1 at half of it, keeping the latest output")
+	f.Int64Var(&keptLogs.MaxBytes, "logs-max-bytes", logdir.DefaultMaxBytes, "bound on the stopped sessions' logs in --logs-dir: the oldest are removed first (0: no bound; a live session's never are)")
+	f.DurationVar(&keptLogs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFile, "log-file", "", "also write agentctl's log to this file, from which the orchestrator reads a session's lines (session logs --agentctl on remote hosts)")
+	f.Int64Var(&logFileMax, "log-file-max-bytes", daemon.DefaultAgentLogMax, "bound on --log-file: rotated to FILE.1 at half of it")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
 	f.StringVar(&tlsKey, "tls-key", "", "server private key (PEM) for mutual TLS")
 	f.StringVar(&clientCA, "client-ca", "", "CA certificate (PEM) that signs orchestrator client certificates")
@@ -230,6 +259,23 @@ func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
+		}
+	}
+	return nil
+}
+
+// checkLogBounds refuses a bound on agents' logs that is not positive
+// (the kept logs' bounds may be 0: none), naming the flag.
+func checkLogBounds(cmd *cobra.Command, lines, bytes int, backlog, agentLog int64, kept logdir.Bound) error {
+	for _, c := range []struct {
+		flag string
+		ok   bool
+	}{
+		{"exit-tail-lines", lines > 0}, {"exit-tail-bytes", bytes > 0}, {"log-backlog", backlog > 0},
+		{"agent-log-max-bytes", agentLog > 0}, {"logs-max-bytes", kept.MaxBytes >= 0}, {"logs-max-age", kept.MaxAge >= 0},
+	} {
+		if !c.ok {
+			return usageError{fmt.Errorf("--%s %s: out of range (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
 		}
 	}
 	return nil

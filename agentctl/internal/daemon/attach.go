@@ -54,24 +54,41 @@ var ErrAttachedElsewhere = fmt.Errorf("agentctl serves another orchestrator: %w"
 // installation's database must not take over the original's sessions.
 var ErrOwnedElsewhere = fmt.Errorf("agentctl hosts another orchestrator's sessions: %w", errdefs.ErrPermissionDenied)
 
-// claim attaches send as o's stream unless another orchestrator holds
-// agentctl (ErrAttachedElsewhere) or owns the hosted sessions
-// (ErrOwnedElsewhere); hosted counts them.
+// claim attaches send as o's stream unless another orchestrator owns the
+// hosted sessions (ErrOwnedElsewhere) or holds agentctl
+// (ErrAttachedElsewhere); hosted counts the sessions.
 func (h *hub) claim(o holder, hosted int, send func(*agentctlv1.AttachResponse) error) (*link, error) {
 	return h.swap(o, send, func(cur *link) error {
-		if h.owner != "" && h.owner != o.id && hosted > 0 {
-			state := "not attached now"
-			if cur != nil {
-				state = "attached " + cur.holder.String()
-			}
-			return fmt.Errorf("%w: its %d session(s) belong to orchestrator %q (%s); orchestrator %q may not take them over "+
-				"(a copy of that installation's database? see docs/operations.md, restoring a backup)", ErrOwnedElsewhere, hosted, h.owner, state, o.id)
-		}
-		if cur != nil && cur.holder.id != o.id {
-			return fmt.Errorf("%w: orchestrator %s holds it; orchestrator %q is refused until it detaches", ErrAttachedElsewhere, cur.holder, o.id)
-		}
-		return nil
+		return h.refuseLocked(o.id, hosted, "is refused")
 	})
+}
+
+// refuseLocked is the one rule of ADR 0014, for an Attach (claim) and
+// every other call (admit) of orchestrator id: refused while another
+// owns the hosted sessions, attached or not, then while another is
+// attached. what says what is refused, for the message.
+func (h *hub) refuseLocked(id string, hosted int, what string) error {
+	cur := h.current
+	if h.owner != "" && h.owner != id && hosted > 0 {
+		state := "not attached now"
+		if cur != nil {
+			state = "attached " + cur.holder.String()
+		}
+		return fmt.Errorf("%w: its %d session(s) belong to orchestrator %q (%s); orchestrator %q %s "+
+			"(a copy of that installation's database? see docs/operations.md, restoring a backup)", ErrOwnedElsewhere, hosted, h.owner, state, id, what)
+	}
+	if cur != nil && cur.holder.id != id {
+		return fmt.Errorf("%w: orchestrator %s holds it; orchestrator %q %s until it detaches", ErrAttachedElsewhere, cur.holder, id, what)
+	}
+	return nil
+}
+
+// admit refuses a call from orchestrator id as claim refuses its
+// Attach; hosted counts the sessions.
+func (h *hub) admit(id string, hosted int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refuseLocked(id, hosted, "is refused its calls")
 }
 
 // attach makes send the stream tool calls go to, replacing (and failing

@@ -19,6 +19,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/version"
@@ -97,7 +99,23 @@ type Options struct {
 	// MCPLimits bound each session's MCP endpoint (connections, request
 	// bodies, MCP sessions); unset fields take mcpserver's defaults.
 	MCPLimits mcpserver.Limits
-	Logger    *slog.Logger
+	// ExitTailLines and ExitTailBytes bound the agent output an
+	// agent_exited event carries; LogBacklog what ReadAgentLog sends
+	// before following; AgentLogMax a running agent's log (agent.log and
+	// its rotated part agent.log.1). The defaults (DefaultExitTailLines
+	// ...) if zero.
+	ExitTailLines, ExitTailBytes int
+	LogBacklog, AgentLogMax      int64
+	// LogFile is the file agentctl's own log is written to (agentctl serve
+	// --log-file), which ReadAgentctlLog reads; empty: none (the log goes
+	// to stderr only, its host's).
+	LogFile string
+	// KeptLogs bounds LogsDir: stopped sessions' logs beyond it are
+	// removed, the oldest first, whenever a session stops and at start.
+	// Zero: no bound (the local executor's agentctl: the orchestrator
+	// bounds that directory, which holds every session's logs).
+	KeptLogs logdir.Bound
+	Logger   *slog.Logger
 }
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
@@ -149,11 +167,16 @@ func New(opts Options) (*Daemon, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	opts.ExitTailLines = cmp.Or(max(opts.ExitTailLines, 0), DefaultExitTailLines)
+	opts.ExitTailBytes = cmp.Or(max(opts.ExitTailBytes, 0), DefaultExitTailBytes)
+	opts.LogBacklog = cmp.Or(max(opts.LogBacklog, 0), DefaultLogBacklog)
+	opts.AgentLogMax = cmp.Or(max(opts.AgentLogMax, 0), DefaultAgentLogMax)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
 	d.retireLeftovers()
+	d.pruneLogs()
 	return d, nil
 }
 
@@ -207,12 +230,12 @@ func (d *Daemon) authenticate(ctx context.Context, method string) error {
 	p, _ := peer.FromContext(ctx)
 	if d.opts.TLSClientAuth && p != nil {
 		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
-			return nil
+			return d.admit(ctx, method)
 		}
 	}
 	given, err := bearer.Check(ctx, d.opts.Secret)
 	if err == nil {
-		return nil
+		return d.admit(ctx, method)
 	}
 	from := "unknown"
 	if p != nil {
@@ -220,6 +243,25 @@ func (d *Daemon) authenticate(ctx context.Context, method string) error {
 	}
 	d.log.Warn("refused a call without the orchestrator secret", "method", method, "peer", from, "token_given", given)
 	return err
+}
+
+// admit refuses a call (other than Attach, whose hello the hub checks)
+// from an installation other than the one agentctl serves: while another
+// is attached, or owns the sessions hosted (ADR 0014). A call that names
+// no installation is let through.
+func (d *Daemon) admit(ctx context.Context, method string) error {
+	id := bearer.InstallationOf(ctx)
+	if id == "" || method == agentctlv1.AgentctlService_Attach_FullMethodName {
+		return nil
+	}
+	d.mu.Lock()
+	hosted := len(d.sessions)
+	d.mu.Unlock()
+	if err := d.hub.admit(id, hosted); err != nil {
+		d.log.Warn("refused a call from another orchestrator", "method", method, "orchestrator_id", id, "reason", err.Error())
+		return err
+	}
+	return nil
 }
 
 // Close ends the Attach stream and stops every session.
@@ -359,7 +401,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	if len(spec.GetAgent().GetArgv()) == 0 && spec.GetAgent().GetProfile() == "" {
 		return nil
 	}
-	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, func(code int32, out string) {
+	return s.startAgent(spec.GetAgent(), d.opts.AgentctlPath, d.opts, func(code int32, out string) {
 		d.log.Info("agent exited", "session_id", s.id, "exit_code", code)
 		e := s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, fmt.Sprintf("agent exited with code %d", code))
 		e.AgentExitCode, e.AgentOutputTail = code, out
@@ -435,6 +477,7 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 	}
 	d.mu.Unlock()
 	d.log.Info("session stopped", "session_id", s.id)
+	d.pruneLogs()
 	return &agentctlv1.StopSessionResponse{Status: s.status()}, nil
 }
 
@@ -450,24 +493,49 @@ func (d *Daemon) retire(s *session) {
 	}
 }
 
-// keepLog appends the log at from, if any, to agent.log in dir.
-func keepLog(from, dir string) error {
-	src, err := os.Open(from)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	defer src.Close()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	dst, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// pruneLogs bounds LogsDir (Options.KeptLogs), never touching the logs
+// of a session hosted now.
+func (d *Daemon) pruneLogs() {
+	removed, err := logdir.Prune(d.opts.LogsDir, d.opts.KeptLogs, time.Now(), func(id string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.sessions[id]
+		return ok
+	})
 	if err != nil {
-		return err
+		d.log.Warn("bounding the stopped sessions' logs", "dir", d.opts.LogsDir, "error", err)
 	}
-	_, err = io.Copy(dst, src)
-	return errors.Join(err, dst.Close())
+	if len(removed) > 0 {
+		d.log.Info("removed the oldest stopped sessions' logs", "dir", d.opts.LogsDir, "sessions", removed,
+			"max_bytes", d.opts.KeptLogs.MaxBytes, "max_age", d.opts.KeptLogs.MaxAge)
+	}
+}
+
+// keepLog appends the log at from, if any, with its rotated part first,
+// to agent.log in dir.
+func keepLog(from, dir string) error {
+	var errs error
+	for _, part := range []string{rotated(from), from} {
+		src, err := os.Open(part)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			_ = src.Close()
+			return err
+		}
+		dst, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			_ = src.Close()
+			return err
+		}
+		_, err = io.Copy(dst, src)
+		errs = errors.Join(errs, err, dst.Close(), src.Close())
+	}
+	return errs
 }
 
 // Notify implements agentctlv1.AgentctlServiceServer.

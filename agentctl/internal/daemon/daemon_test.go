@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,6 +63,14 @@ func agentMain(mode string) int {
 			}
 		}
 		return 0
+	case "flood":
+		// 100,000 numbered lines (1.2 MB), then exit 4.
+		w := bufio.NewWriter(os.Stdout)
+		for i := 1; i <= 100000; i++ {
+			fmt.Fprintf(w, "line %06d\n", i)
+		}
+		_ = w.Flush()
+		return 4
 	case "wait":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM)

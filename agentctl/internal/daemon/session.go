@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -205,7 +206,7 @@ func (s *session) writeFile(path string, b []byte) error {
 // variables of agentctl's environment, then the spec's env and the plan's,
 // then the MCP variables. With a uid of its own, it runs under it, with
 // its session directory as HOME. It runs in its own process group.
-func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, onExit func(code int32, tail string)) error {
+func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, opts Options, onExit func(code int32, tail string)) error {
 	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
 		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
 		profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
@@ -244,17 +245,24 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		EnvMCPURL+"="+s.url, EnvMCPToken+"="+s.token, EnvMCPConfig+"="+filepath.Join(s.dir, "mcp.json"),
 		EnvSessionID+"="+s.id, EnvTaskID+"="+s.taskID)
 	cmd.Env = env
-	logFile, err := os.OpenFile(filepath.Join(s.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// The agent writes to a pipe; agentctl copies it into agent.log,
+	// bounded (rotatingLog). A pipe, not the file itself: nothing else
+	// could bound what the agent writes.
+	logFile, err := openRotatingLog(filepath.Join(s.dir, "agent.log"), opts.AgentLogMax, s.own)
 	if err != nil {
 		return err
 	}
-	if err := s.own(logFile.Name()); err != nil {
+	pr, pw, err := os.Pipe()
+	if err != nil {
 		_ = logFile.Close()
 		return err
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.credential()}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = pw.Close() // the agent holds the write end now
+	if err != nil {
+		_ = pr.Close()
 		_ = logFile.Close()
 		if s.uid != noUID && errors.Is(err, os.ErrPermission) {
 			return errdefs.FailedPrecondition("start agent %q as uid %d (a uid of its own, not agentctl's): %v; the command and the working directory %q must be reachable by that uid",
@@ -262,18 +270,29 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		}
 		return errdefs.FailedPrecondition("start agent command `%s` in %q: %v", argv[0], spec.GetWorkingDir(), err)
 	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(logFile, pr)
+		_ = pr.Close()
+	}()
 	s.mu.Lock()
 	s.agent, s.agentDone = cmd, make(chan struct{})
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
-		_ = logFile.Close()
+		// What the agent wrote last is in agent.log before the event
+		// goes out, unless a process it left holds the pipe open.
+		select {
+		case <-copied:
+		case <-time.After(agentOutputDrain):
+		}
 		code := int32(cmd.ProcessState.ExitCode())
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
 			code = -1
 		}
-		out := tail(logFile.Name(), agentTailLines, agentTailBytes)
+		out := tail(logFile.path, opts.ExitTailLines, opts.ExitTailBytes)
 		s.mu.Lock()
 		if s.phase == agentctlv1.SessionPhase_SESSION_PHASE_RUNNING {
 			s.phase, s.exitCode, s.exitTail = agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED, code, out
@@ -281,9 +300,16 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		s.mu.Unlock()
 		close(s.agentDone)
 		onExit(code, out)
+		<-copied
+		_ = logFile.Close()
 	}()
 	return nil
 }
+
+// agentOutputDrain bounds how long an exited agent's last output is
+// waited for before its exit is reported: a process it started may hold
+// its output open.
+const agentOutputDrain = 2 * time.Second
 
 // agentNotFound is the error of an agent command that cannot be run from
 // where this agentctl runs (the executor's host or container): a

@@ -21,7 +21,7 @@ import (
 // directory (a restored backup) re-attached every live session of the
 // original. Now agentctl refuses it (ADR 0014): the copy records the
 // session failed, naming the installation that owns it, and the original
-// keeps serving it.
+// keeps serving it. The copy cannot stop it either.
 func TestARestoredCopyDoesNotTakeOverTheOriginalsSessions(t *testing.T) {
 	t.Parallel()
 	agentctl := executortest.Agentctl(t)
@@ -45,6 +45,14 @@ func TestARestoredCopyDoesNotTakeOverTheOriginalsSessions(t *testing.T) {
 	assert.Equal(t, "SESSION_STATE_FAILED", s["state"], "the copy does not hold the original's session")
 	assert.Contains(t, s["status_message"], "belong to orchestrator", "%v", s["status_message"])
 	assert.Contains(t, s["status_message"], filepath.Join(w.dataDir, "toolscope.db"), "the refusal names the original installation")
+
+	// Nor can it stop it: before, its local executor, not holding the
+	// session, ended the agentctl it found by pid and removed the
+	// original's session directory.
+	r := restored.run(t, "session", "stop", sid)
+	assert.Equal(t, 5, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "another orchestrator installation")
+	assert.FileExists(t, filepath.Join(w.dataDir, "sessions", sid, "secret"), "the original's session directory is untouched")
 
 	assert.Equal(t, "SESSION_STATE_RUNNING", w.srv.session(t, sid)["state"])
 	start := time.Now()

@@ -262,7 +262,8 @@ func TestAFailedSessionWhoseAgentctlRunsIsStoppedAndResumedOnce(t *testing.T) {
 
 // TestSessionLogsShowTheAgentsOutput: `session logs` prints a running
 // session's agent log, scrubbed; `--follow` prints what the agent writes
-// next and ends when it exits. A stopped session has no log to serve.
+// next and ends when it exits. A stopped session's log is the copy kept
+// in the logs directory.
 func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -328,10 +329,11 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	}
 	assert.Contains(t, ctlFollowed.String(), "session stopped")
 	assert.Contains(t, srv.ok(t, "session", "logs", "--agentctl", sid), "session stopped", "kept after the session stopped")
-	r := srv.run(t, "session", "logs", sid)
-	assert.Equal(t, 5, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "is stopped")
-	r = srv.run(t, "session", "logs", "--agent", "--agentctl", sid)
+	// The agent's log of the stopped session: the copy kept in the logs
+	// directory (before: exit 5, "no longer runs").
+	assert.Equal(t, "first\ntoken ghp_[redacted]\nsecond\n", srv.ok(t, "session", "logs", sid), "kept after the session stopped, scrubbed")
+	assert.Equal(t, "first\ntoken ghp_[redacted]\nsecond\n", srv.ok(t, "session", "logs", "--follow", sid), "following a stopped session's log ends at once")
+	r := srv.run(t, "session", "logs", "--agent", "--agentctl", sid)
 	assert.Equal(t, 2, r.code, r.stderr)
 	testutil.Figure(t, "session logs --follow", "the agent's last line and the end of the stream %s after the agent was let go",
 		ended.Round(time.Millisecond))
@@ -367,4 +369,36 @@ func TestARefusedLaunchLeavesNoSession(t *testing.T) {
 	}
 	assert.Empty(t, sessions, "no session directory is left")
 	testutil.Figure(t, "refused launches", "%d of %d refused launches (local agent not found, docker image missing) left no session record and no directory", len(refused), len(refused))
+}
+
+// TestServeBoundsTheKeptLogs: <data-dir>/logs kept every stopped
+// session's logs for ever. `toolscope serve --logs-max-bytes` now removes
+// the oldest stopped sessions' logs, at start and after each stop, never
+// a session's that is not stopped.
+func TestServeBoundsTheKeptLogs(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	logs := filepath.Join(dataDir, "logs")
+	require.NoError(t, os.MkdirAll(filepath.Join(logs, "from-last-year"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "from-last-year", "agent.log"), make([]byte, 4096), 0o600))
+	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t), "--logs-max-bytes", "1")
+	assert.NoDirExists(t, filepath.Join(logs, "from-last-year"), "removed at start: over the bound")
+
+	task := newTask(t, srv)
+	launch := func() string {
+		var launched map[string]any
+		require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local",
+			"--agent", "command", "--", "sh", "-c", "echo working; sleep 60")), &launched))
+		return launched["id"].(string)
+	}
+	live, stopped := launch(), launch()
+	require.Eventually(t, func() bool {
+		return strings.Contains(srv.ok(t, "session", "logs", stopped), "working")
+	}, 30*time.Second, 20*time.Millisecond)
+	srv.ok(t, "session", "stop", stopped)
+	assert.NoDirExists(t, filepath.Join(logs, stopped), "a stopped session's logs over the bound are removed at its stop")
+	assert.FileExists(t, filepath.Join(logs, live, "agentctl.log"), "a running session's logs stay, whatever the bound")
+	r := srv.run(t, "serve", "--logs-max-bytes", "-1")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--logs-max-bytes")
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/toolscope/toolscope/executors/docker"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -51,6 +53,9 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 			}
 			if cfg.ProviderCalls.MaxConcurrent < 1 {
 				return usagef("invalid --provider-concurrency %d: give at least 1", cfg.ProviderCalls.MaxConcurrent)
+			}
+			if err := checkServeBounds(cmd); err != nil {
+				return err
 			}
 			if cfg.ProviderCalls.MaxQueued < 0 {
 				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
@@ -90,6 +95,23 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")
+	f := cmd.Flags()
+	f.Int64Var(&cfg.Logs.MaxBytes, "logs-max-bytes", logdir.DefaultMaxBytes, "bound on the stopped sessions' logs in <data-dir>/logs: the oldest are removed first (0: no bound; a session not stopped keeps its logs)")
+	f.DurationVar(&cfg.Logs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
+	f.IntVar(&cfg.DockerLogTailLines, "docker-log-tail", docker.DefaultLogTailLines, "lines of a container's output (its agentctl's log) sent before following it")
+	// Passed to each agentctl the local and docker executors start; a
+	// remote host's daemon takes the same flags from its operator. 0:
+	// agentctl's default.
+	f.IntVar(&cfg.AgentctlFlags.ExitTailLines, "exit-tail-lines", 0, "most lines of an agent's output its agent.exited event carries (0: agentctl's default, 20)")
+	f.IntVar(&cfg.AgentctlFlags.ExitTailBytes, "exit-tail-bytes", 0, "most bytes of an agent's output its agent.exited event carries (0: agentctl's default, 4096)")
+	f.Int64Var(&cfg.AgentctlFlags.LogBacklog, "log-backlog", 0, "bytes of a log 'session logs' sends before following it (0: the default, 1 MiB)")
+	f.Int64Var(&cfg.AgentctlFlags.AgentLogMax, "agent-log-max-bytes", 0, "bound on a running agent's log, rotated at half of it (0: agentctl's default, 64 MiB)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPHeaderTimeout, "mcp-header-timeout", 0, "sessions' MCP endpoints: time for a request's headers (0: agentctl's default, 10s)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPBodyTimeout, "mcp-body-timeout", 0, "sessions' MCP endpoints: time for a request's body (0: agentctl's default, 30s)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPIdleTimeout, "mcp-idle-timeout", 0, "sessions' MCP endpoints: idle kept-alive connections are closed after this (0: agentctl's default, 1m0s)")
+	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
+	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
@@ -661,4 +683,17 @@ func eventKindFilter(names []string) (map[pb.TaskEventKind]bool, error) {
 		out[pb.TaskEventKind(v)] = true
 	}
 	return out, nil
+}
+
+// checkServeBounds refuses a negative bound among serve's flags, naming
+// it (0 is their "default" or "none").
+func checkServeBounds(cmd *cobra.Command) error {
+	for _, name := range []string{"logs-max-bytes", "logs-max-age", "docker-log-tail", "exit-tail-lines", "exit-tail-bytes",
+		"log-backlog", "agent-log-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
+		"mcp-max-sessions", "mcp-session-idle"} {
+		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
+			return usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
+		}
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/toolscope/toolscope/executors/remote"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
@@ -78,7 +79,20 @@ type Config struct {
 	// DBMaxReaders bounds the database's reader connections;
 	// store.DefaultMaxReaders if zero.
 	DBMaxReaders int
+	// AgentctlFlags are the bounds every agentctl the local and docker
+	// executors start gets (agentctl's defaults where zero).
+	AgentctlFlags executors.AgentctlFlags
+	// DockerLogTailLines bounds the lines of a container's output read
+	// before following it; docker.DefaultLogTailLines if zero.
+	DockerLogTailLines int
+	// Logs bounds DataDir/logs, the stopped sessions' logs; no bound if
+	// zero.
+	Logs logdir.Bound
 }
+
+// logsPruneInterval is how often DataDir/logs is bounded besides at start
+// and after each stop (for Logs.MaxAge).
+const logsPruneInterval = time.Hour
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
 // another host: its address and the files of the mutual TLS pair (see
@@ -162,6 +176,7 @@ func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev exec
 	}
 	return docker.New(docker.Options{
 		Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "containers"), Client: cli,
+		AgentctlFlags: cfg.AgentctlFlags, LogTailLines: cfg.DockerLogTailLines,
 		Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log,
 	})
 }
@@ -288,7 +303,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), LogsDir: filepath.Join(cfg.DataDir, "logs"), Calls: dispatcher.CallHandler,
-			Events: sessionEvents, OrchestratorID: orchestratorID, Log: log,
+			Events: sessionEvents, OrchestratorID: orchestratorID, Log: log, AgentctlFlags: cfg.AgentctlFlags,
 		})
 		if err != nil {
 			return fmt.Errorf("local executor: %w", err)
@@ -318,7 +333,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir})
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
@@ -333,6 +348,21 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		log.Error("re-attaching sessions failed", "error", err)
 	} else if attached+lost > 0 {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
+	}
+
+	if cfg.Logs.Set() {
+		go func() {
+			t := time.NewTicker(logsPruneInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					svc.PruneLogs(ctx)
+				}
+			}
+		}()
 	}
 
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}

@@ -3,10 +3,14 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -20,7 +24,9 @@ type SessionLog int
 // Session logs.
 const (
 	// LogAgent is the agent's output, read from the session's agentctl
-	// wherever it runs (executors.AgentLogReader); running sessions only.
+	// wherever it runs (executors.AgentLogReader); once a session stopped,
+	// the copy its executor kept, if it keeps one
+	// (executors.KeptAgentLogReader: local).
 	LogAgent SessionLog = iota
 	// LogAgentctl is the session's agentctl's own log, kept by executors
 	// that can (executors.AgentctlLogReader), whatever the session's state.
@@ -51,8 +57,15 @@ func (s *Service) ReadSessionLog(ctx context.Context, id string, log SessionLog,
 		}
 		read = reader.AgentctlLog
 	default:
+		if kept, ok := exec.(executors.KeptAgentLogReader); ok && sess.State == model.SessionStopped && len(sess.Handle.State) > 0 {
+			// Its agentctl no longer runs; the executor kept the log.
+			read = func(ctx context.Context, h executors.Handle, _ bool, fn func([]byte) error) error {
+				return kept.KeptAgentLog(ctx, h, fn)
+			}
+			break
+		}
 		if sess.State != model.SessionRunning {
-			return errdefs.FailedPrecondition("session %s is %s: its agentctl, which serves the agent's log, no longer runs", id, sess.State)
+			return errdefs.FailedPrecondition("session %s is %s: its agentctl, which serves the agent's log, no longer runs, and the %s executor keeps no copy", id, sess.State, sess.Executor)
 		}
 		reader, ok := exec.(executors.AgentLogReader)
 		if !ok {
@@ -81,4 +94,30 @@ func (s *Service) ReadSessionLog(ctx context.Context, id string, log SessionLog,
 		return err
 	}
 	return flush(true)
+}
+
+// PruneLogs bounds DataDir/logs, where the local executor keeps each
+// session's logs after it stops (Options.Logs): the oldest stopped
+// sessions' logs are removed first. A session that is not stopped (it
+// runs, or failed and may be resumed) keeps its logs, whatever their age
+// and size. It runs at start, after every stop and on a timer (server).
+func (s *Service) PruneLogs(ctx context.Context) {
+	if s.dataDir == "" {
+		return
+	}
+	dir := filepath.Join(s.dataDir, "logs")
+	removed, err := logdir.Prune(dir, s.logs, time.Now(), func(id string) bool {
+		sess, err := s.store.GetSession(ctx, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return false // a launch refused before its session was kept
+		}
+		return err != nil || sess.State != model.SessionStopped
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "bounding the sessions' logs", "dir", dir, "error", err)
+	}
+	if len(removed) > 0 {
+		s.log.InfoContext(ctx, "removed the oldest stopped sessions' logs", "dir", dir, "sessions", removed,
+			"max_bytes", s.logs.MaxBytes, "max_age", s.logs.MaxAge)
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
@@ -44,6 +45,7 @@ type Service struct {
 	once        sync.Once
 	catalog     *catalogState // the governed tool catalog (catalog.go)
 	dataDir     string
+	logs        logdir.Bound // bound of dataDir/logs (PruneLogs)
 }
 
 // Options configure a Service.
@@ -69,6 +71,9 @@ type Options struct {
 	// DataDir is the orchestrator's data directory. It holds agentctl
 	// secrets, so no credential reference may point into it.
 	DataDir string
+	// Logs bounds the sessions' logs kept in DataDir/logs (see
+	// PruneLogs); no bound if zero.
+	Logs logdir.Bound
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -85,7 +90,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 		opts.Connections = connections.New(st, connections.Options{})
 	}
 	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir,
+		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 

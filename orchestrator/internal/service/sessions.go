@@ -342,6 +342,9 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	if errors.Is(err, errStateChanged) {
 		return s.GetSession(ctx, id)
 	}
+	if err == nil {
+		s.PruneLogs(ctx)
+	}
 	return stopped, err
 }
 
@@ -509,6 +512,7 @@ func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) 
 		s.catchUp(ctx, sess)
 	}
 	s.sweep(ctx)
+	s.PruneLogs(ctx)
 	return attached, lost, nil
 }
 

@@ -1948,6 +1948,103 @@ func (x *ReadAgentLogResponse) GetData() []byte {
 	return nil
 }
 
+type ReadAgentctlLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAgentctlLogRequest) Reset() {
+	*x = ReadAgentctlLogRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAgentctlLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAgentctlLogRequest) ProtoMessage() {}
+
+func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
+func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadAgentctlLogRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadAgentctlLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type ReadAgentctlLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next whole lines of agentctl's log that name the session.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAgentctlLogResponse) Reset() {
+	*x = ReadAgentctlLogResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAgentctlLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAgentctlLogResponse) ProtoMessage() {}
+
+func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
+func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReadAgentctlLogResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_toolscope_agentctl_v1_agentctl_proto protoreflect.FileDescriptor
 
 const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
@@ -2084,6 +2181,12 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\"*\n" +
 	"\x14ReadAgentLogResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"O\n" +
+	"\x16ReadAgentctlLogRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"-\n" +
+	"\x17ReadAgentctlLogResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data*Y\n" +
 	"\vSessionMode\x12\x1c\n" +
 	"\x18SESSION_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -2098,7 +2201,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12'\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x12$\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xd0\x06\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x032\xc4\a\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fSetProviders\x12*.toolscope.agentctl.v1.SetProvidersRequest\x1a+.toolscope.agentctl.v1.SetProvidersResponse\x12s\n" +
@@ -2106,7 +2209,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x0fGetSessionState\x12-.toolscope.agentctl.v1.GetSessionStateRequest\x1a..toolscope.agentctl.v1.GetSessionStateResponse\x12d\n" +
 	"\vStopSession\x12).toolscope.agentctl.v1.StopSessionRequest\x1a*.toolscope.agentctl.v1.StopSessionResponse\x12U\n" +
 	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12i\n" +
-	"\fReadAgentLog\x12*.toolscope.agentctl.v1.ReadAgentLogRequest\x1a+.toolscope.agentctl.v1.ReadAgentLogResponse0\x01\x12Y\n" +
+	"\fReadAgentLog\x12*.toolscope.agentctl.v1.ReadAgentLogRequest\x1a+.toolscope.agentctl.v1.ReadAgentLogResponse0\x01\x12r\n" +
+	"\x0fReadAgentctlLog\x12-.toolscope.agentctl.v1.ReadAgentctlLogRequest\x1a..toolscope.agentctl.v1.ReadAgentctlLogResponse0\x01\x12Y\n" +
 	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01B\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
@@ -2123,7 +2227,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
@@ -2155,11 +2259,13 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*SessionEvent)(nil),             // 27: toolscope.agentctl.v1.SessionEvent
 	(*ReadAgentLogRequest)(nil),      // 28: toolscope.agentctl.v1.ReadAgentLogRequest
 	(*ReadAgentLogResponse)(nil),     // 29: toolscope.agentctl.v1.ReadAgentLogResponse
-	nil,                              // 30: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(*ReadAgentctlLogRequest)(nil),   // 30: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 31: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 32: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 33: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	30, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	32, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
@@ -2181,7 +2287,7 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	27, // 19: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
 	23, // 20: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
 	2,  // 21: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	31, // 22: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	33, // 22: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
 	10, // 23: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
 	12, // 24: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
 	8,  // 25: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
@@ -2189,17 +2295,19 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	16, // 27: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
 	18, // 28: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
 	28, // 29: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	21, // 30: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	11, // 31: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	13, // 32: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	9,  // 33: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	15, // 34: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	17, // 35: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	19, // 36: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	29, // 37: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	22, // 38: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
+	30, // 30: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	21, // 31: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	11, // 32: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	13, // 33: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	9,  // 34: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	15, // 35: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	17, // 36: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	19, // 37: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	29, // 38: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	31, // 39: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	22, // 40: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -2225,7 +2333,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

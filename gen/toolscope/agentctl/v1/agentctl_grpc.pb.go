@@ -26,6 +26,7 @@ const (
 	AgentctlService_StopSession_FullMethodName      = "/toolscope.agentctl.v1.AgentctlService/StopSession"
 	AgentctlService_Notify_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Notify"
 	AgentctlService_ReadAgentLog_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/ReadAgentLog"
+	AgentctlService_ReadAgentctlLog_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/ReadAgentctlLog"
 	AgentctlService_Attach_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Attach"
 )
 
@@ -65,8 +66,17 @@ type AgentctlServiceClient interface {
 	// ReadAgentLog streams a session's agent log (the agent's stdout and
 	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
 	// the agent has exited and all of it was sent, the session stops, or the
-	// call ends. A session without an agent is FAILED_PRECONDITION.
+	// call ends. A session without an agent is FAILED_PRECONDITION. A
+	// session no longer hosted (stopped): the log kept at its stop, in
+	// --logs-dir, if any, without following.
 	ReadAgentLog(ctx context.Context, in *ReadAgentLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentLogResponse], error)
+	// ReadAgentctlLog streams the lines of agentctl's own log (agentctl
+	// serve --log-file) that name a session (session_id=ID), whatever the
+	// session's state: those of the log's last bytes (agentctl serve
+	// --log-backlog), then, with follow, those written until the session is
+	// no longer hosted or the call ends. An agentctl without a log file is
+	// FAILED_PRECONDITION.
+	ReadAgentctlLog(ctx context.Context, in *ReadAgentctlLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentctlLogResponse], error)
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id. When
@@ -163,9 +173,28 @@ func (c *agentctlServiceClient) ReadAgentLog(ctx context.Context, in *ReadAgentL
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentctlService_ReadAgentLogClient = grpc.ServerStreamingClient[ReadAgentLogResponse]
 
+func (c *agentctlServiceClient) ReadAgentctlLog(ctx context.Context, in *ReadAgentctlLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadAgentctlLogResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[1], AgentctlService_ReadAgentctlLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadAgentctlLogRequest, ReadAgentctlLogResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentctlService_ReadAgentctlLogClient = grpc.ServerStreamingClient[ReadAgentctlLogResponse]
+
 func (c *agentctlServiceClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[1], AgentctlService_Attach_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AgentctlService_ServiceDesc.Streams[2], AgentctlService_Attach_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +241,17 @@ type AgentctlServiceServer interface {
 	// ReadAgentLog streams a session's agent log (the agent's stdout and
 	// stderr): its last 1 MiB, then, with follow, what the agent writes, until
 	// the agent has exited and all of it was sent, the session stops, or the
-	// call ends. A session without an agent is FAILED_PRECONDITION.
+	// call ends. A session without an agent is FAILED_PRECONDITION. A
+	// session no longer hosted (stopped): the log kept at its stop, in
+	// --logs-dir, if any, without following.
 	ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error
+	// ReadAgentctlLog streams the lines of agentctl's own log (agentctl
+	// serve --log-file) that name a session (session_id=ID), whatever the
+	// session's state: those of the log's last bytes (agentctl serve
+	// --log-backlog), then, with follow, those written until the session is
+	// no longer hosted or the call ends. An agentctl without a log file is
+	// FAILED_PRECONDITION.
+	ReadAgentctlLog(*ReadAgentctlLogRequest, grpc.ServerStreamingServer[ReadAgentctlLogResponse]) error
 	// Attach is opened by the orchestrator and stays open. agentctl sends the
 	// tool calls its agents make and its session events; the orchestrator
 	// answers each tool call with a result carrying the same call_id. When
@@ -251,6 +289,9 @@ func (UnimplementedAgentctlServiceServer) Notify(context.Context, *NotifyRequest
 }
 func (UnimplementedAgentctlServiceServer) ReadAgentLog(*ReadAgentLogRequest, grpc.ServerStreamingServer[ReadAgentLogResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadAgentLog not implemented")
+}
+func (UnimplementedAgentctlServiceServer) ReadAgentctlLog(*ReadAgentctlLogRequest, grpc.ServerStreamingServer[ReadAgentctlLogResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadAgentctlLog not implemented")
 }
 func (UnimplementedAgentctlServiceServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
@@ -395,6 +436,17 @@ func _AgentctlService_ReadAgentLog_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentctlService_ReadAgentLogServer = grpc.ServerStreamingServer[ReadAgentLogResponse]
 
+func _AgentctlService_ReadAgentctlLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadAgentctlLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentctlServiceServer).ReadAgentctlLog(m, &grpc.GenericServerStream[ReadAgentctlLogRequest, ReadAgentctlLogResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentctlService_ReadAgentctlLogServer = grpc.ServerStreamingServer[ReadAgentctlLogResponse]
+
 func _AgentctlService_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(AgentctlServiceServer).Attach(&grpc.GenericServerStream[AttachRequest, AttachResponse]{ServerStream: stream})
 }
@@ -438,6 +490,11 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReadAgentLog",
 			Handler:       _AgentctlService_ReadAgentLog_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadAgentctlLog",
+			Handler:       _AgentctlService_ReadAgentctlLog_Handler,
 			ServerStreams: true,
 		},
 		{

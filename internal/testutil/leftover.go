@@ -1,0 +1,149 @@
+package testutil
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolscope/toolscope/internal/procs"
+)
+
+// SessionsDirPattern names the directories the local executor makes in
+// the temporary directory for its agents (one per session, removed when
+// it ends).
+const SessionsDirPattern = "toolscope-sessions-*"
+
+// sessionDirs returns the SessionsDirPattern directories in the
+// temporary directory.
+func sessionDirs() map[string]bool {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), SessionsDirPattern))
+	out := map[string]bool{}
+	for _, m := range matches {
+		out[m] = true
+	}
+	return out
+}
+
+// leftSessionDirs returns the SessionsDirPattern directories made since
+// before that no live process names (a live agentctl of another test
+// package's session names its own), sorted.
+func leftSessionDirs(before map[string]bool, ps []procs.Process) []string {
+	var left []string
+	for dir := range sessionDirs() {
+		if before[dir] {
+			continue
+		}
+		named := false
+		for _, p := range ps {
+			if p.State != 'Z' && strings.Contains(p.Args, dir) {
+				named = true
+				break
+			}
+		}
+		if !named {
+			left = append(left, dir)
+		}
+	}
+	return left
+}
+
+// container is what leftContainers reads of a container.
+type container struct {
+	ID     string            `json:"Id"`
+	Names  []string          `json:"Names"`
+	Labels map[string]string `json:"Labels"`
+	Mounts []struct {
+		Source string `json:"Source"`
+	} `json:"Mounts"`
+}
+
+// Container labels that mark a container as toolscope's: the docker
+// executor's, and the one tests put on containers they start themselves
+// (a remote host's, say).
+const (
+	labelManaged = "toolscope.managed"
+	LabelTest    = "toolscope.test"
+)
+
+// dockerClient returns an HTTP client for the Docker engine's socket
+// ($DOCKER_HOST if it is a unix:// address), or nil without one.
+func dockerClient() *http.Client {
+	sock := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		if !strings.HasPrefix(h, "unix://") {
+			return nil
+		}
+		sock = strings.TrimPrefix(h, "unix://")
+	}
+	if _, err := os.Stat(sock); err != nil {
+		return nil
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+// leftContainers returns the containers, running or not, labelled as
+// toolscope's that mount one of builds: this test process's builds of
+// agentctl (or of another program), so they are this package's. Without
+// a Docker engine there are none.
+func leftContainers(builds []string) ([]container, error) {
+	c := dockerClient()
+	if c == nil || len(builds) == 0 {
+		return nil, nil
+	}
+	resp, err := c.Get("http://docker/containers/json?all=1")
+	if err != nil {
+		return nil, nil // no engine answers: nothing could have been started
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("list containers: engine answered %s", resp.Status)
+	}
+	var all []container
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var left []container
+	for _, ct := range all {
+		_, managed := ct.Labels[labelManaged]
+		_, test := ct.Labels[LabelTest]
+		if !managed && !test {
+			continue
+		}
+	mounts:
+		for _, m := range ct.Mounts {
+			for _, b := range builds {
+				if b != "" && strings.HasPrefix(m.Source, b) {
+					left = append(left, ct)
+					break mounts
+				}
+			}
+		}
+	}
+	return left, nil
+}
+
+// removeContainer removes a container left behind, with its volumes.
+func removeContainer(id string) {
+	c := dockerClient()
+	if c == nil {
+		return
+	}
+	req, err := http.NewRequest(http.MethodDelete, "http://docker/containers/"+url.PathEscape(id)+"?force=1&v=1", nil)
+	if err != nil {
+		return
+	}
+	if resp, err := c.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+}
