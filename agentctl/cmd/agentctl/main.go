@@ -101,7 +101,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		sessionsDir, logsDir, agentUIDs                 string
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
-		callTimeout                                     time.Duration
+		callTimeout, adoptWait                          time.Duration
 		mcpLimits                                       mcpserver.Limits
 	)
 	cmd := &cobra.Command{
@@ -153,7 +153,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
-				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
+				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -210,6 +210,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
 	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
+	f.DurationVar(&adoptWait, "adopt-wait", mcpserver.DefaultAdoptWait, "how long the result of a call that changed the caller's own tools (task_add_sources) waits for the session's clients to be told and re-list")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")
 	f.StringVar(&tlsKey, "tls-key", "", "server private key (PEM) for mutual TLS")
