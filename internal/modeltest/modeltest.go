@@ -31,6 +31,9 @@ type Call struct {
 	Name      string
 	Namespace string
 	Input     any
+	// Code, for a freeform tool (Codex's exec: JavaScript), is its input
+	// text; Input is then unused.
+	Code string
 }
 
 // Reply is the model's answer to a turn: tool calls, or, when there are

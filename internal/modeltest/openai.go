@@ -153,6 +153,15 @@ func (responses) answer(w http.ResponseWriter, turn int, r Reply) {
 			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
 	}
 	for i, c := range r.Calls {
+		if c.Code != "" {
+			item := map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_%d_%d", turn, i), "call_id": fmt.Sprintf("call_%d_%d", turn, i),
+				"name": c.Name, "input": c.Code, "status": "completed"}
+			if c.Namespace != "" {
+				item["namespace"] = c.Namespace
+			}
+			items = append(items, item)
+			continue
+		}
 		item := map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d_%d", turn, i), "call_id": fmt.Sprintf("call_%d_%d", turn, i),
 			"name": c.Name, "arguments": mustJSON(c.Input), "status": "completed"}
 		if c.Namespace != "" {

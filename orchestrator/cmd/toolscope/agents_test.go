@@ -263,12 +263,32 @@ func TestClaudeCodeInPlanModeSeesReadOnlyTools(t *testing.T) {
 	require.Len(t, model.Turns(), 1)
 }
 
+// listTools is the JavaScript a Codex model runs in exec to find the tools
+// of a deferred MCP server: Codex tells it the namespace, not the names.
+const listTools = `text(JSON.stringify(ALL_TOOLS.map(t => t.name).filter(n => n.startsWith("mcp__toolscope__")).sort()))`
+
+// execNames returns the toolscope tools listTools found, without prefix.
+func execNames(t *testing.T, turn *modeltest.Turn) []string {
+	t.Helper()
+	out := turn.LastResult()
+	var names []string
+	if !assert.NoError(t, json.Unmarshal([]byte(out[strings.LastIndex(out, "\n")+1:]), &names), "exec's output: %s", out) {
+		return nil
+	}
+	for i, n := range names {
+		names[i] = strings.TrimPrefix(n, "mcp__toolscope__")
+	}
+	return names
+}
+
 // TestCodexUsesTheSessionsTools runs the real Codex through the codex
-// profile (the stdio bridge, added with -c overrides): its model sees
-// exactly the session's tools plus call_tool, calls reach the
-// orchestrator, a refusal reaches the model as its code, and after
-// task_add_sources — Codex never re-lists — the very next turn calls a
-// GitLab tool through call_tool, as the result tells it to.
+// profile (the stdio bridge, added with -c overrides). Codex 0.169 defers
+// MCP servers: its requests name the namespace once, and the model finds
+// the tools with exec's ALL_TOOLS. They are exactly the session's tools
+// plus call_tool; calls reach the orchestrator; a refusal reaches the
+// model as its code; after task_add_sources Codex still has the old list
+// (it never re-lists), and the very next turn calls a GitLab tool through
+// call_tool, as the result tells it to.
 func TestCodexUsesTheSessionsTools(t *testing.T) {
 	t.Parallel()
 	const ns = "mcp__toolscope"
@@ -284,6 +304,13 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 			assert.Equal(t, []string{ns}, turn.Deferred, "one entry for the session")
 			noDuplicates(t, turn)
 			envRead.Store(int64(world.Load().agentEnvClean(t)))
+			// The model discovers a deferred server's tools from exec's
+			// ALL_TOOLS.
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "exec", Code: listTools}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, withTool(toolapi.Surface("github"), toolapi.CallTool), execNames(t, turn),
+				"the tools the model can find: the task's providers only, and call_tool (Codex never re-lists)")
 			return call("task_info", map[string]any{})
 		},
 		func(turn *modeltest.Turn) modeltest.Reply {
@@ -296,7 +323,12 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 		},
 		func(turn *modeltest.Turn) modeltest.Reply {
 			assert.Contains(t, turn.LastResult(), "gitlab_mr_automation", "the result names the new tools")
-			assert.Contains(t, turn.LastResult(), "call_tool", "and tells the agent how to call them")
+			assert.Contains(t, turn.LastResult(), `"call_with":"call_tool"`, "and tells the agent how to call them")
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "exec", Code: listTools}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, withTool(toolapi.Surface("github"), toolapi.CallTool), execNames(t, turn),
+				"Codex did not re-list: the new tools are reachable only through call_tool")
 			return call(toolapi.CallTool, map[string]any{"name": "gitlab_mr_automation", "arguments": map[string]any{}})
 		},
 		func(turn *modeltest.Turn) modeltest.Reply {
@@ -319,7 +351,7 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 	}
 	answered, unknown := model.Other()
 	t.Logf("other requests: %v; unknown: %v", answered, unknown)
-	require.Len(t, turns, 5, "every scripted turn ran")
+	require.Len(t, turns, 7, "every scripted turn ran")
 	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
 	w.secretsOutOfReach(t, sid, model)
 }
