@@ -56,8 +56,11 @@ type Turn struct {
 	// Deferred names the tool namespaces the request announces without
 	// their tools (Codex's deferred MCP servers).
 	Deferred []string
-	// ToolDefinitionBytes is the size of the tool definitions of the
-	// session's server in the request (see Measure).
+	// ToolDefinitionBytes is the size of what the request tells the model
+	// of the tools of the MCP server named at New: the JSON of their
+	// definitions where the request carries them, and, for deferred tools,
+	// the lines naming them (Claude Code: one per tool; Codex: one per
+	// server).
 	ToolDefinitionBytes int
 	// Results are the texts of the tool results the request carries
 	// after the model's last turn, in order.

@@ -79,6 +79,9 @@ func (responses) parse(body []byte, server string) (*Turn, bool, error) {
 	// not at all until loaded.
 	for _, m := range deferredNamespace.FindAllSubmatch(body, -1) {
 		t.Deferred = append(t.Deferred, string(m[1]))
+		if string(m[1]) == "mcp__"+server {
+			t.ToolDefinitionBytes += len("- ") + len(m[1]) + 1
+		}
 	}
 	// The results of the model's last calls: the trailing outputs.
 	for i := len(req.Input) - 1; i >= 0; i-- {

@@ -247,6 +247,9 @@ func TestClaudeCodeUsesTheSessionsTools(t *testing.T) {
 	require.Len(t, turns, 7, "every scripted turn ran")
 	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
 	w.secretsOutOfReach(t, sid, model)
+	testutil.Figure(t, "context cost at the model boundary, Claude Code",
+		"github: %d bytes (11 tool names, no schema); with 3 schemas loaded: %d; github+gitlab, 4 loaded: %d (tools/list: see mcpserver.ContextCost)",
+		turns[0].ToolDefinitionBytes, turns[1].ToolDefinitionBytes, turns[5].ToolDefinitionBytes)
 }
 
 // TestClaudeCodeInPlanModeSeesReadOnlyTools: a plan-mode session's model
@@ -261,6 +264,8 @@ func TestClaudeCodeInPlanModeSeesReadOnlyTools(t *testing.T) {
 	w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	w.launch(t, "--mode", "plan", "--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--", "-p", "Plan the fix.")
 	require.Len(t, model.Turns(), 1)
+	testutil.Figure(t, "context cost at the model boundary, Claude Code, plan mode",
+		"github: %d bytes (tool names, no schema)", model.Turns()[0].ToolDefinitionBytes)
 }
 
 // listTools is the JavaScript a Codex model runs in exec to find the tools
@@ -354,4 +359,7 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 	require.Len(t, turns, 7, "every scripted turn ran")
 	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
 	w.secretsOutOfReach(t, sid, model)
+	testutil.Figure(t, "context cost at the model boundary, Codex",
+		"github: %d bytes (the deferred namespace's name); github+gitlab: %d; the names reach the model only through exec (ALL_TOOLS: %d bytes)",
+		turns[0].ToolDefinitionBytes, turns[4].ToolDefinitionBytes, len(turns[1].LastResult()))
 }
