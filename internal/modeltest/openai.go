@@ -19,7 +19,8 @@ func NewResponses(t testing.TB, server string, script Script) *Server {
 }
 
 // CodexProvider returns the codex -c overrides that make s Codex's model
-// provider (no OPENAI_BASE_URL: Codex does not honour it).
+// provider (no OPENAI_BASE_URL: Codex does not honour it), the form
+// docs/agents.md shows for a gateway.
 func (s *Server) CodexProvider() []string {
 	return []string{
 		"-c", "model_provider=scripted",

@@ -108,10 +108,16 @@ func newAgentWorld(t *testing.T, env ...string) *agentWorld {
 	return w
 }
 
-// launch starts the agent and returns the session's id once the agent
-// exited.
-func (w *agentWorld) launch(t *testing.T, args ...string) string {
+// launch starts the agent with `session launch TASK args...` (on the local
+// executor, in the world's working directory), with agentArgs inserted
+// after "--", and returns the session's id once the agent exited. The
+// command, without agentArgs, must be shown in docs/agents.md.
+func (w *agentWorld) launch(t *testing.T, args []string, agentArgs ...string) string {
 	t.Helper()
+	guideShows(t, "toolscope session launch TASK "+shellJoin(args))
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = slices.Concat(args[:i+1], agentArgs, args[i+1:])
+	}
 	var launched map[string]any
 	require.NoError(t, json.Unmarshal([]byte(w.srv.ok(t, append([]string{"--json", "session", "launch", w.task, "--executor", "local",
 		"--workdir", w.workdir}, args...)...)), &launched))
@@ -119,6 +125,27 @@ func (w *agentWorld) launch(t *testing.T, args ...string) string {
 	ev := waitEvent(t, w.srv, w.task, pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED)
 	t.Logf("agent exited: %s", ev.GetMessage())
 	return sid
+}
+
+// guideShows checks that docs/agents.md shows text.
+func guideShows(t *testing.T, text string) {
+	t.Helper()
+	guide, err := os.ReadFile("../../../docs/agents.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(guide), text, "docs/agents.md shows the command the agent tests run")
+}
+
+// shellJoin renders args as a shell command line, quoting those with
+// spaces.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if strings.ContainsAny(a, " '") {
+			out[i] = `"` + a + `"`
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // agentEnvClean checks, while the agent runs, that no process of the
@@ -233,8 +260,8 @@ func TestClaudeCodeUsesTheSessionsTools(t *testing.T) {
 	))
 	w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	world.Store(w)
-	sid := w.launch(t, "--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-		"--", "-p", "Fix the login bug.", "--output-format", "json")
+	sid := w.launch(t, []string{"--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+		"--", "-p", "Fix the login bug.", "--output-format", "json"})
 	turns := model.Turns()
 	if dir := os.Getenv("TOOLSCOPE_DUMP_TURNS"); dir != "" {
 		for _, turn := range turns {
@@ -262,7 +289,7 @@ func TestClaudeCodeInPlanModeSeesReadOnlyTools(t *testing.T) {
 		return modeltest.Reply{Text: "a plan"}
 	}))
 	w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-	w.launch(t, "--mode", "plan", "--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--", "-p", "Plan the fix.")
+	w.launch(t, []string{"--mode", "plan", "--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--", "-p", "Plan the fix."})
 	require.Len(t, model.Turns(), 1)
 	testutil.Figure(t, "context cost at the model boundary, Claude Code, plan mode",
 		"github: %d bytes (tool names, no schema)", model.Turns()[0].ToolDefinitionBytes)
@@ -343,8 +370,8 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 	))
 	w := newAgentWorld(t, "OPENAI_API_KEY="+agentModelKey)
 	world.Store(w)
-	args := append([]string{"--agent", "codex", "--"}, model.CodexProvider()...)
-	sid := w.launch(t, append(args, "exec", "--skip-git-repo-check", "Fix the login bug.")...)
+	sid := w.launch(t, []string{"--agent", "codex", "--", "exec", "--skip-git-repo-check", "Fix the login bug."}, model.CodexProvider()...)
+	guideShows(t, `-c model_provider=gateway -c 'model_providers.gateway={name="gateway", base_url="https://gateway.example/v1", wire_api="responses", env_key="OPENAI_API_KEY"}'`)
 	turns := model.Turns()
 	if dir := os.Getenv("TOOLSCOPE_DUMP_TURNS"); dir != "" {
 		for _, turn := range turns {

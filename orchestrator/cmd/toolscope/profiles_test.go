@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,6 +61,13 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	assert.Equal(t, []string{"GOPROXY", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "MY_OPENAI_KEY", "NPM_CONFIG_REGISTRY",
 		"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}, codex.PassEnv)
 	assert.Empty(t, codex.Files, "-c overrides, no file of its own")
+
+	// docs/agents.md shows the first line of both dry runs.
+	for _, args := range [][]string{{"--agent", "claude-code", "--", "-p", "Fix the login bug."},
+		{"--agent", "codex", "--", "exec", "--skip-git-repo-check", "Fix the login bug."}} {
+		out := srv.ok(t, append([]string{"session", "launch", task, "--dry-run"}, args...)...)
+		guideShows(t, strings.SplitN(out, "\n", 2)[0])
+	}
 
 	human := srv.ok(t, "session", "launch", task, "--agent", "codex", "--dry-run")
 	assert.Regexp(t, `would start\s+codex`, human)
