@@ -132,7 +132,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
-			if err := checkMCPLimits(cmd, mcpLimits); err != nil {
+			if err := checkBounds(cmd, mcpLimits, adoptWait); err != nil {
 				return err
 			}
 			uids, err := agentuid.Parse(agentUIDs)
@@ -218,9 +218,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	return cmd
 }
 
-// checkMCPLimits refuses a bound of the MCP endpoints that is not
-// positive, naming the flag and the value given.
-func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
+// checkBounds refuses a bound of the MCP endpoints (or of a self-triggered
+// change's wait) that is not positive, naming the flag and the value given.
+func checkBounds(cmd *cobra.Command, l mcpserver.Limits, adoptWait time.Duration) error {
 	for _, c := range []struct {
 		flag string
 		ok   bool
@@ -228,6 +228,7 @@ func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
 		{"mcp-header-timeout", l.HeaderTimeout > 0}, {"mcp-body-timeout", l.BodyTimeout > 0},
 		{"mcp-idle-timeout", l.IdleTimeout > 0}, {"mcp-max-conns", l.MaxConns > 0},
 		{"mcp-max-sessions", l.MaxSessions > 0}, {"mcp-session-idle", l.SessionIdle > 0},
+		{"adopt-wait", adoptWait > 0},
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}
