@@ -62,15 +62,26 @@ func (p *Publisher) wakeAll() {
 }
 
 // record notes, for ss, the epoch of its last list_changed sent, listing,
-// or start.
+// or start. Every pruneEvery records, the entries of closed sessions are
+// dropped (applications drop them too): a stateless HTTP client makes a
+// session per request.
 func (p *Publisher) record(m map[*mcp.ServerSession]uint64, ss *mcp.ServerSession, epoch uint64) {
 	p.notifiedMu.Lock()
-	defer p.notifiedMu.Unlock()
 	if epoch > m[ss] || m[ss] == 0 {
 		m[ss] = epoch
 	}
 	p.wakeLocked()
+	p.records++
+	prune := p.records%pruneEvery == 0
+	p.notifiedMu.Unlock()
+	if prune {
+		p.forgetClosedSessions()
+	}
 }
+
+// pruneEvery is how many records go between two prunings of closed
+// sessions' entries.
+const pruneEvery = 256
 
 // adopted reports whether names are served and adopted by the session's
 // clients (see the comment at the top).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
@@ -194,4 +195,19 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 		names = append(names, tool.Name)
 	}
 	return names
+}
+
+// TestAdoptionEntriesOfClosedSessionsAreDropped: a stateless (2026-07-28)
+// HTTP client makes a server session per request; the entries adoption
+// keeps for them do not pile up.
+func TestAdoptionEntriesOfClosedSessionsAreDropped(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, build("github"))
+	url := serveEndpoint(t, p, mcpserver.Limits{})
+	c := connectClient(t, mcptest.HTTP(url, testToken), "", "some-client", false)
+	for range 300 {
+		_, err := c.session.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, p.Tracked(), 200, "entries of closed sessions are dropped")
 }

@@ -89,6 +89,7 @@ type Publisher struct {
 	// moves.
 	sent, listed, joined map[*mcp.ServerSession]uint64
 	wake                 chan struct{}
+	records              int // records since the start, for pruning
 	adoptWait            time.Duration
 
 	mu              sync.Mutex
