@@ -87,7 +87,10 @@ func newAgentWorld(t *testing.T, env ...string) *agentWorld {
 	gl := forgetest.NewGitLab(t, agentGitLabToken, "gl-bot")
 	gl.AddProject("acme/web", "main", "fix-login")
 	w := &agentWorld{dataDir: filepath.Join(t.TempDir(), "data")}
-	env = append(env, "PATH="+bin+":"+os.Getenv("PATH"), "E2E_GL_TOKEN="+agentGitLabToken)
+	// Run as a user (no uids of their own), the agents would read and
+	// write their configuration under HOME: never the developer's.
+	home := t.TempDir()
+	env = append(env, "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+home, "E2E_GL_TOKEN="+agentGitLabToken)
 	agentctl := executortest.Agentctl(t)
 	// Codex, under the agent's own uid, spawns `agentctl mcp`: the binary
 	// must be reachable by that uid, as it is once installed.
