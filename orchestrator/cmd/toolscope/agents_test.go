@@ -135,7 +135,7 @@ func guideShows(t *testing.T, text string) {
 	t.Helper()
 	guide, err := os.ReadFile("../../../docs/agents.md")
 	require.NoError(t, err)
-	assert.Contains(t, string(guide), text, "docs/agents.md shows the command the agent tests run")
+	assert.True(t, strings.Contains(string(guide), text), "docs/agents.md does not show what the agent tests run: %s", text)
 }
 
 // shellJoin renders args as a shell command line, quoting those with
@@ -392,4 +392,69 @@ func TestCodexUsesTheSessionsTools(t *testing.T) {
 	testutil.Figure(t, "context cost at the model boundary, Codex",
 		"github: %d bytes (the deferred namespace's name); github+gitlab: %d; the names reach the model only through exec (ALL_TOOLS: %d bytes)",
 		turns[0].ToolDefinitionBytes, turns[4].ToolDefinitionBytes, len(turns[1].LastResult()))
+}
+
+// userDir makes a directory the agent (under a uid of its own, or not)
+// can read and write, holding file name with content.
+func userDir(t *testing.T, name, content string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "toolscope-agent-user-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	return dir
+}
+
+// TestProfilesKeepTheUsersConfiguration: the profiles add the session's
+// server to the user's own agent configuration instead of replacing it.
+// Codex keeps the user's CODEX_HOME, whose config.toml names the model
+// provider (no -c for it); Claude Code keeps the user's settings, whose
+// deny rule still refuses a tool of the session's server.
+func TestProfilesKeepTheUsersConfiguration(t *testing.T) {
+	t.Parallel()
+	t.Run("codex", func(t *testing.T) {
+		t.Parallel()
+		model := modeltest.NewResponses(t, "toolscope", modeltest.Steps(
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Equal(t, []string{"mcp__toolscope"}, turn.Deferred, "the profile's server, added to the user's configuration")
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "session_info", Namespace: "mcp__toolscope", Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), `"session_id"`, "the call reached the orchestrator")
+				return modeltest.Reply{Text: "done"}
+			},
+		))
+		codexHome := userDir(t, "config.toml", "model_provider = \"mine\"\n\n[model_providers.mine]\nname = \"mine\"\n"+
+			"base_url = \""+model.URL+"/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n")
+		w := newAgentWorld(t, "OPENAI_API_KEY="+agentModelKey, "CODEX_HOME="+codexHome)
+		w.launch(t, []string{"--agent", "codex", "--env", "CODEX_HOME", "--", "exec", "--skip-git-repo-check", "Show the session."})
+		require.Len(t, model.Turns(), 2, "Codex used the user's model provider")
+	})
+	t.Run("claude-code", func(t *testing.T) {
+		t.Parallel()
+		const denied = "mcp__toolscope__session_info"
+		model := modeltest.NewAnthropic(t, "toolscope", modeltest.Steps(
+			func(turn *modeltest.Turn) modeltest.Reply {
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "ToolSearch", Input: map[string]any{"query": "select:" + denied + ",mcp__toolscope__task_info"}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: denied, Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), "No such tool available: "+denied, "the user's deny rule still holds")
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "mcp__toolscope__task_info", Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), `"task_id"`, "the profile's grant covers the rest of the server")
+				return modeltest.Reply{Text: "done"}
+			},
+		))
+		config := userDir(t, "settings.json", `{"permissions": {"deny": ["`+denied+`"]}}`)
+		w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey,
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CONFIG_DIR="+config)
+		w.launch(t, []string{"--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--env", "CLAUDE_CONFIG_DIR",
+			"--", "-p", "Show the session."})
+		require.Len(t, model.Turns(), 4)
+	})
 }
