@@ -49,6 +49,13 @@ func relists(ss *mcp.ServerSession) bool {
 	return !slices.Contains(NeverRelists, init.ClientInfo.Name)
 }
 
+// modern reports whether ss speaks 2026-07-28 or later, where a session is
+// notified only while it listens (subscriptions/listen).
+func modern(ss *mcp.ServerSession) bool {
+	init := ss.InitializeParams()
+	return init != nil && init.ProtocolVersion >= "2026-07-28"
+}
+
 // wakeLocked wakes every adopt waiting. notifiedMu is held.
 func (p *Publisher) wakeLocked() {
 	close(p.wake)
@@ -105,11 +112,17 @@ func (p *Publisher) adopted(caller *mcp.ServerSession, names []string) bool {
 		if !known {
 			continue // a session that never started here (one stateless request)
 		}
+		if _, listens := p.listening[ss]; modern(ss) && !listens {
+			continue // a 2026-07-28 session that does not listen is never notified
+		}
 		if p.sent[ss] < epoch && p.listed[ss] < epoch && joined < epoch {
 			return false
 		}
 	}
 	if _, known := p.joined[caller]; known && caller != nil && relists(caller) {
+		if _, listens := p.listening[caller]; modern(caller) && !listens {
+			return true // never notified, so it has nothing to re-list on
+		}
 		return p.listed[caller] >= epoch || p.joined[caller] >= epoch
 	}
 	return true
@@ -149,6 +162,13 @@ func (p *Publisher) selfChanges(next mcp.MethodHandler) mcp.MethodHandler {
 				p.record(p.joined, ss, p.epoch.Load())
 			}
 			return res, err
+		case "subscriptions/listen":
+			// A 2026-07-28 session is notified only once it listens (the
+			// request lasts as long as the subscription).
+			if ss != nil {
+				p.record(p.listening, ss, p.epoch.Load())
+			}
+			return next(ctx, method, req)
 		case "tools/call":
 		default:
 			return next(ctx, method, req)

@@ -56,8 +56,15 @@ type relister struct {
 
 func connectClient(t *testing.T, transport mcp.Transport, version, name string, relist bool) *relister {
 	t.Helper()
+	return connectWith(t, transport, version, name, relist, true)
+}
+
+// connectWith connects a client; without handler it sets no
+// ToolListChangedHandler (a 2026-07-28 client then never listens).
+func connectWith(t *testing.T, transport mcp.Transport, version, name string, relist, handler bool) *relister {
+	t.Helper()
 	r := &relister{}
-	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			r.mu.Lock()
 			r.notified = append(r.notified, time.Now())
@@ -82,7 +89,11 @@ func connectClient(t *testing.T, transport mcp.Transport, version, name string, 
 				r.mu.Unlock()
 			}()
 		},
-	})
+	}
+	if !handler {
+		opts.ToolListChangedHandler = nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -169,6 +180,17 @@ func TestAClientThatNeverRelistsGetsCallTool(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, call.IsError)
 	assert.Contains(t, call.Content[0].(*mcp.TextContent).Text, `unknown_tool: "deploy_prod" is not a tool of this session`)
+}
+
+// TestAClientThatIsNeverNotifiedIsNotWaitedFor: a 2026-07-28 client
+// without a list_changed handler never listens, so it is never notified:
+// its self-triggered result is not held for it.
+func TestAClientThatIsNeverNotifiedIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	p := selfChanging(t, 10*time.Second)
+	c := connectWith(t, transports["stdio"](t, p), "", "some-client", false, false)
+	_, _, took := addSources(t, c.session)
+	assert.Less(t, took, 5*time.Second, "released at once, not at the bound")
 }
 
 // TestAdoptionIsBounded: a client that should re-list but never does

@@ -88,6 +88,7 @@ type Publisher struct {
 	// closed and replaced whenever one of them or the published registry
 	// moves.
 	sent, listed, joined map[*mcp.ServerSession]uint64
+	listening            map[*mcp.ServerSession]uint64 // 2026-07-28 sessions that subscribed
 	wake                 chan struct{}
 	records              int // records since the start, for pruning
 	adoptWait            time.Duration
@@ -114,7 +115,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	}
 	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
 		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		wake: make(chan struct{}), adoptWait: opts.AdoptWait}
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -295,7 +296,7 @@ func (p *Publisher) forgetClosedSessions() {
 	}
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
-	for _, m := range []map[*mcp.ServerSession]uint64{p.notified, p.sent, p.listed, p.joined} {
+	for _, m := range []map[*mcp.ServerSession]uint64{p.notified, p.sent, p.listed, p.joined, p.listening} {
 		for ss := range m {
 			if !live[ss] {
 				delete(m, ss)
