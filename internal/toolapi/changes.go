@@ -154,7 +154,7 @@ var (
 	GitLabTools = [7]string{GitLabMRCreate, GitLabMRStatus, GitLabMRDiscussions, GitLabMRReply,
 		GitLabMRRequestReviewers, GitLabMRAutomation, GitLabMRSetAutomation}
 	// TaskTools are shown in every task-mode session.
-	TaskTools = []string{"session_info", "task_add_sources", "task_inbox", "task_info"}
+	TaskTools = []string{"session_info", TaskAddSources, "task_inbox", "task_info"}
 )
 
 // Surface returns, sorted, the tools a task-mode session shows for the
@@ -173,3 +173,7 @@ func Surface(providers ...string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TaskAddSources attaches repositories to the caller's task: a call that
+// changes the caller's own surface (see SelfChange).
+const TaskAddSources = "task_add_sources"

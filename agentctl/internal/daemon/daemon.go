@@ -91,6 +91,10 @@ type Options struct {
 	AgentctlPath string
 	// CallTimeout bounds one tool call's round trip to the orchestrator.
 	CallTimeout time.Duration
+	// AdoptWait bounds how long a call that changed the caller's own
+	// surface waits for the new provider set and for the session's
+	// clients to adopt it; mcpserver.DefaultAdoptWait if zero.
+	AdoptWait time.Duration
 	// StopGrace is how long an agent gets between SIGTERM and SIGKILL.
 	StopGrace time.Duration
 	// MaxSessions bounds the sessions hosted at once (stopped ones do not
@@ -160,6 +164,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 2 * time.Minute
+	}
+	if opts.AdoptWait <= 0 {
+		opts.AdoptWait = mcpserver.DefaultAdoptWait
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 5 * time.Second
@@ -336,7 +343,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	s := &session{
 		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
 		dir: filepath.Join(d.opts.SessionsDir, spec.GetSessionId()), token: newToken(), uid: noUID,
-		providers: set, gen: spec.GetProviderSet().GetGeneration(), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
+		providers: set, gen: spec.GetProviderSet().GetGeneration(), genMoved: make(chan struct{}), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 	}
 
@@ -384,7 +391,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	// after it, never lost.
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
-		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
+		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log, AdoptWait: d.opts.AdoptWait,
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
