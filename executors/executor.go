@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
@@ -204,32 +205,78 @@ func (p Progress) Report(format string, args ...any) {
 	}
 }
 
-// Executor runs sessions. Implementations are safe for concurrent use.
+// Executor runs sessions: their lifecycle, and nothing else. It starts
+// (or reaches) a session's agentctl, re-attaches to it after an
+// orchestrator restart, stops it, and reports its loss on its own
+// (EventLost). Everything said to a running session's agentctl — pushes,
+// status, notifications, the agent's log — goes through the one
+// Controller, by the Endpoint the backend gives for the session.
+// Implementations are safe for concurrent use.
 type Executor interface {
 	// Name is the backend's name: "local", "docker" or "remote".
 	Name() string
 	// Launch starts a session and returns its handle once its agentctl
 	// applied the spec. A failed launch leaves nothing running.
 	Launch(ctx context.Context, spec Spec, progress Progress) (Handle, Status, error)
-	// SetProviders pushes a provider set to a running session.
-	SetProviders(ctx context.Context, h Handle, set providers.Set, generation uint64) (PushResult, error)
-	// SetExternalTools replaces the external tools a running session
-	// exposes. Like SetProviders, a generation older than the applied one
-	// is ignored (Accepted false) and the mode is kept; the provider set
-	// is kept too. A set with an invalid descriptor is refused whole with
-	// an errdefs.FieldError naming it ("external_tools.tools[2].name"),
-	// and the session keeps what it had.
-	SetExternalTools(ctx context.Context, h Handle, tools []ExternalTool, generation uint64) (PushResult, error)
-	// Inspect reports a session's status; a session whose agentctl is
-	// gone is PhaseLost, not an error.
-	Inspect(ctx context.Context, h Handle) (Status, error)
-	// Stop stops a session. Stopping a stopped or lost session succeeds.
-	Stop(ctx context.Context, h Handle) error
 	// Reattach takes over a session launched by an earlier orchestrator
 	// process. It fails with ErrLost if the session is gone.
 	Reattach(ctx context.Context, h Handle) error
+	// Endpoint returns how to reach a session this executor launched or
+	// re-attached: errdefs.ErrNotFound for one it does not hold.
+	Endpoint(h Handle) (Endpoint, error)
+	// Stop stops a session. Stopping a stopped or lost session succeeds.
+	Stop(ctx context.Context, h Handle) error
 	// Close releases connections; sessions keep running.
 	Close() error
+}
+
+// Agentctl is the orchestrator's end of one agentctl, in domain types
+// (agentlink.Link is the one over gRPC): the calls the Controller makes
+// on a running session.
+type Agentctl interface {
+	// SetProviders pushes a provider set; a generation older than the
+	// applied one is ignored (Accepted false), and the mode is kept.
+	SetProviders(ctx context.Context, sessionID string, set providers.Set, generation uint64) (PushResult, error)
+	// SetExternalTools replaces the external tools a session exposes. Like
+	// SetProviders, a generation older than the applied one is ignored;
+	// the mode and the provider set are kept. A set with an invalid
+	// descriptor is refused whole with an errdefs.FieldError naming it
+	// ("external_tools.tools[2].name"), and the session keeps what it had.
+	SetExternalTools(ctx context.Context, sessionID string, tools []ExternalTool, generation uint64) (PushResult, error)
+	// State reports the session as agentctl sees it.
+	State(ctx context.Context, sessionID string) (Status, error)
+	// Notify offers a message to the session's MCP clients and returns to
+	// how many.
+	Notify(ctx context.Context, sessionID, text string) (int, error)
+	// AgentLog sends the agent log's last 1 MiB to fn, then, with follow,
+	// what the agent writes, until it exits, the session stops or ctx ends.
+	AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error
+}
+
+// Endpoint is how the orchestrator reaches one session its backend holds:
+// the agentctl serving it, and what only the backend knows about it.
+type Endpoint struct {
+	SessionID string
+	Agentctl  Agentctl
+	// Down reports what the backend knows without asking agentctl:
+	// PhaseStopped (stopped on request) or PhaseLost (its process or
+	// container is gone) with why; "" while agentctl may answer. Nil: the
+	// backend cannot tell (a remote host).
+	Down func() (Phase, string)
+	// ProbeTimeout bounds a status probe (0: only the caller's context).
+	ProbeTimeout time.Duration
+	// Complete adds to a status agentctl reported what only the backend
+	// knows (an MCP URL as the orchestrator reaches it, a stdio command).
+	// It may be nil.
+	Complete func(*Status)
+}
+
+// down is Down, or "" when the backend cannot tell.
+func (e Endpoint) down() (Phase, string) {
+	if e.Down == nil {
+		return "", ""
+	}
+	return e.Down()
 }
 
 // Sweeper is an optional capability: a backend that can find what it
@@ -239,21 +286,6 @@ type Sweeper interface {
 	// Sweep removes every resource of a session for which keep returns
 	// false, and returns the ids of the sessions it cleaned.
 	Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error)
-}
-
-// Notifier is an optional capability: a backend that can send a message
-// to a session's MCP clients (a prompt about the task's pull request).
-type Notifier interface {
-	// Notify returns how many connected clients the message was offered to.
-	Notify(ctx context.Context, h Handle, text string) (int, error)
-}
-
-// AgentLogReader is an optional capability: a backend that can stream a
-// running session's agent log from its agentctl, wherever it runs.
-type AgentLogReader interface {
-	// AgentLog sends the log's last 1 MiB to fn, then, with follow, what
-	// the agent writes, until it exits, the session stops or ctx ends.
-	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
 }
 
 // AgentctlLogReader is an optional capability: a backend that keeps the

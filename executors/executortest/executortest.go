@@ -134,6 +134,12 @@ func withTools(surface []string, names ...string) []string {
 // session lost.
 const LossDeadline = 2 * time.Second
 
+// control is the orchestrator's controller of e's sessions: every call
+// to a running session's agentctl goes through it.
+func control(e executors.Executor) *executors.Controller {
+	return executors.NewController(map[string]executors.Executor{e.Name(): e})
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
 // Run runs the suite. Cases run one after another: backends are heavy.
@@ -184,7 +190,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Subset(t, names, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, "both providers")
 		assert.NotContains(t, names, "github_pr_create", "plan mode: read-only tools only")
 		assert.NotContains(t, names, "gitlab_mr_create", "plan mode: read-only tools only")
-		again, err := e.Inspect(ctx(t), h)
+		again, err := control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, executors.PhaseRunning, again.Phase)
 	})
@@ -197,17 +203,17 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := e.SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := control(e).SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := e.SetProviders(ctx(t), h, providers.Of("github", "gitlab"), gen)
+		res, err := control(e).SetProviders(ctx(t), h, providers.Of("github", "gitlab"), gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
 		c.WaitChanged(t)
 		assert.Equal(t, surfaces["github,gitlab"], c.Names(t))
-		stale, err := e.SetProviders(ctx(t), h, providers.Of("gitlab"), gen-1)
+		stale, err := control(e).SetProviders(ctx(t), h, providers.Of("gitlab"), gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
 		c.ExpectNone(t, "a stale push must not notify")
@@ -229,11 +235,11 @@ func Run(t *testing.T, b Backend) {
 		toggle := [][]executors.ExternalTool{{docsSearch}, {docsSearch, ticketsStatus}}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := e.SetExternalTools(ctx(t), h, toggle[gen%2], gen)
+			_, err := control(e).SetExternalTools(ctx(t), h, toggle[gen%2], gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{ticketsCreate}, gen)
+		res, err := control(e).SetExternalTools(ctx(t), h, []executors.ExternalTool{ticketsCreate}, gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
@@ -244,7 +250,7 @@ func Run(t *testing.T, b Backend) {
 		want = withTools(surfaces["github"], ticketsCreate.Name)
 		assert.Equal(t, want, c.Names(t))
 
-		stale, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{docsSearch}, gen-1)
+		stale, err := control(e).SetExternalTools(ctx(t), h, []executors.ExternalTool{docsSearch}, gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
 		assert.Equal(t, gen, stale.Generation)
@@ -261,7 +267,7 @@ func Run(t *testing.T, b Backend) {
 			Arguments: []byte(`{"title":"flaky"}`), OnLink: true}, rec.calls[0], "the exposed name, with the session's identity")
 		rec.mu.Unlock()
 
-		st, err = e.Inspect(ctx(t), h)
+		st, err = control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, gen, st.ExternalGeneration)
 		assert.Equal(t, uint64(1), st.Generation, "the provider set's generation is its own")
@@ -372,16 +378,12 @@ func Run(t *testing.T, b Backend) {
 
 	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
-		n, ok := e.(executors.Notifier)
-		if !ok {
-			testutil.Skip(t, "%s is not an executors.Notifier", e.Name())
-		}
 		h, st := launch(t, e, spec("github", 1))
 		// Log notifications travel on stateful sessions (2025-11-25 and
 		// earlier); 2026-07-28 clients read prompts from the task inbox.
 		c := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "2025-11-25")
 		c.Listen(t)
-		offered, err := n.Notify(ctx(t), h, "review requested on PR #7")
+		offered, err := control(e).Notify(ctx(t), h, "review requested on PR #7")
 		require.NoError(t, err)
 		assert.Equal(t, 1, offered)
 		assert.Equal(t, "review requested on PR #7", c.WaitLog(t))
@@ -391,7 +393,7 @@ func Run(t *testing.T, b Backend) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, e, spec("github", 1))
 		require.NoError(t, e.Stop(ctx(t), h))
-		st, err := e.Inspect(ctx(t), h)
+		st, err := control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Contains(t, []executors.Phase{executors.PhaseStopped, executors.PhaseLost}, st.Phase)
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a stopped session succeeds")
@@ -420,13 +422,13 @@ func Run(t *testing.T, b Backend) {
 			}
 		}
 		require.Eventually(t, func() bool {
-			st, err := e.Inspect(ctx(t), h)
+			st, err := control(e).Inspect(ctx(t), h)
 			return err == nil && st.Phase == executors.PhaseLost
 		}, LossDeadline, 10*time.Millisecond, "a killed agentctl must be reported lost within %s", LossDeadline)
 		if !b.ReportsLoss {
 			testutil.Figure(t, e.Name()+" executor: agentctl killed", "Inspect reports lost %s after the kill (bound %s)", ms(time.Since(killed)), LossDeadline)
 		}
-		_, err := e.SetProviders(ctx(t), h, providers.Of("gitlab"), 2)
+		_, err := control(e).SetProviders(ctx(t), h, providers.Of("gitlab"), 2)
 		assert.Error(t, err, "no push reaches a lost session")
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a lost session succeeds")
 
@@ -448,7 +450,7 @@ func Run(t *testing.T, b Backend) {
 		second := b.New(t, rec.handle, nil)
 		require.NoError(t, second.Reattach(ctx(t), h))
 		t.Cleanup(func() { _ = second.Stop(context.Background(), h) })
-		st, err := second.Inspect(ctx(t), h)
+		st, err := control(second).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, executors.PhaseRunning, st.Phase)
 
@@ -456,7 +458,7 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := second.SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := control(second).SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		res, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
@@ -486,15 +488,13 @@ func Run(t *testing.T, b Backend) {
 		var st executors.Status
 		require.Eventually(t, func() bool {
 			var err error
-			st, err = e.Inspect(ctx(t), h)
+			st, err = control(e).Inspect(ctx(t), h)
 			return err == nil && st.Phase == executors.PhaseAgentExited
 		}, time.Minute, 20*time.Millisecond, "the agent exits; agentctl serves on")
 		assert.Equal(t, 0, st.AgentExitCode)
 		assert.Contains(t, st.AgentOutput, b.Printed, "the last lines of its output")
-		reader, ok := e.(executors.AgentLogReader)
-		require.True(t, ok, "every backend reads agent logs")
 		var log []byte
-		require.NoError(t, reader.AgentLog(ctx(t), h, true, func(b []byte) error {
+		require.NoError(t, control(e).AgentLog(ctx(t), h, true, func(b []byte) error {
 			log = append(log, b...)
 			return nil
 		}), "following the log of an agent that exited ends")

@@ -119,12 +119,10 @@ func (s *Service) pushExternalToLive(ctx context.Context) {
 // race), or the failure and the repair mark.
 func (s *Service) pushExternal(ctx context.Context, sess model.Session, set externalSet) {
 	tools, gen := set.tools, set.gen
-	exec, err := s.executor(sess.Executor)
-	var res executors.PushResult
-	if err == nil {
-		pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
-		res, err = exec.SetExternalTools(pushCtx, handleOf(sess), tools, gen)
-		cancel()
+	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+	res, err := s.ctl.SetExternalTools(pushCtx, handleOf(sess), tools, gen)
+	cancel()
+	{
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)

@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"fmt"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -54,11 +53,7 @@ func (s *Service) ReadSessionLog(ctx context.Context, id string, log SessionLog,
 		if sess.State != model.SessionRunning {
 			return errdefs.FailedPrecondition("session %s is %s: its agentctl, which serves the agent's log, no longer runs", id, sess.State)
 		}
-		reader, ok := exec.(executors.AgentLogReader)
-		if !ok {
-			return fmt.Errorf("the %s executor cannot read agent logs: %w", sess.Executor, errdefs.ErrUnimplemented)
-		}
-		read = reader.AgentLog
+		read = s.ctl.AgentLog
 	}
 	var pending []byte
 	flush := func(all bool) error {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -94,15 +93,11 @@ func (s *Service) pushToLive(ctx context.Context, taskID string, set model.Provi
 // (never moving back to an older generation when pushes race), or the
 // failure and the repair mark.
 func (s *Service) push(ctx context.Context, sess model.Session, set model.ProviderSet) Push {
-	exec, err := s.executor(sess.Executor)
-	var res executors.PushResult
-	if err == nil {
-		pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
-		res, err = exec.SetProviders(pushCtx, handleOf(sess), set.Set, set.Generation)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
-		}
+	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+	res, err := s.ctl.SetProviders(pushCtx, handleOf(sess), set.Set, set.Generation)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "provider push failed", "session_id", sess.ID, "generation", set.Generation, "error", err.Error())
@@ -161,7 +156,7 @@ func (s *Service) catchUp(ctx context.Context, sess model.Session) model.Session
 }
 
 // DeliverPrompt offers a stored prompt to the MCP clients of every running
-// session of its task that can receive it (executors.Notifier). The prompt
+// session of its task. The prompt
 // stays in the task's inbox either way, for the agent or the next session.
 func (s *Service) DeliverPrompt(ctx context.Context, p model.Prompt) {
 	sessions, err := s.store.ListSessions(ctx, p.TaskID)
@@ -173,16 +168,8 @@ func (s *Service) DeliverPrompt(ctx context.Context, p model.Prompt) {
 		if sess.State != model.SessionRunning {
 			continue
 		}
-		exec, ok := s.execs[sess.Executor]
-		if !ok {
-			continue
-		}
-		n, ok := exec.(executors.Notifier)
-		if !ok {
-			continue
-		}
 		notifyCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
-		offered, err := n.Notify(notifyCtx, handleOf(sess), text)
+		offered, err := s.ctl.Notify(notifyCtx, handleOf(sess), text)
 		cancel()
 		if err != nil {
 			s.log.WarnContext(ctx, "prompt not delivered live", "session_id", sess.ID, "error", err.Error())

@@ -40,7 +40,8 @@ type Service struct {
 	broker      *events.Broker
 	log         *slog.Logger
 	execs       map[string]executors.Executor
-	done        chan struct{} // closed by Close: ends every watcher
+	ctl         *executors.Controller // every call to a running session's agentctl
+	done        chan struct{}         // closed by Close: ends every watcher
 	once        sync.Once
 	catalog     *catalogState // the governed tool catalog (catalog.go)
 	dataDir     string
@@ -80,7 +81,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.PushTimeout <= 0 {
 		opts.PushTimeout = DefaultPushTimeout
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, creds: opts.Credentials,
+	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), creds: opts.Credentials,
 		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }

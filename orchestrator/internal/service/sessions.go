@@ -283,7 +283,7 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	if err != nil {
 		return sess, err
 	}
-	res, err := exec.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
+	res, err := s.ctl.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
 	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
 		return s.relaunch(ctx, exec, sess)
 	}
@@ -377,11 +377,10 @@ func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session
 	if sess.State != model.SessionRunning {
 		return sess
 	}
-	exec, ok := s.execs[sess.Executor]
-	if !ok {
+	if _, ok := s.execs[sess.Executor]; !ok {
 		return sess
 	}
-	st, err := exec.Inspect(ctx, handleOf(sess))
+	st, err := s.ctl.Inspect(ctx, handleOf(sess))
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		// Not attached to this orchestrator: re-attach at startup failed.
@@ -576,11 +575,10 @@ func (s *Service) GetSessionMCP(ctx context.Context, id string) (SessionMCP, err
 	if sess.State != model.SessionRunning {
 		return SessionMCP{}, errdefs.FailedPrecondition("session %q is %s; resume it first", id, sess.State)
 	}
-	exec, err := s.executor(sess.Executor)
-	if err != nil {
+	if _, err := s.executor(sess.Executor); err != nil {
 		return SessionMCP{}, err
 	}
-	st, err := exec.Inspect(ctx, handleOf(sess))
+	st, err := s.ctl.Inspect(ctx, handleOf(sess))
 	if err != nil {
 		return SessionMCP{}, err
 	}

@@ -93,14 +93,14 @@ func (l *live) ids(names ...string) []string {
 // client connects an MCP client to a session and subscribes it.
 func (l *live) client(t testing.TB, sess model.Session) *mcptest.Client {
 	t.Helper()
-	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
+	st, err := executors.NewController(map[string]executors.Executor{"local": l.exec}).Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
 	require.NoError(t, err)
 	return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 }
 
 func (l *live) status(t testing.TB, sess model.Session) executors.Status {
 	t.Helper()
-	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
+	st, err := executors.NewController(map[string]executors.Executor{"local": l.exec}).Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
 	require.NoError(t, err)
 	return st
 }
