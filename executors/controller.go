@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/internal/providers"
 )
 
 // Controller is the one place the orchestrator talks to a running
@@ -60,26 +59,14 @@ func lost(ep Endpoint, err error) error {
 	return err
 }
 
-// SetProviders pushes a provider set to a running session.
-func (c *Controller) SetProviders(ctx context.Context, h Handle, set providers.Set, generation uint64) (PushResult, error) {
+// ApplySurface pushes a surface to a running session (see
+// Agentctl.ApplySurface).
+func (c *Controller) ApplySurface(ctx context.Context, h Handle, surface Surface) (PushResult, error) {
 	ep, err := c.endpoint(h)
 	if err != nil {
 		return PushResult{}, err
 	}
-	res, err := ep.Agentctl.SetProviders(ctx, ep.SessionID, set, generation)
-	if err != nil {
-		return res, lost(ep, err)
-	}
-	return res, nil
-}
-
-// SetExternalTools pushes an external tool set to a running session.
-func (c *Controller) SetExternalTools(ctx context.Context, h Handle, tools []ExternalTool, generation uint64) (PushResult, error) {
-	ep, err := c.endpoint(h)
-	if err != nil {
-		return PushResult{}, err
-	}
-	res, err := ep.Agentctl.SetExternalTools(ctx, ep.SessionID, tools, generation)
+	res, err := ep.Agentctl.ApplySurface(ctx, ep.SessionID, surface)
 	if err != nil {
 		return res, lost(ep, err)
 	}

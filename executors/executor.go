@@ -93,6 +93,25 @@ type Spec struct {
 	Image string
 }
 
+// Surface is what a session's tool list is built from: its mode (fixed
+// at launch), its task's provider set at the provider generation, and its
+// workspace's external tools at the catalog generation. The generations
+// are independent; a part whose generation is 0 is not part of a push
+// (agentctl keeps what it applied), and agentctl ignores a part older than
+// the one it applied.
+type Surface struct {
+	Mode               Mode
+	Providers          providers.Set
+	Generation         uint64
+	External           []ExternalTool
+	ExternalGeneration uint64
+}
+
+// Surface is the surface a session launches with.
+func (s Spec) Surface() Surface {
+	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration}
+}
+
 // ExternalTool is one tool of an external MCP server, from the
 // orchestrator's governed catalog, as a session exposes it. agentctl lists
 // it and validates a call's arguments against InputSchema; the call then
@@ -178,20 +197,21 @@ type Status struct {
 	AgentOutput   string
 }
 
-// PushResult is the outcome of SetProviders and of SetExternalTools.
+// PushResult is the outcome of applying a surface: what the session's
+// agentctl applied afterwards.
 type PushResult struct {
-	// Accepted is false when the pushed generation was older than the
-	// applied one; Applied and Generation then describe the applied set.
+	// Accepted is false when a part pushed was older than the applied one
+	// and was ignored.
 	Accepted bool
 	// ToolsChanged is true when the session's tool list changed, so its
 	// MCP clients were sent notifications/tools/list_changed.
 	ToolsChanged bool
-	// Applied is the provider set now applied. SetExternalTools leaves it
-	// empty: it neither reads nor changes the provider set.
-	Applied providers.Set
-	// Generation is the generation now applied: of the provider set for
-	// SetProviders, of the external tool set for SetExternalTools.
+	// Applied and Generation are the provider set now applied.
+	Applied    providers.Set
 	Generation uint64
+	// ExternalGeneration is the generation of the external tool set now
+	// applied (0: none was ever given).
+	ExternalGeneration uint64
 }
 
 // Progress reports a step of a slow operation ("creating container",
@@ -234,15 +254,14 @@ type Executor interface {
 // (agentlink.Link is the one over gRPC): the calls the Controller makes
 // on a running session.
 type Agentctl interface {
-	// SetProviders pushes a provider set; a generation older than the
-	// applied one is ignored (Accepted false), and the mode is kept.
-	SetProviders(ctx context.Context, sessionID string, set providers.Set, generation uint64) (PushResult, error)
-	// SetExternalTools replaces the external tools a session exposes. Like
-	// SetProviders, a generation older than the applied one is ignored;
-	// the mode and the provider set are kept. A set with an invalid
-	// descriptor is refused whole with an errdefs.FieldError naming it
-	// ("external_tools.tools[2].name"), and the session keeps what it had.
-	SetExternalTools(ctx context.Context, sessionID string, tools []ExternalTool, generation uint64) (PushResult, error)
+	// ApplySurface makes the session's surface the given one: each part
+	// given (generation above 0) replaces the applied one unless it is
+	// older (Accepted false), with one rebuild and at most one
+	// list_changed. The mode must be the session's (or empty). A surface
+	// with an invalid external tool is refused whole with an
+	// errdefs.FieldError naming it ("surface.external_tools.tools[2].name"),
+	// and the session keeps what it had.
+	ApplySurface(ctx context.Context, sessionID string, surface Surface) (PushResult, error)
 	// State reports the session as agentctl sees it.
 	State(ctx context.Context, sessionID string) (Status, error)
 	// Notify offers a message to the session's MCP clients and returns to
@@ -336,8 +355,8 @@ type CallHandler func(ctx context.Context, call ToolCall) ToolResult
 // session.
 type SessionEvent struct {
 	SessionID string
-	// Kind is EventAgentExited, "tools_changed", "client_connected" (from
-	// agentctl) or EventLost (from the backend).
+	// Kind is EventAgentExited (from agentctl) or EventLost (from the
+	// backend).
 	Kind    string
 	Message string
 	// AgentExitCode and AgentOutput, for EventAgentExited: the agent's exit

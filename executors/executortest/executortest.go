@@ -140,6 +140,16 @@ func control(e executors.Executor) *executors.Controller {
 	return executors.NewController(map[string]executors.Executor{e.Name(): e})
 }
 
+// pushProviders and pushExternal push one part of a surface, as the
+// orchestrator does when only that part moved.
+func pushProviders(ctx context.Context, e executors.Executor, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
+	return control(e).ApplySurface(ctx, h, executors.Surface{Providers: set, Generation: gen})
+}
+
+func pushExternal(ctx context.Context, e executors.Executor, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	return control(e).ApplySurface(ctx, h, executors.Surface{External: tools, ExternalGeneration: gen})
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
 // Run runs the suite. Cases run one after another: backends are heavy.
@@ -203,17 +213,17 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := control(e).SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := pushProviders(ctx(t), e, h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := control(e).SetProviders(ctx(t), h, providers.Of("github", "gitlab"), gen)
+		res, err := pushProviders(ctx(t), e, h, providers.Of("github", "gitlab"), gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
 		c.WaitChanged(t)
 		assert.Equal(t, surfaces["github,gitlab"], c.Names(t))
-		stale, err := control(e).SetProviders(ctx(t), h, providers.Of("gitlab"), gen-1)
+		stale, err := pushProviders(ctx(t), e, h, providers.Of("gitlab"), gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
 		c.ExpectNone(t, "a stale push must not notify")
@@ -235,25 +245,25 @@ func Run(t *testing.T, b Backend) {
 		toggle := [][]executors.ExternalTool{{docsSearch}, {docsSearch, ticketsStatus}}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := control(e).SetExternalTools(ctx(t), h, toggle[gen%2], gen)
+			_, err := pushExternal(ctx(t), e, h, toggle[gen%2], gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := control(e).SetExternalTools(ctx(t), h, []executors.ExternalTool{ticketsCreate}, gen)
+		res, err := pushExternal(ctx(t), e, h, []executors.ExternalTool{ticketsCreate}, gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
-		assert.Equal(t, gen, res.Generation)
-		assert.Equal(t, providers.Set{}, res.Applied, "the provider set is not this push's")
+		assert.Equal(t, gen, res.ExternalGeneration)
+		assert.Equal(t, providers.Of("github"), res.Applied, "the provider set is kept")
 		c.WaitChanged(t)
 		c.ExpectNone(t, "one push, one notification")
 		want = withTools(surfaces["github"], ticketsCreate.Name)
 		assert.Equal(t, want, c.Names(t))
 
-		stale, err := control(e).SetExternalTools(ctx(t), h, []executors.ExternalTool{docsSearch}, gen-1)
+		stale, err := pushExternal(ctx(t), e, h, []executors.ExternalTool{docsSearch}, gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
-		assert.Equal(t, gen, stale.Generation)
+		assert.Equal(t, gen, stale.ExternalGeneration)
 		c.ExpectNone(t, "a stale push must not notify")
 		assert.Equal(t, want, c.Names(t))
 
@@ -428,7 +438,7 @@ func Run(t *testing.T, b Backend) {
 		if !b.ReportsLoss {
 			testutil.Figure(t, e.Name()+" executor: agentctl killed", "Inspect reports lost %s after the kill (bound %s)", ms(time.Since(killed)), LossDeadline)
 		}
-		_, err := control(e).SetProviders(ctx(t), h, providers.Of("gitlab"), 2)
+		_, err := pushProviders(ctx(t), e, h, providers.Of("gitlab"), 2)
 		assert.Error(t, err, "no push reaches a lost session")
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a lost session succeeds")
 
@@ -458,7 +468,7 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := control(second).SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := pushProviders(ctx(t), second, h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		res, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})

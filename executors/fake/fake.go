@@ -193,30 +193,36 @@ func (a *agentctl) call(ctx context.Context, id string, fn func(*session)) error
 	return nil
 }
 
-func (a *agentctl) SetProviders(ctx context.Context, id string, set providers.Set, gen uint64) (res executors.PushResult, err error) {
+func (a *agentctl) ApplySurface(ctx context.Context, id string, sf executors.Surface) (res executors.PushResult, err error) {
+	var refused error
 	err = a.call(ctx, id, func(s *session) {
 		s.pushes++
-		if gen < s.gen {
-			res = executors.PushResult{Applied: s.providers, Generation: s.gen}
+		if sf.Mode != "" && sf.Mode != s.spec.Mode {
+			refused = errdefs.InvalidField("surface.mode", "the session's mode is %s, fixed at launch", s.spec.Mode)
 			return
 		}
-		res = executors.PushResult{Accepted: true, ToolsChanged: set != s.providers, Applied: set, Generation: gen}
-		s.providers, s.gen = set, gen
-	})
-	return res, err
-}
-
-func (a *agentctl) SetExternalTools(ctx context.Context, id string, tools []executors.ExternalTool, gen uint64) (res executors.PushResult, err error) {
-	err = a.call(ctx, id, func(s *session) {
-		s.pushes++
-		if gen < s.extGen {
-			res = executors.PushResult{Generation: s.extGen}
-			return
+		accepted, changed := true, false
+		if sf.Generation > 0 {
+			if sf.Generation < s.gen {
+				accepted = false
+			} else {
+				changed = changed || sf.Providers != s.providers
+				s.providers, s.gen = sf.Providers, sf.Generation
+			}
 		}
-		changed := !slices.EqualFunc(tools, s.external, func(a, b executors.ExternalTool) bool { return a.Name == b.Name })
-		res = executors.PushResult{Accepted: true, ToolsChanged: changed, Generation: gen}
-		s.external, s.extGen = slices.Clone(tools), gen
+		if sf.ExternalGeneration > 0 {
+			if sf.ExternalGeneration < s.extGen {
+				accepted = false
+			} else {
+				changed = changed || !slices.EqualFunc(sf.External, s.external, func(a, b executors.ExternalTool) bool { return a.Name == b.Name })
+				s.external, s.extGen = slices.Clone(sf.External), sf.ExternalGeneration
+			}
+		}
+		res = executors.PushResult{Accepted: accepted, ToolsChanged: changed, Applied: s.providers, Generation: s.gen, ExternalGeneration: s.extGen}
 	})
+	if err == nil {
+		err = refused
+	}
 	return res, err
 }
 

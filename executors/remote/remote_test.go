@@ -187,7 +187,7 @@ func TestNetworkCutIsLostThenRecovered(t *testing.T) {
 		return err == nil && st.Phase == executors.PhaseRunning
 	}, 60*time.Second, 50*time.Millisecond, "the session recovers when the host answers again")
 	running := time.Since(restored)
-	res, err := control(e).SetProviders(ctx, handle, providers.Of("gitlab"), 2)
+	res, err := control(e).ApplySurface(ctx, handle, executors.Surface{Providers: providers.Of("gitlab"), Generation: 2})
 	require.NoError(t, err)
 	assert.True(t, res.ToolsChanged)
 	require.Eventually(t, func() bool {

@@ -393,15 +393,8 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 	if req.GetProviderSet() == nil {
 		return nil, errdefs.RequiredField("provider_set")
 	}
-	set := providers.Of(req.GetProviderSet().GetProviders()...)
-	accepted, changed, applied := s.setProviders(set, req.GetProviderSet().GetGeneration())
-	d.log.Info("providers pushed", "session_id", s.id, "providers", set.String(),
-		"generation", req.GetProviderSet().GetGeneration(), "accepted", accepted, "tools_changed", changed)
-	if changed {
-		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
-			fmt.Sprintf("providers %q at generation %d", set.String(), applied.GetGeneration())))
-	}
-	return &agentctlv1.SetProvidersResponse{Applied: applied, Accepted: accepted, ToolsChanged: changed}, nil
+	res := d.apply(s, surface{providers: req.GetProviderSet()})
+	return &agentctlv1.SetProvidersResponse{Applied: res.GetAppliedProviderSet(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 
 // GetSessionState implements agentctlv1.AgentctlServiceServer.
@@ -552,4 +545,43 @@ func modeToProto(m registry.Mode) agentctlv1.SessionMode {
 		return agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
 	return agentctlv1.SessionMode_SESSION_MODE_TASK
+}
+
+// ApplySurface implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceRequest) (*agentctlv1.ApplySurfaceResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	sf := req.GetSurface()
+	if sf == nil {
+		return nil, errdefs.RequiredField("surface")
+	}
+	if m := sf.GetMode(); m != agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED && m != modeToProto(s.mode) {
+		return nil, errdefs.InvalidField("surface.mode", "the session's mode is %s, fixed at launch", s.mode)
+	}
+	in := surface{providers: sf.GetProviderSet(), external: sf.GetExternalTools()}
+	if in.external != nil {
+		if in.tools, err = d.externalTools("surface.external_tools", in.external); err != nil {
+			return nil, err
+		}
+	}
+	return d.apply(s, in), nil
+}
+
+// apply applies a validated surface to a session and logs the outcome.
+func (d *Daemon) apply(s *session, in surface) *agentctlv1.ApplySurfaceResponse {
+	res := s.apply(in)
+	args := []any{"session_id", s.id, "accepted", res.GetAccepted(), "tools_changed", res.GetToolsChanged()}
+	if in.providers != nil {
+		args = append(args, "providers", providers.Of(in.providers.GetProviders()...).String(), "generation", in.providers.GetGeneration())
+	}
+	if in.external != nil {
+		args = append(args, "external_tools", len(in.tools), "external_generation", in.external.GetGeneration())
+		if res.GetAccepted() {
+			d.logShadowed(s.id, in.tools)
+		}
+	}
+	d.log.Info("surface applied", args...)
+	return res
 }

@@ -112,16 +112,44 @@ func (s *session) rebuildLocked() bool {
 	return s.pub.Publish(registry.Build(s.specLocked()))
 }
 
-// setProviders applies a pushed set unless it is older than the applied
-// one. The mode and the external tools are kept.
-func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed bool, applied *agentctlv1.ProviderSet) {
+// surface is a pushed surface, validated: a part that is nil is kept.
+type surface struct {
+	providers *agentctlv1.ProviderSet
+	external  *agentctlv1.ExternalToolSet
+	tools     []registry.Tool // external's tools, validated
+}
+
+// stale is agentctl's one stale check: a part whose generation is older
+// than the applied one is ignored.
+func stale(gen, applied uint64) bool { return gen < applied }
+
+// apply applies each part of a pushed surface that is not stale, and
+// rebuilds the registry once, from the mode (fixed at launch) and the
+// latest of both parts. It reports what is now applied.
+func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen < s.gen {
-		return false, false, &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen}
+	accepted, moved := true, false
+	if p := in.providers; p != nil {
+		if stale(p.GetGeneration(), s.gen) {
+			accepted = false
+		} else {
+			s.providers, s.gen, moved = providers.Of(p.GetProviders()...), p.GetGeneration(), true
+		}
 	}
-	s.providers, s.gen = set, gen
-	return true, s.rebuildLocked(), &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
+	if e := in.external; e != nil {
+		if stale(e.GetGeneration(), s.extGen) {
+			accepted = false
+		} else {
+			s.external, s.extGen, moved = in.tools, e.GetGeneration(), true
+		}
+	}
+	return &agentctlv1.ApplySurfaceResponse{
+		AppliedProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		AppliedExternalToolsGeneration: s.extGen,
+		Accepted:                       accepted,
+		ToolsChanged:                   moved && s.rebuildLocked(),
+	}
 }
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/toolscope/toolscope/executors"
-	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -120,19 +119,10 @@ func (s *Service) pushExternalToLive(ctx context.Context) {
 func (s *Service) pushExternal(ctx context.Context, sess model.Session, set externalSet) {
 	tools, gen := set.tools, set.gen
 	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
-	res, err := s.ctl.SetExternalTools(pushCtx, handleOf(sess), tools, gen)
+	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), executors.Surface{External: tools, ExternalGeneration: gen})
 	cancel()
-	{
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
-		case errors.Is(err, errdefs.ErrUnimplemented) && len(tools) == 0:
-			// An agentctl from before the catalog (it kept running across an
-			// upgrade) exposes no external tools, which is what it should.
-			res, err = executors.PushResult{Accepted: true, Generation: gen}, nil
-		case errors.Is(err, errdefs.ErrUnimplemented):
-			err = fmt.Errorf("this session's agentctl predates external tools; resume the session to relaunch it with the current agentctl: %w", err)
-		}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "external tools push failed", "session_id", sess.ID, "generation", gen, "error", err.Error())
@@ -159,8 +149,8 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session, set exte
 		providerGen = ps.Generation
 	}
 	_, err = s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
-		if res.Generation > m.ExternalGeneration {
-			m.ExternalGeneration = res.Generation
+		if res.ExternalGeneration > m.ExternalGeneration {
+			m.ExternalGeneration = res.ExternalGeneration
 		}
 		if providerErr == nil && m.Repaired(providerGen, gen) {
 			m.NeedsRepair, m.StatusMessage = false, ""
@@ -168,13 +158,13 @@ func (s *Service) pushExternal(ctx context.Context, sess model.Session, set exte
 		if !res.ToolsChanged {
 			return nil, nil // every catalog change reaches every session; only real changes are events
 		}
-		return []model.Event{{Kind: model.EventExternalToolsPushed, Message: describeExternal(tools, res.Generation)}}, nil
+		return []model.Event{{Kind: model.EventExternalToolsPushed, Message: describeExternal(tools, res.ExternalGeneration)}}, nil
 	})
 	if err != nil {
 		s.log.ErrorContext(ctx, "record an external tools push", "session_id", sess.ID, "error", err.Error())
 	}
 	if res.ToolsChanged {
-		s.log.InfoContext(ctx, "external tools pushed", "session_id", sess.ID, "generation", res.Generation, "tools", len(tools))
+		s.log.InfoContext(ctx, "external tools pushed", "session_id", sess.ID, "generation", res.ExternalGeneration, "tools", len(tools))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -94,7 +95,7 @@ func (s *Service) pushToLive(ctx context.Context, taskID string, set model.Provi
 // failure and the repair mark.
 func (s *Service) push(ctx context.Context, sess model.Session, set model.ProviderSet) Push {
 	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
-	res, err := s.ctl.SetProviders(pushCtx, handleOf(sess), set.Set, set.Generation)
+	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), executors.Surface{Providers: set.Set, Generation: set.Generation})
 	cancel()
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)

@@ -283,7 +283,7 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 	if err != nil {
 		return sess, err
 	}
-	res, err := s.ctl.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
+	res, err := s.ctl.ApplySurface(ctx, handleOf(sess), executors.Surface{Providers: set.Set, Generation: set.Generation})
 	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
 		return s.relaunch(ctx, exec, sess)
 	}
