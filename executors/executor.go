@@ -24,15 +24,17 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
-// Mode selects the tools a session's agent is shown.
-type Mode string
+// Mode selects the tools a session's agent is shown (toolapi.Mode, the
+// one definition).
+type Mode = toolapi.Mode
 
 // Modes.
 const (
-	ModeTask Mode = "task"
-	ModePlan Mode = "plan"
+	ModeTask = toolapi.ModeTask
+	ModePlan = toolapi.ModePlan
 )
 
 // AgentCommand is the agent a session runs next to agentctl.

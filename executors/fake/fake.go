@@ -39,6 +39,7 @@ type session struct {
 	lost      string // why, once lost
 	fail      error  // every call fails with it while set
 	pushes    int
+	failed    int
 	notes     []string
 }
 
@@ -149,8 +150,9 @@ type Applied struct {
 	Generation         uint64
 	External           []string // the external tools' names
 	ExternalGeneration uint64
-	// Pushes counts the pushes that reached it, stale ones included.
-	Pushes int
+	// Pushes counts the pushes that reached it, stale ones included;
+	// Failed the calls that failed because of Fail.
+	Pushes, Failed int
 	// Notes are the messages offered to its clients.
 	Notes []string
 }
@@ -163,7 +165,7 @@ func (x *Executor) Applied(sessionID string) Applied {
 	if !ok {
 		return Applied{}
 	}
-	a := Applied{Providers: s.providers, Generation: s.gen, ExternalGeneration: s.extGen, Pushes: s.pushes, Notes: slices.Clone(s.notes)}
+	a := Applied{Providers: s.providers, Generation: s.gen, ExternalGeneration: s.extGen, Pushes: s.pushes, Failed: s.failed, Notes: slices.Clone(s.notes)}
 	for _, t := range s.external {
 		a.External = append(a.External, t.Name)
 	}
@@ -187,6 +189,7 @@ func (a *agentctl) call(ctx context.Context, id string, fn func(*session)) error
 	case s.lost != "":
 		return fmt.Errorf("%s: %w", s.lost, errdefs.ErrUnavailable)
 	case s.fail != nil:
+		s.failed++
 		return s.fail
 	}
 	fn(s)

@@ -34,17 +34,19 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
-	creds       credentials.Resolver
-	pushTimeout time.Duration
-	store       *store.Store
-	broker      *events.Broker
-	log         *slog.Logger
-	execs       map[string]executors.Executor
-	ctl         *executors.Controller // every call to a running session's agentctl
-	done        chan struct{}         // closed by Close: ends every watcher
-	once        sync.Once
-	catalog     *catalogState // the governed tool catalog (catalog.go)
-	dataDir     string
+	creds         credentials.Resolver
+	pushTimeout   time.Duration
+	store         *store.Store
+	broker        *events.Broker
+	log           *slog.Logger
+	execs         map[string]executors.Executor
+	ctl           *executors.Controller // every call to a running session's agentctl
+	rec           reconciler            // brings running sessions to their desired surface
+	repairBackoff time.Duration
+	done          chan struct{} // closed by Close: ends every watcher
+	once          sync.Once
+	catalog       *catalogState // the governed tool catalog (catalog.go)
+	dataDir       string
 }
 
 // Options configure a Service.
@@ -55,9 +57,12 @@ type Options struct {
 	// Credentials resolves credential references; the zero value reads the
 	// process environment and files.
 	Credentials credentials.Resolver
-	// PushTimeout bounds the push of a provider set to one session;
+	// PushTimeout bounds the push of a surface to one session;
 	// DefaultPushTimeout if zero.
 	PushTimeout time.Duration
+	// RepairBackoff bounds the wait between two failed attempts to bring
+	// a session to its desired surface; DefaultRepairBackoff if zero.
+	RepairBackoff time.Duration
 	// Catalog holds the connections to external tool providers; nil: the
 	// catalog's records can be managed, but providers cannot be reached
 	// (discovery fails and is recorded as such).
@@ -81,8 +86,11 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.PushTimeout <= 0 {
 		opts.PushTimeout = DefaultPushTimeout
 	}
+	if opts.RepairBackoff <= 0 {
+		opts.RepairBackoff = DefaultRepairBackoff
+	}
 	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), creds: opts.Credentials,
-		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}}, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 
@@ -90,9 +98,13 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 var ErrShuttingDown = fmt.Errorf("orchestrator is shutting down: %w", errdefs.ErrUnavailable)
 
 // Close ends every event watcher with ErrShuttingDown, so a graceful server
-// stop does not wait on streams that never end. It does not close the
-// store.
-func (s *Service) Close() { s.once.Do(func() { close(s.done) }) }
+// stop does not wait on streams that never end, and the reconciler's
+// retries, waiting for attempts in flight (each within the push timeout).
+// It does not close the store.
+func (s *Service) Close() {
+	s.once.Do(func() { close(s.done) })
+	s.rec.wg.Wait()
+}
 
 // CreateWorkspace creates an empty workspace.
 func (s *Service) CreateWorkspace(ctx context.Context, name string) (model.Workspace, error) {

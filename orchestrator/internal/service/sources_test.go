@@ -176,7 +176,7 @@ func TestABatchIsOneRecomputeAndOnePushPerLiveSession(t *testing.T) {
 	for _, s := range sessions {
 		got, err := l.svc.GetSession(ctx, s.ID)
 		require.NoError(t, err)
-		assert.Equal(t, res.Task.Providers, got.Pushed)
+		assert.Equal(t, res.Task.Providers, got.Applied)
 		assert.False(t, got.NeedsRepair)
 	}
 }
@@ -247,7 +247,7 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 	assert.Len(t, got.Repositories, 2, "the sources are kept")
 	ok, err := l.svc.GetSession(ctx, healthy.ID)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), ok.Pushed.Generation)
+	assert.Equal(t, uint64(2), ok.Applied.Generation)
 	assert.False(t, ok.NeedsRepair)
 
 	require.NoError(t, syscall.Kill(pid(frozen), syscall.SIGCONT))
@@ -256,13 +256,13 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 		marked, err := l.svc.GetSession(ctx, s.ID)
 		require.NoError(t, err)
 		assert.True(t, marked.NeedsRepair, "%s is marked", s.ID)
-		assert.Equal(t, uint64(1), marked.Pushed.Generation, "%s keeps its old (subset) set", s.ID)
+		assert.Equal(t, uint64(1), marked.Applied.Generation, "%s keeps its old (subset) set", s.ID)
 
 		repaired, err := l.svc.ResumeSession(ctx, s.ID)
 		require.NoError(t, err)
 		assert.Equal(t, model.SessionRunning, repaired.State)
 		assert.False(t, repaired.NeedsRepair, "%s is repaired", s.ID)
-		assert.Equal(t, uint64(2), repaired.Pushed.Generation)
+		assert.Equal(t, uint64(2), repaired.Applied.Generation)
 		assert.Equal(t, toolapi.Surface("github", "gitlab"), l.status(t, repaired).ToolNames)
 	}
 	counted := l.eventsAfter(t, task.ID, 0)
@@ -297,8 +297,8 @@ func TestConcurrentBatches(t *testing.T) {
 		for _, s := range sessions {
 			got, err := l.svc.GetSession(ctx, s.ID)
 			require.NoError(t, err)
-			assert.Equal(t, gen, got.Pushed.Generation, "session %s", s.ID)
-			assert.Equal(t, providers, got.Pushed.Set.String())
+			assert.Equal(t, gen, got.Applied.Generation, "session %s", s.ID)
+			assert.Equal(t, providers, got.Applied.Set.String())
 			st := l.status(t, s)
 			assert.Equal(t, gen, st.Generation, "agentctl of %s applied the last generation", s.ID)
 			assert.Equal(t, providers, st.Providers.String())

@@ -93,17 +93,21 @@ func attach(ctx context.Context, t *tx, taskID string, repoIDs []string, e model
 		formatTime(t.now), taskID); err != nil {
 		return model.Task{}, err
 	}
-	set, err := taskProviders(ctx, t, taskID)
+	// The batch's one recompute: the task as it now is, its provider set
+	// derived from its repositories in the batch's transaction. The event
+	// and the caller (task.Providers) get this one value.
+	task, err := loadTask(ctx, t, taskID)
 	if err != nil {
 		return model.Task{}, err
 	}
+	set := task.Providers
 	e.TaskID, e.Kind, e.RepositoryIDs, e.Providers = taskID, model.EventSourcesAdded, repoIDs, set
 	e.Message = strings.TrimSpace(fmt.Sprintf("%d repositories attached by %s; providers now %s %s",
 		len(repoIDs), describeActor(e.Actor), describeSet(set.Set), e.Message))
 	if err := t.emit(ctx, e); err != nil {
 		return model.Task{}, err
 	}
-	return loadTask(ctx, t, taskID)
+	return task, nil
 }
 
 // describeActor renders who made a change for a message; the zero actor
