@@ -1,8 +1,10 @@
-// Package executortest is the conformance suite every executor backend
-// runs. It drives a backend only through executors.Executor and checks the
-// result where it matters: with a real MCP client listing tools through the
-// session's endpoint, and with the tool calls that reach the orchestrator's
-// handler.
+// Package executortest is the conformance suite of the executor backends,
+// in two parts: the lifecycle suite every backend runs (Run), and the
+// agentctl contract suite, run once over a real agentctl (Contract). It
+// drives a backend only through executors.Executor and the Controller, and
+// checks the result where it matters: with a real MCP client listing tools
+// through the session's endpoint, and with the tool calls that reach the
+// orchestrator's handler.
 package executortest
 
 import (
@@ -152,8 +154,32 @@ func pushExternal(ctx context.Context, e executors.Executor, h executors.Handle,
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
-// Run runs the suite. Cases run one after another: backends are heavy.
-func Run(t *testing.T, b Backend) {
+// Run runs the lifecycle suite, which every backend runs: launch,
+// identity of calls, stop, loss, re-attach, agent exit, refusals. Cases
+// run one after another: backends are heavy.
+func Run(t *testing.T, b Backend) { run(t, b, lifecycle) }
+
+// Contract runs the agentctl contract suite once, over one backend's
+// real agentctl and its real gRPC link: what the orchestrator's
+// Controller says to a running session (surfaces, notifications) reaches
+// its MCP clients. Every backend reaches agentctl through the same
+// agentlink and Controller, so the other backends need not prove it again.
+func Contract(t *testing.T, b Backend) { run(t, b, contract) }
+
+// part is a part of the suite.
+type part int
+
+const (
+	lifecycle part = iota
+	contract
+)
+
+func run(t *testing.T, b Backend, which part) {
+	only := func(p part, name string, f func(t *testing.T)) {
+		if p == which {
+			t.Run(name, f)
+		}
+	}
 	n := 0
 	spec := func(set string, gen uint64) executors.Spec {
 		n++
@@ -188,7 +214,7 @@ func Run(t *testing.T, b Backend) {
 		return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 	}
 
-	t.Run("launch carries providers and mode into agentctl's registry", func(t *testing.T) {
+	only(lifecycle, "launch carries providers and mode into agentctl's registry", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github,gitlab", 7)
 		s.Mode = executors.ModePlan
@@ -205,7 +231,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, executors.PhaseRunning, again.Phase)
 	})
 
-	t.Run("SetProviders reaches a connected client as list_changed", func(t *testing.T) {
+	only(contract, "SetProviders reaches a connected client as list_changed", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))
 		c := connect(t, st)
@@ -229,7 +255,7 @@ func Run(t *testing.T, b Backend) {
 		c.ExpectNone(t, "a stale push must not notify")
 	})
 
-	t.Run("SetExternalTools reaches a connected client as list_changed", func(t *testing.T) {
+	only(contract, "SetExternalTools reaches a connected client as list_changed", func(t *testing.T) {
 		rec := &recorder{}
 		e := b.New(t, rec.handle, nil)
 		s := spec("github", 1)
@@ -294,7 +320,7 @@ func Run(t *testing.T, b Backend) {
 		assert.NotContains(t, names, ticketsCreate.Name, "plan mode: read-only tools only")
 	})
 
-	t.Run("tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
+	only(lifecycle, "tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
 		rec := &recorder{}
 		e := b.New(t, rec.handle, nil)
 		s := spec("gitlab", 1)
@@ -311,7 +337,7 @@ func Run(t *testing.T, b Backend) {
 		assert.True(t, rec.calls[0].OnLink, "the session was created on the link its call came on")
 	})
 
-	t.Run("a session the orchestrator did not create gets no tools; a replayed one keeps its identity", func(t *testing.T) {
+	only(lifecycle, "a session the orchestrator did not create gets no tools; a replayed one keeps its identity", func(t *testing.T) {
 		if b.Control == nil {
 			t.Fatal("the backend gives the suite no Control: the channel binding must be tried on every backend")
 		}
@@ -386,7 +412,7 @@ func Run(t *testing.T, b Backend) {
 			"session id arrives as that session, its task and mode left to the orchestrator's records")
 	})
 
-	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
+	only(contract, "a message reaches the session's listening clients", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))
 		// Log notifications travel on stateful sessions (2025-11-25 and
@@ -399,7 +425,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, "review requested on PR #7", c.WaitLog(t))
 	})
 
-	t.Run("stop", func(t *testing.T) {
+	only(lifecycle, "stop", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, e, spec("github", 1))
 		require.NoError(t, e.Stop(ctx(t), h))
@@ -409,7 +435,7 @@ func Run(t *testing.T, b Backend) {
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a stopped session succeeds")
 	})
 
-	t.Run("agentctl killed: the session is lost; relaunch repairs it", func(t *testing.T) {
+	only(lifecycle, "agentctl killed: the session is lost; relaunch repairs it", func(t *testing.T) {
 		lost := make(chan executors.SessionEvent, 8)
 		e := b.New(t, (&recorder{}).handle, func(ev executors.SessionEvent) {
 			if ev.Kind == executors.EventLost {
@@ -449,7 +475,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, surfaces["github,gitlab"], connect(t, st).Names(t))
 	})
 
-	t.Run("a restarted orchestrator re-attaches", func(t *testing.T) {
+	only(lifecycle, "a restarted orchestrator re-attaches", func(t *testing.T) {
 		first := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github", 1)
 		h, st := launch(t, first, s)
@@ -478,7 +504,7 @@ func Run(t *testing.T, b Backend) {
 		require.NoError(t, second.Stop(ctx(t), h))
 	})
 
-	t.Run("re-attaching to a dead session reports it lost", func(t *testing.T) {
+	only(lifecycle, "re-attaching to a dead session reports it lost", func(t *testing.T) {
 		first := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, first, spec("gitlab", 1))
 		require.NoError(t, first.Close())
@@ -490,7 +516,7 @@ func Run(t *testing.T, b Backend) {
 		}, time.Minute, 50*time.Millisecond)
 	})
 
-	t.Run("an agent's exit and its log reach the orchestrator", func(t *testing.T) {
+	only(lifecycle, "an agent's exit and its log reach the orchestrator", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github", 1)
 		s.Agent = &executors.AgentCommand{Argv: b.Agent}
@@ -511,7 +537,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, st.AgentOutput, strings.TrimSpace(string(log)))
 	})
 
-	t.Run("an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
+	only(lifecycle, "an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		for _, c := range []struct{ argv0, want string }{
 			{"no-such-agent", "agent command `no-such-agent` not found on the executor's PATH"},
@@ -526,7 +552,7 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("bad specs are refused before anything starts", func(t *testing.T) {
+	only(lifecycle, "bad specs are refused before anything starts", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		bad := spec("github", 1)
 		bad.Mode = "turbo"
