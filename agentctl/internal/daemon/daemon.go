@@ -393,7 +393,7 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 	if req.GetProviderSet() == nil {
 		return nil, errdefs.RequiredField("provider_set")
 	}
-	res := d.apply(s, surface{providers: req.GetProviderSet()})
+	res := d.apply(s, newSurface(req.GetProviderSet(), nil, nil))
 	return &agentctlv1.SetProvidersResponse{Applied: res.GetAppliedProviderSet(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 
@@ -560,13 +560,13 @@ func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceReq
 	if m := sf.GetMode(); m != agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED && m != modeToProto(s.mode) {
 		return nil, errdefs.InvalidField("surface.mode", "the session's mode is %s, fixed at launch", s.mode)
 	}
-	in := surface{providers: sf.GetProviderSet(), external: sf.GetExternalTools()}
-	if in.external != nil {
-		if in.tools, err = d.externalTools("surface.external_tools", in.external); err != nil {
+	var tools []registry.Tool
+	if ext := sf.GetExternalTools(); ext != nil {
+		if tools, err = d.externalTools("surface.external_tools", ext); err != nil {
 			return nil, err
 		}
 	}
-	return d.apply(s, in), nil
+	return d.apply(s, newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)), nil
 }
 
 // apply applies a validated surface to a session and logs the outcome.
@@ -574,7 +574,7 @@ func (d *Daemon) apply(s *session, in surface) *agentctlv1.ApplySurfaceResponse 
 	res := s.apply(in)
 	args := []any{"session_id", s.id, "accepted", res.GetAccepted(), "tools_changed", res.GetToolsChanged()}
 	if in.providers != nil {
-		args = append(args, "providers", providers.Of(in.providers.GetProviders()...).String(), "generation", in.providers.GetGeneration())
+		args = append(args, "providers", in.set.String(), "generation", in.providers.GetGeneration())
 	}
 	if in.external != nil {
 		args = append(args, "external_tools", len(in.tools), "external_generation", in.external.GetGeneration())

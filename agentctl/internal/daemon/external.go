@@ -40,7 +40,7 @@ func (d *Daemon) SetExternalTools(_ context.Context, req *agentctlv1.SetExternal
 	if err != nil {
 		return nil, err
 	}
-	res := d.apply(s, surface{external: set, tools: tools})
+	res := d.apply(s, newSurface(nil, set, tools))
 	return &agentctlv1.SetExternalToolsResponse{AppliedGeneration: res.GetAppliedExternalToolsGeneration(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 

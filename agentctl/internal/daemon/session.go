@@ -115,8 +115,15 @@ func (s *session) rebuildLocked() bool {
 // surface is a pushed surface, validated: a part that is nil is kept.
 type surface struct {
 	providers *agentctlv1.ProviderSet
+	set       providers.Set // providers', normalized once (newSurface)
 	external  *agentctlv1.ExternalToolSet
 	tools     []registry.Tool // external's tools, validated
+}
+
+// newSurface is a surface of the parts given; the provider set is
+// normalized here, once, through internal/providers.
+func newSurface(ps *agentctlv1.ProviderSet, ext *agentctlv1.ExternalToolSet, tools []registry.Tool) surface {
+	return surface{providers: ps, set: providers.Of(ps.GetProviders()...), external: ext, tools: tools}
 }
 
 // stale is agentctl's one stale check: a part whose generation is older
@@ -134,7 +141,7 @@ func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 		if stale(p.GetGeneration(), s.gen) {
 			accepted = false
 		} else {
-			s.providers, s.gen, moved = providers.Of(p.GetProviders()...), p.GetGeneration(), true
+			s.providers, s.gen, moved = in.set, p.GetGeneration(), true
 		}
 	}
 	if e := in.external; e != nil {

@@ -105,9 +105,6 @@ func readOnlyFromTable(tools []Tool) []Tool {
 // Build returns the registry for spec. Unknown modes are treated as plan
 // mode: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
-	// Normalize again: a Set can only hold allowlisted providers, but the
-	// spec may have been assembled by hand.
-	spec.Providers = providers.Of(spec.Providers.Strings()...)
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
 	var tools []Tool
 	builtin := map[string]bool{}
