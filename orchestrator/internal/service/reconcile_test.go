@@ -14,7 +14,6 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
-	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
 // faked is a service over a real store whose "local" backend is the
@@ -23,30 +22,12 @@ import (
 type faked struct {
 	*live
 	exec *fake.Executor
-	dir  string
 }
 
 func newFaked(t *testing.T, opts service.Options) *faked {
 	t.Helper()
-	ctx := context.Background()
-	f := &faked{exec: fake.New("local"), dir: t.TempDir()}
-	st, err := store.Open(ctx, f.dir, store.Options{OnCommit: (&events.Broker{}).Publish})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	opts.Executors = map[string]executors.Executor{"local": f.exec}
-	svc := service.New(st, &events.Broker{}, opts)
-	t.Cleanup(svc.Close)
-	f.live = &live{svc: svc, st: st, repos: map[string]model.Repository{}}
-	f.ws, err = svc.CreateWorkspace(ctx, "acme")
-	require.NoError(t, err)
-	for _, r := range []struct{ name, provider, host, path string }{
-		{"github", "github", "github.com", "acme/api"}, {"gitlab", "gitlab", "gitlab.com", "acme/web"},
-	} {
-		repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: f.ws.ID, Provider: r.provider, Host: r.host, Path: r.path})
-		require.NoError(t, err)
-		f.repos[r.name] = repo
-	}
-	return f
+	exec := fake.New("local")
+	return &faked{live: newLiveOn(t, exec, opts), exec: exec}
 }
 
 func (f *faked) session(t *testing.T, id string) model.Session {

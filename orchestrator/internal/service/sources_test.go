@@ -31,26 +31,34 @@ func TestMain(m *testing.M) {
 	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds))
 }
 
-// live is a service running real local sessions.
+// live is a service running sessions on one backend named "local": real
+// local sessions (newLive) or the in-memory fake (newFaked).
 type live struct {
 	svc   *service.Service
 	st    *store.Store
-	exec  *local.Executor
+	exec  executors.Executor
 	ws    model.Workspace
 	repos map[string]model.Repository // by name: github, gitlab, local1, local2, ...
 }
 
 func newLive(t testing.TB, pushTimeout time.Duration) *live {
 	t.Helper()
+	exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	return newLiveOn(t, exec, service.Options{PushTimeout: pushTimeout})
+}
+
+// newLiveOn is a service whose "local" backend is exec.
+func newLiveOn(t testing.TB, exec executors.Executor, opts service.Options) *live {
+	t.Helper()
 	ctx := context.Background()
 	broker := &events.Broker{}
 	st, err := store.Open(ctx, t.TempDir(), store.Options{OnCommit: broker.Publish})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
-	require.NoError(t, err)
 	l := &live{st: st, exec: exec, repos: map[string]model.Repository{}}
-	l.svc = service.New(st, broker, service.Options{Executors: map[string]executors.Executor{"local": exec}, PushTimeout: pushTimeout})
+	opts.Executors = map[string]executors.Executor{"local": exec}
+	l.svc = service.New(st, broker, opts)
 	t.Cleanup(l.svc.Close)
 	l.ws, err = l.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(t, err)
@@ -93,8 +101,7 @@ func (l *live) ids(names ...string) []string {
 // client connects an MCP client to a session and subscribes it.
 func (l *live) client(t testing.TB, sess model.Session) *mcptest.Client {
 	t.Helper()
-	st, err := executors.NewController(map[string]executors.Executor{"local": l.exec}).Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
-	require.NoError(t, err)
+	st := l.status(t, sess)
 	return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 }
 
@@ -186,7 +193,7 @@ func TestABatchIsOneRecomputeAndOnePushPerLiveSession(t *testing.T) {
 func TestAFailedBatchAttachesAndPushesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLive(t, 10*time.Second)
+	l := newFaked(t, service.Options{PushTimeout: 10 * time.Second}).live
 	task := l.task(t, "github")
 	sess := l.launch(t, task.ID)
 	before := lastSeq(t, l.st, task.ID)
@@ -274,7 +281,7 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 func TestConcurrentBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLive(t, 10*time.Second)
+	l := newFaked(t, service.Options{PushTimeout: 10 * time.Second}).live
 	a, b := l.task(t, "local0"), l.task(t, "local1")
 	aSessions := []model.Session{l.launch(t, a.ID), l.launch(t, a.ID)}
 	bSession := l.launch(t, b.ID)
