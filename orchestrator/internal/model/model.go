@@ -154,6 +154,14 @@ type Session struct {
 	UpdatedAt     time.Time
 }
 
+// SurfaceVersion is what a session's desired surface is a function of:
+// its task's provider generation and the catalog generation (with the
+// workspace whose tools the catalog assigns). The mode is the session's.
+type SurfaceVersion struct {
+	WorkspaceID                           string
+	ProviderGeneration, CatalogGeneration uint64
+}
+
 // EventKind says what a task event records.
 type EventKind string
 

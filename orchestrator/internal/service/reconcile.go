@@ -44,6 +44,26 @@ type reconciler struct {
 	mu      sync.Mutex
 	workers map[string]*worker // by session id, while one runs
 	wg      sync.WaitGroup
+	// desired holds, per task, the last desired surface read (without
+	// the mode) and its version; reading holds the reads in flight, so the
+	// sessions of one task woken together read their task's surface once.
+	desired map[string]desiredRead
+	reading map[taskVersion]*desiredRead
+}
+
+// taskVersion is a task's surface version.
+type taskVersion struct {
+	taskID string
+	v      model.SurfaceVersion
+}
+
+// desiredRead is a desired surface read from the records at a version
+// (the generations it was read at, each part at its own).
+type desiredRead struct {
+	v    model.SurfaceVersion
+	sf   executors.Surface
+	err  error
+	done chan struct{}
 }
 
 // worker brings one session to its desired surface.
@@ -173,15 +193,53 @@ func (s *Service) stop(id string, w *worker) {
 	w.waiters = nil
 }
 
-// desired is the surface a session should show, from the records.
-func (s *Service) desired(ctx context.Context, sess model.Session) (executors.Surface, error) {
-	task, err := s.store.GetTask(ctx, sess.TaskID)
-	if err != nil {
-		return executors.Surface{}, err
+// desired is the surface a session should show, from the records, at
+// version v or later. The surface is a function of the version (every
+// change to a task's repositories bumps its provider generation, every
+// catalog change the catalog generation), so a read at v serves every
+// session of the task that asks at v: the last one is kept per task, and
+// sessions asking while it is read wait for that read.
+func (s *Service) desired(ctx context.Context, sess model.Session, v model.SurfaceVersion) (executors.Surface, error) {
+	r := &s.rec
+	r.mu.Lock()
+	if d, ok := r.desired[sess.TaskID]; ok && d.v == v {
+		r.mu.Unlock()
+		return d.withMode(sess.Mode), nil
 	}
-	sf := executors.Surface{Mode: sess.Mode, Providers: task.Providers.Set, Generation: task.Providers.Generation}
-	sf.External, sf.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID)
-	return sf, err
+	key := taskVersion{sess.TaskID, v}
+	d, reading := r.reading[key]
+	if !reading {
+		d = &desiredRead{done: make(chan struct{})}
+		r.reading[key] = d
+	}
+	r.mu.Unlock()
+	if reading {
+		<-d.done
+		return d.withMode(sess.Mode), d.err
+	}
+
+	task, err := s.store.GetTask(ctx, sess.TaskID)
+	if err == nil {
+		d.sf = executors.Surface{Providers: task.Providers.Set, Generation: task.Providers.Generation}
+		d.sf.External, d.sf.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID)
+		// The version read: each part at the generation it was read at.
+		d.v = model.SurfaceVersion{WorkspaceID: task.WorkspaceID, ProviderGeneration: d.sf.Generation, CatalogGeneration: d.sf.ExternalGeneration}
+	}
+	d.err = err
+	r.mu.Lock()
+	delete(r.reading, key)
+	if old, ok := r.desired[sess.TaskID]; err == nil && (!ok || (d.v.ProviderGeneration >= old.v.ProviderGeneration && d.v.CatalogGeneration >= old.v.CatalogGeneration)) {
+		r.desired[sess.TaskID] = *d
+	}
+	r.mu.Unlock()
+	close(d.done)
+	return d.withMode(sess.Mode), err
+}
+
+func (d *desiredRead) withMode(m model.Mode) executors.Surface {
+	sf := d.sf
+	sf.Mode = m
+	return sf
 }
 
 // lag is the part of the desired surface a session has not applied: a part
@@ -202,7 +260,7 @@ func lag(sess model.Session, desired executors.Surface) executors.Surface {
 // true when nothing is left to do: the session applies its desired
 // surface, is not running, or its records cannot be read.
 func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push, settled bool) {
-	sess, err := s.store.GetSession(ctx, id)
+	sess, v, err := s.store.SessionSurface(ctx, id)
 	if err != nil {
 		return Push{SessionID: id, Err: err}, true
 	}
@@ -211,7 +269,7 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 		p.Err = errdefs.FailedPrecondition("session %s is %s", id, sess.State)
 		return p, true
 	}
-	desired, err := s.desired(ctx, sess)
+	desired, err := s.desired(ctx, sess, v)
 	if err != nil {
 		s.log.ErrorContext(ctx, "read a session's desired surface", "session_id", id, "error", err.Error())
 		p.Err = err

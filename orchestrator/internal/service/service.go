@@ -90,7 +90,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 		opts.RepairBackoff = DefaultRepairBackoff
 	}
 	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), creds: opts.Credentials,
-		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}}, done: make(chan struct{}), dataDir: opts.DataDir,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 

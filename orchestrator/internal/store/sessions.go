@@ -121,6 +121,23 @@ func (s *Store) GetSession(ctx context.Context, id string) (model.Session, error
 	return getSession(ctx, s.r, id)
 }
 
+// SessionSurface returns a session and the version of its desired
+// surface, read in one transaction.
+func (s *Store) SessionSurface(ctx context.Context, id string) (sess model.Session, v model.SurfaceVersion, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		if sess, err = getSession(ctx, q, id); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, `SELECT workspace_id, provider_generation FROM tasks WHERE id = ?`, sess.TaskID).
+			Scan(&v.WorkspaceID, &v.ProviderGeneration); err != nil {
+			return err
+		}
+		v.CatalogGeneration, err = catalogGeneration(ctx, q)
+		return err
+	})
+	return sess, v, err
+}
+
 // ListSessions returns a task's sessions, oldest first.
 func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
 	err = s.read(ctx, func(q queryer) error {
