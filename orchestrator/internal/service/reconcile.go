@@ -130,7 +130,7 @@ func (s *Service) reconcileAndWait(ctx context.Context, sessions []model.Session
 // (or is no longer running) and no wake came meanwhile; a failed attempt
 // is retried with backoff, sooner if something wakes it.
 func (s *Service) work(id string, w *worker) {
-	ctx := context.Background()
+	ctx := s.life
 	backoff := s.pushTimeout
 	failing := false
 	for {
@@ -287,6 +287,9 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 	cancel()
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
+	}
+	if err != nil && ctx.Err() != nil {
+		return Push{SessionID: id, Err: ErrShuttingDown}, true // cancelled by Close: nothing to record
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "surface push failed", "session_id", id, "generation", push.Generation,

@@ -43,7 +43,9 @@ type Service struct {
 	ctl           *executors.Controller // every call to a running session's agentctl
 	rec           reconciler            // brings running sessions to their desired surface
 	repairBackoff time.Duration
-	done          chan struct{} // closed by Close: ends every watcher
+	done          chan struct{}   // closed by Close: ends every watcher
+	life          context.Context // the reconciler's; cancelled by Close
+	endLife       context.CancelFunc
 	once          sync.Once
 	catalog       *catalogState // the governed tool catalog (catalog.go)
 	dataDir       string
@@ -89,7 +91,8 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.RepairBackoff <= 0 {
 		opts.RepairBackoff = DefaultRepairBackoff
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), creds: opts.Credentials,
+	life, endLife := context.WithCancel(context.Background())
+	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), creds: opts.Credentials,
 		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
@@ -98,11 +101,14 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 var ErrShuttingDown = fmt.Errorf("orchestrator is shutting down: %w", errdefs.ErrUnavailable)
 
 // Close ends every event watcher with ErrShuttingDown, so a graceful server
-// stop does not wait on streams that never end, and the reconciler's
-// retries, waiting for attempts in flight (each within the push timeout).
-// It does not close the store.
+// stop does not wait on streams that never end, and the reconciler: its
+// attempts in flight are cancelled (and not recorded), and Close waits
+// for its workers to end. It does not close the store.
 func (s *Service) Close() {
-	s.once.Do(func() { close(s.done) })
+	s.once.Do(func() {
+		close(s.done)
+		s.endLife()
+	})
 	s.rec.wg.Wait()
 }
 
