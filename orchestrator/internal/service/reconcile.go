@@ -169,7 +169,8 @@ func (s *Service) work(id string, w *worker) {
 		}
 		s.rec.mu.Unlock()
 		if !failing {
-			continue // woken meanwhile: read the records again
+			backoff = s.pushTimeout
+			continue // the records moved on meanwhile, or a wake came: another round
 		}
 		select {
 		case <-w.again:
