@@ -5,10 +5,11 @@
 // and provider set, serves it over streamable HTTP on loopback behind a
 // per-session bearer token, writes an MCP client config the agent can be
 // pointed at, and starts the agent command with the endpoint injected.
-// SetProviders rebuilds the registry locally (the mode is kept; a stale
-// generation is ignored); SetExternalTools does the same for the external
-// tools of the orchestrator's catalog (see external.go), with generations
-// of their own. Tool calls go to the orchestrator over the Attach
+// ApplySurface rebuilds the registry locally from a surface: the provider
+// set and the external tools of the orchestrator's catalog (see
+// external.go), each with its generation (a stale part is ignored; the
+// mode is kept); the deprecated SetProviders and SetExternalTools are its
+// single-part forms. Tool calls go to the orchestrator over the Attach
 // stream the orchestrator opened, with the session's identity bound here,
 // never taken from the arguments.
 //

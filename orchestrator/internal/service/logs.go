@@ -19,7 +19,7 @@ type SessionLog int
 // Session logs.
 const (
 	// LogAgent is the agent's output, read from the session's agentctl
-	// wherever it runs (executors.AgentLogReader); running sessions only.
+	// wherever it runs (through the Controller); running sessions only.
 	LogAgent SessionLog = iota
 	// LogAgentctl is the session's agentctl's own log, kept by executors
 	// that can (executors.AgentctlLogReader), whatever the session's state.
