@@ -412,6 +412,29 @@ func run(t *testing.T, b Backend, which part) {
 			"session id arrives as that session, its task and mode left to the orchestrator's records")
 	})
 
+	only(contract, "a surface that moves both parts reaches a connected client as one list_changed", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle, nil)
+		s := spec("github", 1)
+		s.External, s.ExternalGeneration = []executors.ExternalTool{docsSearch}, 1
+		h, st := launch(t, e, s)
+		c := connect(t, st)
+		gen := uint64(1)
+		toggle := []string{"gitlab", "github"}
+		c.Subscribe(t, func() {
+			gen++
+			_, err := pushProviders(ctx(t), e, h, providers.Of(toggle[gen%2]), gen)
+			require.NoError(t, err)
+		})
+		gen++
+		res, err := control(e).ApplySurface(ctx(t), h, executors.Surface{Mode: executors.ModeTask,
+			Providers: providers.Of("github", "gitlab"), Generation: gen, External: []executors.ExternalTool{docsSearch, ticketsCreate}, ExternalGeneration: 2})
+		require.NoError(t, err)
+		assert.Equal(t, executors.PushResult{Accepted: true, ToolsChanged: true, Applied: providers.Of("github", "gitlab"), Generation: gen, ExternalGeneration: 2}, res)
+		c.WaitChanged(t)
+		c.ExpectNone(t, "one surface, one notification")
+		assert.Equal(t, withTools(surfaces["github,gitlab"], docsSearch.Name, ticketsCreate.Name), c.Names(t))
+	})
+
 	only(contract, "a message reaches the session's listening clients", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/fake"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -60,8 +61,11 @@ func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
 	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, 10*time.Second, 5*time.Millisecond,
 		"the reconciler retries a failing session")
 	f.exec.Fail(sess.ID, nil)
+	answered := time.Now()
 	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, 10*time.Second, 5*time.Millisecond,
 		"repaired without a resume")
+	testutil.Figure(t, "reconciler: a failing session", "repaired %d ms after its agentctl answered again (backoff bound 200 ms), after %d failed attempts, with one push_failed event",
+		time.Since(answered).Milliseconds(), f.exec.Applied(sess.ID).Failed)
 	got := f.session(t, sess.ID)
 	assert.Equal(t, model.ProviderSet{Set: res.Task.Providers.Set, Generation: 2}, got.Applied)
 	assert.Empty(t, got.StatusMessage)
