@@ -6,8 +6,10 @@
 // and keeps an Attach stream open so the agent's tool calls reach the
 // orchestrator. External tools (of external MCP servers, from the
 // orchestrator's catalog) travel the same way, with generations of their
-// own. One conformance suite (package executortest) proves every
-// backend behaves the same.
+// own. A backend owns the lifecycle only; everything said to a running
+// session's agentctl goes through the one Controller (controller.go), by
+// the Endpoint the backend gives. Package executortest proves every
+// backend's lifecycle the same way, and the agentctl contract once.
 //
 // A backend returns a Handle the orchestrator persists; a restarted
 // orchestrator passes it to Reattach to take over a session that is still
