@@ -141,7 +141,7 @@ func (s *Store) SessionSurface(ctx context.Context, id string) (sess model.Sessi
 // ListSessions returns a task's sessions, oldest first.
 func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		if _, err := taskProviders(ctx, q, taskID); err != nil {
+		if err := taskExists(ctx, q, taskID); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)

@@ -142,6 +142,16 @@ func (s *Store) TaskProviders(ctx context.Context, taskID string) (model.Provide
 	return taskProviders(ctx, s.r, taskID)
 }
 
+// taskExists checks a task exists, without deriving anything from it.
+func taskExists(ctx context.Context, q queryer, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errdefs.NotFound("task", id)
+	}
+	return err
+}
+
 func taskProviders(ctx context.Context, q queryer, taskID string) (model.ProviderSet, error) {
 	rows, err := q.QueryContext(ctx, `
 		SELECT t.provider_generation, r.provider
