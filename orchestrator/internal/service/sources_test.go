@@ -257,14 +257,18 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 	assert.Equal(t, uint64(2), ok.Applied.Generation)
 	assert.False(t, ok.NeedsRepair)
 
-	require.NoError(t, syscall.Kill(pid(frozen), syscall.SIGCONT))
-	thawed = true
+	// The marks, read from the records while the frozen agentctl is still
+	// frozen: the reconciler retries it, and would repair it once it
+	// answers, with no resume.
 	for _, s := range []model.Session{dead, frozen} {
-		marked, err := l.svc.GetSession(ctx, s.ID)
+		marked, err := l.st.GetSession(ctx, s.ID)
 		require.NoError(t, err)
 		assert.True(t, marked.NeedsRepair, "%s is marked", s.ID)
 		assert.Equal(t, uint64(1), marked.Applied.Generation, "%s keeps its old (subset) set", s.ID)
-
+	}
+	require.NoError(t, syscall.Kill(pid(frozen), syscall.SIGCONT))
+	thawed = true
+	for _, s := range []model.Session{dead, frozen} {
 		repaired, err := l.svc.ResumeSession(ctx, s.ID)
 		require.NoError(t, err)
 		assert.Equal(t, model.SessionRunning, repaired.State)
