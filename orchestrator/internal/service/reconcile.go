@@ -160,7 +160,7 @@ func (s *Service) work(id string, w *worker) {
 		}
 		w.waiters = kept
 		if settled && len(w.again) == 0 {
-			delete(s.rec.workers, id)
+			s.rec.retire(id)
 			for _, wt := range w.waiters {
 				wt.ch <- p
 			}
@@ -187,11 +187,21 @@ func (s *Service) work(id string, w *worker) {
 func (s *Service) stop(id string, w *worker) {
 	s.rec.mu.Lock()
 	defer s.rec.mu.Unlock()
-	delete(s.rec.workers, id)
+	s.rec.retire(id)
 	for _, wt := range w.waiters {
 		wt.ch <- Push{SessionID: id, Err: ErrShuttingDown}
 	}
 	w.waiters = nil
+}
+
+// retire forgets a session's worker; with the last one go the desired
+// surfaces read, which serve only sessions reconciled together. r.mu is
+// held.
+func (r *reconciler) retire(id string) {
+	delete(r.workers, id)
+	if len(r.workers) == 0 {
+		clear(r.desired)
+	}
 }
 
 // desired is the surface a session should show, from the records, at
