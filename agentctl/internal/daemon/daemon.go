@@ -5,10 +5,11 @@
 // and provider set, serves it over streamable HTTP on loopback behind a
 // per-session bearer token, writes an MCP client config the agent can be
 // pointed at, and starts the agent command with the endpoint injected.
-// SetProviders rebuilds the registry locally (the mode is kept; a stale
-// generation is ignored); SetExternalTools does the same for the external
-// tools of the orchestrator's catalog (see external.go), with generations
-// of their own. Tool calls go to the orchestrator over the Attach
+// ApplySurface rebuilds the registry locally from a surface: the provider
+// set and the external tools of the orchestrator's catalog (see
+// external.go), each with its generation (a stale part is ignored; the
+// mode is kept); the deprecated SetProviders and SetExternalTools are its
+// single-part forms. Tool calls go to the orchestrator over the Attach
 // stream the orchestrator opened, with the session's identity bound here,
 // never taken from the arguments.
 //
@@ -442,15 +443,8 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 	if req.GetProviderSet() == nil {
 		return nil, errdefs.RequiredField("provider_set")
 	}
-	set := providers.Of(req.GetProviderSet().GetProviders()...)
-	accepted, changed, applied := s.setProviders(set, req.GetProviderSet().GetGeneration())
-	d.log.Info("providers pushed", "session_id", s.id, "providers", set.String(),
-		"generation", req.GetProviderSet().GetGeneration(), "accepted", accepted, "tools_changed", changed)
-	if changed {
-		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
-			fmt.Sprintf("providers %q at generation %d", set.String(), applied.GetGeneration())))
-	}
-	return &agentctlv1.SetProvidersResponse{Applied: applied, Accepted: accepted, ToolsChanged: changed}, nil
+	res := d.apply(s, newSurface(req.GetProviderSet(), nil, nil))
+	return &agentctlv1.SetProvidersResponse{Applied: res.GetAppliedProviderSet(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 
 // GetSessionState implements agentctlv1.AgentctlServiceServer.
@@ -627,4 +621,43 @@ func modeToProto(m registry.Mode) agentctlv1.SessionMode {
 		return agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
 	return agentctlv1.SessionMode_SESSION_MODE_TASK
+}
+
+// ApplySurface implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceRequest) (*agentctlv1.ApplySurfaceResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	sf := req.GetSurface()
+	if sf == nil {
+		return nil, errdefs.RequiredField("surface")
+	}
+	if m := sf.GetMode(); m != agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED && m != modeToProto(s.mode) {
+		return nil, errdefs.InvalidField("surface.mode", "the session's mode is %s, fixed at launch", s.mode)
+	}
+	var tools []registry.Tool
+	if ext := sf.GetExternalTools(); ext != nil {
+		if tools, err = d.externalTools("surface.external_tools", ext); err != nil {
+			return nil, err
+		}
+	}
+	return d.apply(s, newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)), nil
+}
+
+// apply applies a validated surface to a session and logs the outcome.
+func (d *Daemon) apply(s *session, in surface) *agentctlv1.ApplySurfaceResponse {
+	res := s.apply(in)
+	args := []any{"session_id", s.id, "accepted", res.GetAccepted(), "tools_changed", res.GetToolsChanged()}
+	if in.providers != nil {
+		args = append(args, "providers", in.set.String(), "generation", in.providers.GetGeneration())
+	}
+	if in.external != nil {
+		args = append(args, "external_tools", len(in.tools), "external_generation", in.external.GetGeneration())
+		if res.GetAccepted() {
+			d.logShadowed(s.id, in.tools)
+		}
+	}
+	d.log.Info("surface applied", args...)
+	return res
 }

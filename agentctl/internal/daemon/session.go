@@ -114,20 +114,56 @@ func (s *session) rebuildLocked() bool {
 	return s.pub.Publish(registry.Build(s.specLocked()))
 }
 
-// setProviders applies a pushed set unless it is older than the applied
-// one. The mode and the external tools are kept.
-func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed bool, applied *agentctlv1.ProviderSet) {
+// surface is a pushed surface, validated: a part that is nil is kept.
+type surface struct {
+	providers *agentctlv1.ProviderSet
+	set       providers.Set // providers', normalized once (newSurface)
+	external  *agentctlv1.ExternalToolSet
+	tools     []registry.Tool // external's tools, validated
+}
+
+// newSurface is a surface of the parts given; the provider set is
+// normalized here, once, through internal/providers.
+func newSurface(ps *agentctlv1.ProviderSet, ext *agentctlv1.ExternalToolSet, tools []registry.Tool) surface {
+	return surface{providers: ps, set: providers.Of(ps.GetProviders()...), external: ext, tools: tools}
+}
+
+// stale is agentctl's one stale check: a part whose generation is older
+// than the applied one is ignored.
+func stale(gen, applied uint64) bool { return gen < applied }
+
+// apply applies each part of a pushed surface that is not stale, and
+// rebuilds the registry once, from the mode (fixed at launch) and the
+// latest of both parts. It reports what is now applied.
+func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen < s.gen {
-		return false, false, &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen}
+	accepted, moved := true, false
+	if p := in.providers; p != nil {
+		if stale(p.GetGeneration(), s.gen) {
+			accepted = false
+		} else {
+			if p.GetGeneration() != s.gen {
+				// wake the calls waiting for their own change (adopt.go)
+				close(s.genMoved)
+				s.genMoved = make(chan struct{})
+			}
+			s.providers, s.gen, moved = in.set, p.GetGeneration(), true
+		}
 	}
-	if gen != s.gen {
-		close(s.genMoved)
-		s.genMoved = make(chan struct{})
+	if e := in.external; e != nil {
+		if stale(e.GetGeneration(), s.extGen) {
+			accepted = false
+		} else {
+			s.external, s.extGen, moved = in.tools, e.GetGeneration(), true
+		}
 	}
-	s.providers, s.gen = set, gen
-	return true, s.rebuildLocked(), &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
+	return &agentctlv1.ApplySurfaceResponse{
+		AppliedProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		AppliedExternalToolsGeneration: s.extGen,
+		Accepted:                       accepted,
+		ToolsChanged:                   moved && s.rebuildLocked(),
+	}
 }
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind

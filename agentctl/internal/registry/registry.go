@@ -24,17 +24,15 @@ import (
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
-// Mode selects the tools a session's agent is shown.
-type Mode string
+// Mode selects the tools a session's agent is shown (toolapi.Mode, the
+// one definition).
+type Mode = toolapi.Mode
 
 // Modes.
 const (
-	ModeTask Mode = "task" // task tools plus the provider tools
-	ModePlan Mode = "plan" // read-only tools only
+	ModeTask = toolapi.ModeTask
+	ModePlan = toolapi.ModePlan
 )
-
-// Valid reports whether m is a known mode.
-func (m Mode) Valid() bool { return m == ModeTask || m == ModePlan }
 
 // Tool is one tool definition as the agent sees it.
 type Tool struct {
@@ -107,9 +105,6 @@ func readOnlyFromTable(tools []Tool) []Tool {
 // Build returns the registry for spec. Unknown modes are treated as plan
 // mode: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
-	// Normalize again: a Set can only hold allowlisted providers, but the
-	// spec may have been assembled by hand.
-	spec.Providers = providers.Of(spec.Providers.Strings()...)
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
 	var tools []Tool
 	builtin := map[string]bool{}
