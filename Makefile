@@ -54,6 +54,15 @@ test: ## run every test with -race, then print the reliability figures and the s
 	echo; if [[ -s $(SKIPS) ]]; then echo "== skipped tests ($$(wc -l < $(SKIPS))), and why"; sort $(SKIPS); else echo "== skipped tests: none"; fi; \
 	exit $$rc
 
+# The agent tests (orchestrator/cmd/toolscope/agents_test.go) run the real
+# Claude Code and Codex, installed from their committed lockfile; the tests
+# run npm ci themselves when they are missing.
+AGENTS_DIR := orchestrator/cmd/toolscope/testdata/agents
+
+.PHONY: agent-clis
+agent-clis: ## install the real agent CLIs the agent tests run (npm ci from the committed lockfile)
+	cd $(AGENTS_DIR) && npm ci --no-audit --no-fund
+
 # The agentctl load storm runs alone, so that its 10 s of load on 2 cores
 # neither disturbs nor is disturbed by other tests: first under -race, then
 # without the race detector, where its tighter notification bound (250 ms) applies.

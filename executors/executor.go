@@ -6,8 +6,10 @@
 // and keeps an Attach stream open so the agent's tool calls reach the
 // orchestrator. External tools (of external MCP servers, from the
 // orchestrator's catalog) travel the same way, with generations of their
-// own. One conformance suite (package executortest) proves every
-// backend behaves the same.
+// own. A backend owns the lifecycle only; everything said to a running
+// session's agentctl goes through the one Controller (controller.go), by
+// the Endpoint the backend gives. Package executortest proves every
+// backend's lifecycle the same way, and the agentctl contract once.
 //
 // A backend returns a Handle the orchestrator persists; a restarted
 // orchestrator passes it to Reattach to take over a session that is still
@@ -19,19 +21,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
-// Mode selects the tools a session's agent is shown.
-type Mode string
+// Mode selects the tools a session's agent is shown (toolapi.Mode, the
+// one definition).
+type Mode = toolapi.Mode
 
 // Modes.
 const (
-	ModeTask Mode = "task"
-	ModePlan Mode = "plan"
+	ModeTask = toolapi.ModeTask
+	ModePlan = toolapi.ModePlan
 )
 
 // AgentCommand is the agent a session runs next to agentctl.
@@ -90,6 +95,25 @@ type Spec struct {
 	ExternalGeneration uint64
 	// Image is the container image, for the docker backend.
 	Image string
+}
+
+// Surface is what a session's tool list is built from: its mode (fixed
+// at launch), its task's provider set at the provider generation, and its
+// workspace's external tools at the catalog generation. The generations
+// are independent; a part whose generation is 0 is not part of a push
+// (agentctl keeps what it applied), and agentctl ignores a part older than
+// the one it applied.
+type Surface struct {
+	Mode               Mode
+	Providers          providers.Set
+	Generation         uint64
+	External           []ExternalTool
+	ExternalGeneration uint64
+}
+
+// Surface is the surface a session launches with.
+func (s Spec) Surface() Surface {
+	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration}
 }
 
 // ExternalTool is one tool of an external MCP server, from the
@@ -177,20 +201,21 @@ type Status struct {
 	AgentOutput   string
 }
 
-// PushResult is the outcome of SetProviders and of SetExternalTools.
+// PushResult is the outcome of applying a surface: what the session's
+// agentctl applied afterwards.
 type PushResult struct {
-	// Accepted is false when the pushed generation was older than the
-	// applied one; Applied and Generation then describe the applied set.
+	// Accepted is false when a part pushed was older than the applied one
+	// and was ignored.
 	Accepted bool
 	// ToolsChanged is true when the session's tool list changed, so its
 	// MCP clients were sent notifications/tools/list_changed.
 	ToolsChanged bool
-	// Applied is the provider set now applied. SetExternalTools leaves it
-	// empty: it neither reads nor changes the provider set.
-	Applied providers.Set
-	// Generation is the generation now applied: of the provider set for
-	// SetProviders, of the external tool set for SetExternalTools.
+	// Applied and Generation are the provider set now applied.
+	Applied    providers.Set
 	Generation uint64
+	// ExternalGeneration is the generation of the external tool set now
+	// applied (0: none was ever given).
+	ExternalGeneration uint64
 }
 
 // Progress reports a step of a slow operation ("creating container",
@@ -204,32 +229,77 @@ func (p Progress) Report(format string, args ...any) {
 	}
 }
 
-// Executor runs sessions. Implementations are safe for concurrent use.
+// Executor runs sessions: their lifecycle, and nothing else. It starts
+// (or reaches) a session's agentctl, re-attaches to it after an
+// orchestrator restart, stops it, and reports its loss on its own
+// (EventLost). Everything said to a running session's agentctl — pushes,
+// status, notifications, the agent's log — goes through the one
+// Controller, by the Endpoint the backend gives for the session.
+// Implementations are safe for concurrent use.
 type Executor interface {
 	// Name is the backend's name: "local", "docker" or "remote".
 	Name() string
 	// Launch starts a session and returns its handle once its agentctl
 	// applied the spec. A failed launch leaves nothing running.
 	Launch(ctx context.Context, spec Spec, progress Progress) (Handle, Status, error)
-	// SetProviders pushes a provider set to a running session.
-	SetProviders(ctx context.Context, h Handle, set providers.Set, generation uint64) (PushResult, error)
-	// SetExternalTools replaces the external tools a running session
-	// exposes. Like SetProviders, a generation older than the applied one
-	// is ignored (Accepted false) and the mode is kept; the provider set
-	// is kept too. A set with an invalid descriptor is refused whole with
-	// an errdefs.FieldError naming it ("external_tools.tools[2].name"),
-	// and the session keeps what it had.
-	SetExternalTools(ctx context.Context, h Handle, tools []ExternalTool, generation uint64) (PushResult, error)
-	// Inspect reports a session's status; a session whose agentctl is
-	// gone is PhaseLost, not an error.
-	Inspect(ctx context.Context, h Handle) (Status, error)
-	// Stop stops a session. Stopping a stopped or lost session succeeds.
-	Stop(ctx context.Context, h Handle) error
 	// Reattach takes over a session launched by an earlier orchestrator
 	// process. It fails with ErrLost if the session is gone.
 	Reattach(ctx context.Context, h Handle) error
+	// Endpoint returns how to reach a session this executor launched or
+	// re-attached: errdefs.ErrNotFound for one it does not hold.
+	Endpoint(h Handle) (Endpoint, error)
+	// Stop stops a session. Stopping a stopped or lost session succeeds.
+	Stop(ctx context.Context, h Handle) error
 	// Close releases connections; sessions keep running.
 	Close() error
+}
+
+// Agentctl is the orchestrator's end of one agentctl, in domain types
+// (agentlink.Link is the one over gRPC): the calls the Controller makes
+// on a running session.
+type Agentctl interface {
+	// ApplySurface makes the session's surface the given one: each part
+	// given (generation above 0) replaces the applied one unless it is
+	// older (Accepted false), with one rebuild and at most one
+	// list_changed. The mode must be the session's (or empty). A surface
+	// with an invalid external tool is refused whole with an
+	// errdefs.FieldError naming it ("surface.external_tools.tools[2].name"),
+	// and the session keeps what it had.
+	ApplySurface(ctx context.Context, sessionID string, surface Surface) (PushResult, error)
+	// State reports the session as agentctl sees it.
+	State(ctx context.Context, sessionID string) (Status, error)
+	// Notify offers a message to the session's MCP clients and returns to
+	// how many.
+	Notify(ctx context.Context, sessionID, text string) (int, error)
+	// AgentLog sends the agent log's last 1 MiB to fn, then, with follow,
+	// what the agent writes, until it exits, the session stops or ctx ends.
+	AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error
+}
+
+// Endpoint is how the orchestrator reaches one session its backend holds:
+// the agentctl serving it, and what only the backend knows about it.
+type Endpoint struct {
+	SessionID string
+	Agentctl  Agentctl
+	// Down reports what the backend knows without asking agentctl:
+	// PhaseStopped (stopped on request) or PhaseLost (its process or
+	// container is gone) with why; "" while agentctl may answer. Nil: the
+	// backend cannot tell (a remote host).
+	Down func() (Phase, string)
+	// ProbeTimeout bounds a status probe (0: only the caller's context).
+	ProbeTimeout time.Duration
+	// Complete adds to a status agentctl reported what only the backend
+	// knows (an MCP URL as the orchestrator reaches it, a stdio command).
+	// It may be nil.
+	Complete func(*Status)
+}
+
+// down is Down, or "" when the backend cannot tell.
+func (e Endpoint) down() (Phase, string) {
+	if e.Down == nil {
+		return "", ""
+	}
+	return e.Down()
 }
 
 // Sweeper is an optional capability: a backend that can find what it
@@ -239,21 +309,6 @@ type Sweeper interface {
 	// Sweep removes every resource of a session for which keep returns
 	// false, and returns the ids of the sessions it cleaned.
 	Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error)
-}
-
-// Notifier is an optional capability: a backend that can send a message
-// to a session's MCP clients (a prompt about the task's pull request).
-type Notifier interface {
-	// Notify returns how many connected clients the message was offered to.
-	Notify(ctx context.Context, h Handle, text string) (int, error)
-}
-
-// AgentLogReader is an optional capability: a backend that can stream a
-// running session's agent log from its agentctl, wherever it runs.
-type AgentLogReader interface {
-	// AgentLog sends the log's last 1 MiB to fn, then, with follow, what
-	// the agent writes, until it exits, the session stops or ctx ends.
-	AgentLog(ctx context.Context, h Handle, follow bool, fn func([]byte) error) error
 }
 
 // KeptAgentLogReader is an optional capability: a backend that keeps a
@@ -313,8 +368,8 @@ type CallHandler func(ctx context.Context, call ToolCall) ToolResult
 // session.
 type SessionEvent struct {
 	SessionID string
-	// Kind is EventAgentExited, "tools_changed", "client_connected" (from
-	// agentctl) or EventLost (from the backend).
+	// Kind is EventAgentExited (from agentctl) or EventLost (from the
+	// backend).
 	Kind    string
 	Message string
 	// AgentExitCode and AgentOutput, for EventAgentExited: the agent's exit

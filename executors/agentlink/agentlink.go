@@ -297,8 +297,9 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 				}}})
 			})
 		}
-		if e := msg.GetSessionEvent(); e != nil && l.opts.Events != nil {
-			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: eventKind(e.GetKind()), Message: e.GetMessage(),
+		// An exited agent is the one session event agentctl sends.
+		if e := msg.GetSessionEvent(); e.GetKind() == agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED && l.opts.Events != nil {
+			l.opts.Events(executors.SessionEvent{SessionID: e.GetSessionId(), Kind: executors.EventAgentExited, Message: e.GetMessage(),
 				AgentExitCode: int(e.GetAgentExitCode()), AgentOutput: e.GetAgentOutputTail()})
 		}
 		if msg.GetAttached() != nil {
@@ -308,18 +309,6 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 			attached = true
 		}
 	}
-}
-
-func eventKind(k agentctlv1.SessionEventKind) string {
-	switch k {
-	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED:
-		return executors.EventAgentExited
-	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED:
-		return "tools_changed"
-	case agentctlv1.SessionEventKind_SESSION_EVENT_KIND_CLIENT_CONNECTED:
-		return "client_connected"
-	}
-	return "unknown"
 }
 
 // CreateSession hands spec to agentctl and binds the session to the link.
@@ -335,32 +324,71 @@ func (l *Link) CreateSession(ctx context.Context, spec executors.Spec) (executor
 	return FromProto(resp.GetStatus()), nil
 }
 
-// SetProviders pushes a provider set to a session.
-func (l *Link) SetProviders(ctx context.Context, sessionID string, set providers.Set, gen uint64) (executors.PushResult, error) {
-	resp, err := l.Client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{
-		SessionId: sessionID, ProviderSet: &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen},
-	})
-	if err != nil {
+// ApplySurface pushes a surface to a session (agentctl ApplySurface). An
+// agentctl of the release before it (kept running across an upgrade)
+// answers Unimplemented; the surface then goes as the deprecated
+// SetProviders and SetExternalTools it knows (ADR 0020).
+func (l *Link) ApplySurface(ctx context.Context, sessionID string, sf executors.Surface) (executors.PushResult, error) {
+	resp, err := l.Client.ApplySurface(ctx, &agentctlv1.ApplySurfaceRequest{SessionId: sessionID, Surface: SurfaceOf(sf)})
+	if errors.Is(err, errdefs.ErrUnimplemented) {
+		return l.applyDeprecated(ctx, sessionID, sf)
+	} else if err != nil {
 		return executors.PushResult{}, err
 	}
 	return executors.PushResult{
 		Accepted: resp.GetAccepted(), ToolsChanged: resp.GetToolsChanged(),
-		Applied: providers.Of(resp.GetApplied().GetProviders()...), Generation: resp.GetApplied().GetGeneration(),
+		Applied:    providers.Of(resp.GetAppliedProviderSet().GetProviders()...),
+		Generation: resp.GetAppliedProviderSet().GetGeneration(), ExternalGeneration: resp.GetAppliedExternalToolsGeneration(),
 	}, nil
 }
 
-// SetExternalTools pushes an external tool set to a session. The result's
-// Applied is empty; Generation is the external tool set's.
-func (l *Link) SetExternalTools(ctx context.Context, sessionID string, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
-	resp, err := l.Client.SetExternalTools(ctx, &agentctlv1.SetExternalToolsRequest{
-		SessionId: sessionID, ExternalTools: ExternalToolSet(tools, gen),
-	})
-	if err != nil {
-		return executors.PushResult{}, err
+// SurfaceOf converts a surface to the wire: a part of generation 0 is
+// left out (kept by agentctl).
+func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {
+	out := &agentctlv1.Surface{Mode: modeOf(sf.Mode)}
+	if sf.Generation > 0 {
+		out.ProviderSet = &agentctlv1.ProviderSet{Providers: sf.Providers.Strings(), Generation: sf.Generation}
 	}
-	return executors.PushResult{
-		Accepted: resp.GetAccepted(), ToolsChanged: resp.GetToolsChanged(), Generation: resp.GetAppliedGeneration(),
-	}, nil
+	if sf.ExternalGeneration > 0 {
+		out.ExternalTools = ExternalToolSet(sf.External, sf.ExternalGeneration)
+	}
+	return out
+}
+
+// applyDeprecated pushes a surface as the two RPCs agentctl had before
+// ApplySurface. An agentctl from before the catalog has no
+// SetExternalTools: it exposes no external tools, which is right for an
+// empty set and refused for another.
+func (l *Link) applyDeprecated(ctx context.Context, sessionID string, sf executors.Surface) (executors.PushResult, error) {
+	res := executors.PushResult{Accepted: true}
+	if sf.Generation > 0 {
+		resp, err := l.Client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{
+			SessionId: sessionID, ProviderSet: &agentctlv1.ProviderSet{Providers: sf.Providers.Strings(), Generation: sf.Generation},
+		})
+		if err != nil {
+			return executors.PushResult{}, err
+		}
+		res.Accepted, res.ToolsChanged = resp.GetAccepted(), resp.GetToolsChanged()
+		res.Applied, res.Generation = providers.Of(resp.GetApplied().GetProviders()...), resp.GetApplied().GetGeneration()
+	}
+	if sf.ExternalGeneration > 0 {
+		resp, err := l.Client.SetExternalTools(ctx, &agentctlv1.SetExternalToolsRequest{
+			SessionId: sessionID, ExternalTools: ExternalToolSet(sf.External, sf.ExternalGeneration),
+		})
+		switch {
+		case errors.Is(err, errdefs.ErrUnimplemented) && len(sf.External) == 0:
+			res.ExternalGeneration = sf.ExternalGeneration
+		case errors.Is(err, errdefs.ErrUnimplemented):
+			return res, fmt.Errorf("this session's agentctl predates external tools; resume the session to relaunch it with the current agentctl: %w", err)
+		case err != nil:
+			return res, err
+		default:
+			res.Accepted = res.Accepted && resp.GetAccepted()
+			res.ToolsChanged = res.ToolsChanged || resp.GetToolsChanged()
+			res.ExternalGeneration = resp.GetAppliedGeneration()
+		}
+	}
+	return res, nil
 }
 
 // ExternalToolSet converts external tools and their generation to the
@@ -442,20 +470,28 @@ func (l *Link) StopSession(ctx context.Context, sessionID string) error {
 // LaunchSpec converts a spec to the wire.
 func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 	out := &agentctlv1.LaunchSpec{
-		SessionId: s.SessionID, TaskId: s.TaskID, WorkspaceId: s.WorkspaceID, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
+		SessionId: s.SessionID, TaskId: s.TaskID, WorkspaceId: s.WorkspaceID, Mode: modeOf(s.Mode),
 		ProviderSet: &agentctlv1.ProviderSet{Providers: s.Providers.Strings(), Generation: s.Generation},
 	}
 	if len(s.External) > 0 || s.ExternalGeneration > 0 {
 		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
-	}
-	if s.Mode == executors.ModePlan {
-		out.Mode = agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
 	if s.Agent != nil {
 		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
 			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}
 	}
 	return out
+}
+
+// modeOf converts a mode to the wire (empty: unspecified).
+func modeOf(m executors.Mode) agentctlv1.SessionMode {
+	switch m {
+	case executors.ModeTask:
+		return agentctlv1.SessionMode_SESSION_MODE_TASK
+	case executors.ModePlan:
+		return agentctlv1.SessionMode_SESSION_MODE_PLAN
+	}
+	return agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED
 }
 
 // FromProto converts a session status from the wire.

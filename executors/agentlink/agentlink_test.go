@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"io"
 	"net"
 	"os"
@@ -312,9 +313,11 @@ func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
 	copy := dial(copied)
 	// While the original's session is hosted, attached or not:
 	// PERMISSION_DENIED, naming it (as its Attach is refused).
-	_, err = copy.SetProviders(ctx, "s1", providers.Of("github", "gitlab"), 9)
+	_, err = copy.ApplySurface(ctx, "s1", executors.Surface{Mode: executors.ModeTask, Providers: providers.Of("github", "gitlab"), Generation: 9})
 	refused(errdefs.ErrPermissionDenied, err)
-	_, err = copy.SetExternalTools(ctx, "s1", nil, 9)
+	_, err = copy.ApplySurface(ctx, "s1", executors.Surface{Mode: executors.ModeTask, ExternalGeneration: 9})
+	refused(errdefs.ErrPermissionDenied, err)
+	_, err = copy.Client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{SessionId: "s1", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"gitlab"}, Generation: 9}})
 	refused(errdefs.ErrPermissionDenied, err)
 	_, err = copy.Notify(ctx, "s1", "hello from the copy")
 	refused(errdefs.ErrPermissionDenied, err)
@@ -323,7 +326,7 @@ func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
 	refused(errdefs.ErrPermissionDenied, err)
 	require.NoError(t, first.Close())
 	refused(errdefs.ErrPermissionDenied, copy.StopSession(ctx, "s1"))
-	_, err = copy.SetProviders(ctx, "s1", providers.Of("gitlab"), 10)
+	_, err = copy.ApplySurface(ctx, "s1", executors.Surface{Mode: executors.ModeTask, Providers: providers.Of("gitlab"), Generation: 10})
 	refused(errdefs.ErrPermissionDenied, err)
 
 	// The session is untouched: the original, restarted, finds it as it

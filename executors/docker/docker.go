@@ -46,7 +46,6 @@ import (
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
-	"github.com/toolscope/toolscope/internal/providers"
 )
 
 // Name is the backend's name.
@@ -413,65 +412,28 @@ func (e *Executor) lookup(h executors.Handle) (*session, state, error) {
 	return s, st, nil
 }
 
-// SetProviders implements executors.Executor.
-func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	s, err := e.pushable(h)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	return s.link.SetProviders(ctx, s.st.SessionID, set, gen)
-}
-
-// SetExternalTools implements executors.Executor.
-func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
-	s, err := e.pushable(h)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	return s.link.SetExternalTools(ctx, s.st.SessionID, tools, gen)
-}
-
-// pushable returns the session a push goes to: known, not stopped, not
-// lost.
-func (e *Executor) pushable(h executors.Handle) (*session, error) {
+// Endpoint implements executors.Executor.
+func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	s, _, err := e.lookup(h)
 	if err != nil {
-		return nil, err
+		return executors.Endpoint{}, err
 	}
-	e.mu.Lock()
-	stopped := s.stopped
-	e.mu.Unlock()
-	switch {
-	case stopped:
-		return nil, errdefs.FailedPrecondition("session %q is stopped", s.st.SessionID)
-	case s.gone():
-		return nil, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s, nil
-}
-
-// Notify implements executors.Notifier.
-func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
-	s, _, err := e.lookup(h)
-	if err != nil {
-		return 0, err
-	}
-	if s.gone() {
-		return 0, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s.link.Notify(ctx, s.st.SessionID, text)
-}
-
-// AgentLog implements executors.AgentLogReader.
-func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
-	s, _, err := e.lookup(h)
-	if err != nil {
-		return err
-	}
-	if s.gone() {
-		return fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s.link.AgentLog(ctx, s.st.SessionID, follow, fn)
+	return executors.Endpoint{
+		SessionID: s.st.SessionID, Agentctl: s.link,
+		Down: func() (executors.Phase, string) {
+			e.mu.Lock()
+			stopped := s.stopped
+			e.mu.Unlock()
+			switch {
+			case stopped:
+				return executors.PhaseStopped, ""
+			case s.gone():
+				return executors.PhaseLost, s.cause
+			}
+			return "", ""
+		},
+		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
+	}, nil
 }
 
 // AgentctlLog implements executors.AgentctlLogReader: agentctl's output is
@@ -503,31 +465,6 @@ func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow b
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
-
-// Inspect implements executors.Executor.
-func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
-	s, _, err := e.lookup(h)
-	if err != nil {
-		return executors.Status{}, err
-	}
-	e.mu.Lock()
-	stopped := s.stopped
-	e.mu.Unlock()
-	switch {
-	case stopped:
-		return executors.Status{Phase: executors.PhaseStopped}, nil
-	case s.gone():
-		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
-	}
-	st, err := s.link.State(ctx, s.st.SessionID)
-	if errors.Is(err, errdefs.ErrUnavailable) {
-		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
-	} else if err != nil {
-		return st, err
-	}
-	st.MCPURL = s.mcpURL
-	return st, nil
-}
 
 // Stop implements executors.Executor: the session, then its container,
 // which is removed.

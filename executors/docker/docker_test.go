@@ -430,7 +430,7 @@ func TestAnotherInstallationCannotRemoveTheContainer(t *testing.T) {
 	err = copied.Stop(ctx, h)
 	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
 	assert.Contains(t, err.Error(), t.Name(), "names the installation it runs for")
-	st, err := original.Inspect(ctx, h)
+	st, err := executors.NewController(map[string]executors.Executor{docker.Name: original}).Inspect(ctx, h)
 	require.NoError(t, err)
 	assert.Equal(t, executors.PhaseRunning, st.Phase, "the original's session still runs")
 	assert.DirExists(t, filepath.Join(state, "owned"), "its secret is kept")

@@ -1,8 +1,10 @@
-// Package executortest is the conformance suite every executor backend
-// runs. It drives a backend only through executors.Executor and checks the
-// result where it matters: with a real MCP client listing tools through the
-// session's endpoint, and with the tool calls that reach the orchestrator's
-// handler.
+// Package executortest is the conformance suite of the executor backends,
+// in two parts: the lifecycle suite every backend runs (Run), and the
+// agentctl contract suite, run once over a real agentctl (Contract). It
+// drives a backend only through executors.Executor and the Controller, and
+// checks the result where it matters: with a real MCP client listing tools
+// through the session's endpoint, and with the tool calls that reach the
+// orchestrator's handler.
 package executortest
 
 import (
@@ -134,10 +136,50 @@ func withTools(surface []string, names ...string) []string {
 // session lost.
 const LossDeadline = 2 * time.Second
 
+// control is the orchestrator's controller of e's sessions: every call
+// to a running session's agentctl goes through it.
+func control(e executors.Executor) *executors.Controller {
+	return executors.NewController(map[string]executors.Executor{e.Name(): e})
+}
+
+// pushProviders and pushExternal push one part of a surface, as the
+// orchestrator does when only that part moved.
+func pushProviders(ctx context.Context, e executors.Executor, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
+	return control(e).ApplySurface(ctx, h, executors.Surface{Providers: set, Generation: gen})
+}
+
+func pushExternal(ctx context.Context, e executors.Executor, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
+	return control(e).ApplySurface(ctx, h, executors.Surface{External: tools, ExternalGeneration: gen})
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
-// Run runs the suite. Cases run one after another: backends are heavy.
-func Run(t *testing.T, b Backend) {
+// Run runs the lifecycle suite, which every backend runs: launch,
+// identity of calls, stop, loss, re-attach, agent exit, refusals. Cases
+// run one after another: backends are heavy.
+func Run(t *testing.T, b Backend) { run(t, b, lifecycle) }
+
+// Contract runs the agentctl contract suite once, over one backend's
+// real agentctl and its real gRPC link: what the orchestrator's
+// Controller says to a running session (surfaces, notifications) reaches
+// its MCP clients. Every backend reaches agentctl through the same
+// agentlink and Controller, so the other backends need not prove it again.
+func Contract(t *testing.T, b Backend) { run(t, b, contract) }
+
+// part is a part of the suite.
+type part int
+
+const (
+	lifecycle part = iota
+	contract
+)
+
+func run(t *testing.T, b Backend, which part) {
+	only := func(p part, name string, f func(t *testing.T)) {
+		if p == which {
+			t.Run(name, f)
+		}
+	}
 	n := 0
 	spec := func(set string, gen uint64) executors.Spec {
 		n++
@@ -172,7 +214,7 @@ func Run(t *testing.T, b Backend) {
 		return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 	}
 
-	t.Run("launch carries providers and mode into agentctl's registry", func(t *testing.T) {
+	only(lifecycle, "launch carries providers and mode into agentctl's registry", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github,gitlab", 7)
 		s.Mode = executors.ModePlan
@@ -184,12 +226,12 @@ func Run(t *testing.T, b Backend) {
 		assert.Subset(t, names, []string{"github_pr_status", "gitlab_mr_status", "session_info", "task_info"}, "both providers")
 		assert.NotContains(t, names, "github_pr_create", "plan mode: read-only tools only")
 		assert.NotContains(t, names, "gitlab_mr_create", "plan mode: read-only tools only")
-		again, err := e.Inspect(ctx(t), h)
+		again, err := control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, executors.PhaseRunning, again.Phase)
 	})
 
-	t.Run("SetProviders reaches a connected client as list_changed", func(t *testing.T) {
+	only(contract, "SetProviders reaches a connected client as list_changed", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))
 		c := connect(t, st)
@@ -197,23 +239,23 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := e.SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := pushProviders(ctx(t), e, h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := e.SetProviders(ctx(t), h, providers.Of("github", "gitlab"), gen)
+		res, err := pushProviders(ctx(t), e, h, providers.Of("github", "gitlab"), gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
 		c.WaitChanged(t)
 		assert.Equal(t, surfaces["github,gitlab"], c.Names(t))
-		stale, err := e.SetProviders(ctx(t), h, providers.Of("gitlab"), gen-1)
+		stale, err := pushProviders(ctx(t), e, h, providers.Of("gitlab"), gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
 		c.ExpectNone(t, "a stale push must not notify")
 	})
 
-	t.Run("SetExternalTools reaches a connected client as list_changed", func(t *testing.T) {
+	only(contract, "SetExternalTools reaches a connected client as list_changed", func(t *testing.T) {
 		rec := &recorder{}
 		e := b.New(t, rec.handle, nil)
 		s := spec("github", 1)
@@ -229,25 +271,25 @@ func Run(t *testing.T, b Backend) {
 		toggle := [][]executors.ExternalTool{{docsSearch}, {docsSearch, ticketsStatus}}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := e.SetExternalTools(ctx(t), h, toggle[gen%2], gen)
+			_, err := pushExternal(ctx(t), e, h, toggle[gen%2], gen)
 			require.NoError(t, err)
 		})
 		gen++
-		res, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{ticketsCreate}, gen)
+		res, err := pushExternal(ctx(t), e, h, []executors.ExternalTool{ticketsCreate}, gen)
 		require.NoError(t, err)
 		assert.True(t, res.Accepted)
 		assert.True(t, res.ToolsChanged)
-		assert.Equal(t, gen, res.Generation)
-		assert.Equal(t, providers.Set{}, res.Applied, "the provider set is not this push's")
+		assert.Equal(t, gen, res.ExternalGeneration)
+		assert.Equal(t, providers.Of("github"), res.Applied, "the provider set is kept")
 		c.WaitChanged(t)
 		c.ExpectNone(t, "one push, one notification")
 		want = withTools(surfaces["github"], ticketsCreate.Name)
 		assert.Equal(t, want, c.Names(t))
 
-		stale, err := e.SetExternalTools(ctx(t), h, []executors.ExternalTool{docsSearch}, gen-1)
+		stale, err := pushExternal(ctx(t), e, h, []executors.ExternalTool{docsSearch}, gen-1)
 		require.NoError(t, err)
 		assert.False(t, stale.Accepted, "a stale generation is ignored")
-		assert.Equal(t, gen, stale.Generation)
+		assert.Equal(t, gen, stale.ExternalGeneration)
 		c.ExpectNone(t, "a stale push must not notify")
 		assert.Equal(t, want, c.Names(t))
 
@@ -261,7 +303,7 @@ func Run(t *testing.T, b Backend) {
 			Arguments: []byte(`{"title":"flaky"}`), OnLink: true}, rec.calls[0], "the exposed name, with the session's identity")
 		rec.mu.Unlock()
 
-		st, err = e.Inspect(ctx(t), h)
+		st, err = control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, gen, st.ExternalGeneration)
 		assert.Equal(t, uint64(1), st.Generation, "the provider set's generation is its own")
@@ -278,7 +320,7 @@ func Run(t *testing.T, b Backend) {
 		assert.NotContains(t, names, ticketsCreate.Name, "plan mode: read-only tools only")
 	})
 
-	t.Run("tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
+	only(lifecycle, "tool calls reach the orchestrator with the session's identity", func(t *testing.T) {
 		rec := &recorder{}
 		e := b.New(t, rec.handle, nil)
 		s := spec("gitlab", 1)
@@ -295,7 +337,7 @@ func Run(t *testing.T, b Backend) {
 		assert.True(t, rec.calls[0].OnLink, "the session was created on the link its call came on")
 	})
 
-	t.Run("a session the orchestrator did not create gets no tools; a replayed one keeps its identity", func(t *testing.T) {
+	only(lifecycle, "a session the orchestrator did not create gets no tools; a replayed one keeps its identity", func(t *testing.T) {
 		if b.Control == nil {
 			t.Fatal("the backend gives the suite no Control: the channel binding must be tried on every backend")
 		}
@@ -370,34 +412,53 @@ func Run(t *testing.T, b Backend) {
 			"session id arrives as that session, its task and mode left to the orchestrator's records")
 	})
 
-	t.Run("a message reaches the session's listening clients", func(t *testing.T) {
+	only(contract, "a surface that moves both parts reaches a connected client as one list_changed", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
-		n, ok := e.(executors.Notifier)
-		if !ok {
-			testutil.Skip(t, "%s is not an executors.Notifier", e.Name())
-		}
+		s := spec("github", 1)
+		s.External, s.ExternalGeneration = []executors.ExternalTool{docsSearch}, 1
+		h, st := launch(t, e, s)
+		c := connect(t, st)
+		gen := uint64(1)
+		toggle := []string{"gitlab", "github"}
+		c.Subscribe(t, func() {
+			gen++
+			_, err := pushProviders(ctx(t), e, h, providers.Of(toggle[gen%2]), gen)
+			require.NoError(t, err)
+		})
+		gen++
+		res, err := control(e).ApplySurface(ctx(t), h, executors.Surface{Mode: executors.ModeTask,
+			Providers: providers.Of("github", "gitlab"), Generation: gen, External: []executors.ExternalTool{docsSearch, ticketsCreate}, ExternalGeneration: 2})
+		require.NoError(t, err)
+		assert.Equal(t, executors.PushResult{Accepted: true, ToolsChanged: true, Applied: providers.Of("github", "gitlab"), Generation: gen, ExternalGeneration: 2}, res)
+		c.WaitChanged(t)
+		c.ExpectNone(t, "one surface, one notification")
+		assert.Equal(t, withTools(surfaces["github,gitlab"], docsSearch.Name, ticketsCreate.Name), c.Names(t))
+	})
+
+	only(contract, "a message reaches the session's listening clients", func(t *testing.T) {
+		e := b.New(t, (&recorder{}).handle, nil)
 		h, st := launch(t, e, spec("github", 1))
 		// Log notifications travel on stateful sessions (2025-11-25 and
 		// earlier); 2026-07-28 clients read prompts from the task inbox.
 		c := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "2025-11-25")
 		c.Listen(t)
-		offered, err := n.Notify(ctx(t), h, "review requested on PR #7")
+		offered, err := control(e).Notify(ctx(t), h, "review requested on PR #7")
 		require.NoError(t, err)
 		assert.Equal(t, 1, offered)
 		assert.Equal(t, "review requested on PR #7", c.WaitLog(t))
 	})
 
-	t.Run("stop", func(t *testing.T) {
+	only(lifecycle, "stop", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, e, spec("github", 1))
 		require.NoError(t, e.Stop(ctx(t), h))
-		st, err := e.Inspect(ctx(t), h)
+		st, err := control(e).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Contains(t, []executors.Phase{executors.PhaseStopped, executors.PhaseLost}, st.Phase)
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a stopped session succeeds")
 	})
 
-	t.Run("agentctl killed: the session is lost; relaunch repairs it", func(t *testing.T) {
+	only(lifecycle, "agentctl killed: the session is lost; relaunch repairs it", func(t *testing.T) {
 		lost := make(chan executors.SessionEvent, 8)
 		e := b.New(t, (&recorder{}).handle, func(ev executors.SessionEvent) {
 			if ev.Kind == executors.EventLost {
@@ -420,13 +481,13 @@ func Run(t *testing.T, b Backend) {
 			}
 		}
 		require.Eventually(t, func() bool {
-			st, err := e.Inspect(ctx(t), h)
+			st, err := control(e).Inspect(ctx(t), h)
 			return err == nil && st.Phase == executors.PhaseLost
 		}, LossDeadline, 10*time.Millisecond, "a killed agentctl must be reported lost within %s", LossDeadline)
 		if !b.ReportsLoss {
 			testutil.Figure(t, e.Name()+" executor: agentctl killed", "Inspect reports lost %s after the kill (bound %s)", ms(time.Since(killed)), LossDeadline)
 		}
-		_, err := e.SetProviders(ctx(t), h, providers.Of("gitlab"), 2)
+		_, err := pushProviders(ctx(t), e, h, providers.Of("gitlab"), 2)
 		assert.Error(t, err, "no push reaches a lost session")
 		assert.NoError(t, e.Stop(ctx(t), h), "stopping a lost session succeeds")
 
@@ -437,7 +498,7 @@ func Run(t *testing.T, b Backend) {
 		assert.Equal(t, surfaces["github,gitlab"], connect(t, st).Names(t))
 	})
 
-	t.Run("a restarted orchestrator re-attaches", func(t *testing.T) {
+	only(lifecycle, "a restarted orchestrator re-attaches", func(t *testing.T) {
 		first := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github", 1)
 		h, st := launch(t, first, s)
@@ -448,7 +509,7 @@ func Run(t *testing.T, b Backend) {
 		second := b.New(t, rec.handle, nil)
 		require.NoError(t, second.Reattach(ctx(t), h))
 		t.Cleanup(func() { _ = second.Stop(context.Background(), h) })
-		st, err := second.Inspect(ctx(t), h)
+		st, err := control(second).Inspect(ctx(t), h)
 		require.NoError(t, err)
 		assert.Equal(t, executors.PhaseRunning, st.Phase)
 
@@ -456,7 +517,7 @@ func Run(t *testing.T, b Backend) {
 		toggle := []string{"gitlab", "github"}
 		c.Subscribe(t, func() {
 			gen++
-			_, err := second.SetProviders(ctx(t), h, providers.Of(toggle[gen%2]), gen)
+			_, err := pushProviders(ctx(t), second, h, providers.Of(toggle[gen%2]), gen)
 			require.NoError(t, err)
 		})
 		res, err := c.Session.CallTool(ctx(t), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
@@ -466,7 +527,7 @@ func Run(t *testing.T, b Backend) {
 		require.NoError(t, second.Stop(ctx(t), h))
 	})
 
-	t.Run("re-attaching to a dead session reports it lost", func(t *testing.T) {
+	only(lifecycle, "re-attaching to a dead session reports it lost", func(t *testing.T) {
 		first := b.New(t, (&recorder{}).handle, nil)
 		h, _ := launch(t, first, spec("gitlab", 1))
 		require.NoError(t, first.Close())
@@ -478,7 +539,7 @@ func Run(t *testing.T, b Backend) {
 		}, time.Minute, 50*time.Millisecond)
 	})
 
-	t.Run("an agent's exit and its log reach the orchestrator", func(t *testing.T) {
+	only(lifecycle, "an agent's exit and its log reach the orchestrator", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		s := spec("github", 1)
 		s.Agent = &executors.AgentCommand{Argv: b.Agent}
@@ -486,22 +547,20 @@ func Run(t *testing.T, b Backend) {
 		var st executors.Status
 		require.Eventually(t, func() bool {
 			var err error
-			st, err = e.Inspect(ctx(t), h)
+			st, err = control(e).Inspect(ctx(t), h)
 			return err == nil && st.Phase == executors.PhaseAgentExited
 		}, time.Minute, 20*time.Millisecond, "the agent exits; agentctl serves on")
 		assert.Equal(t, 0, st.AgentExitCode)
 		assert.Contains(t, st.AgentOutput, b.Printed, "the last lines of its output")
-		reader, ok := e.(executors.AgentLogReader)
-		require.True(t, ok, "every backend reads agent logs")
 		var log []byte
-		require.NoError(t, reader.AgentLog(ctx(t), h, true, func(b []byte) error {
+		require.NoError(t, control(e).AgentLog(ctx(t), h, true, func(b []byte) error {
 			log = append(log, b...)
 			return nil
 		}), "following the log of an agent that exited ends")
 		assert.Equal(t, st.AgentOutput, strings.TrimSpace(string(log)))
 	})
 
-	t.Run("an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
+	only(lifecycle, "an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		for _, c := range []struct{ argv0, want string }{
 			{"no-such-agent", "agent command `no-such-agent` not found on the executor's PATH"},
@@ -516,7 +575,7 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("bad specs are refused before anything starts", func(t *testing.T) {
+	only(lifecycle, "bad specs are refused before anything starts", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)
 		bad := spec("github", 1)
 		bad.Mode = "turbo"

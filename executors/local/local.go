@@ -37,7 +37,6 @@ import (
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/procs"
-	"github.com/toolscope/toolscope/internal/providers"
 )
 
 // Name is the backend's name.
@@ -395,65 +394,30 @@ func (s *session) gone() bool {
 	}
 }
 
-// SetProviders implements executors.Executor.
-func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	s, err := e.pushable(h)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	return s.link.SetProviders(ctx, s.id, set, gen)
-}
-
-// pushable returns the session a push goes to: known, not stopped, not
-// lost.
-func (e *Executor) pushable(h executors.Handle) (*session, error) {
+// Endpoint implements executors.Executor.
+func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	s, err := e.lookup(h)
 	if err != nil {
-		return nil, err
+		return executors.Endpoint{}, err
 	}
-	e.mu.Lock()
-	stopped := s.stopped
-	e.mu.Unlock()
-	if stopped {
-		return nil, errdefs.FailedPrecondition("session %q is stopped", s.id)
-	}
-	if s.gone() {
-		return nil, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s, nil
-}
-
-// SetExternalTools implements executors.Executor.
-func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
-	s, err := e.pushable(h)
-	if err != nil {
-		return executors.PushResult{}, err
-	}
-	return s.link.SetExternalTools(ctx, s.id, tools, gen)
-}
-
-// Notify implements executors.Notifier.
-func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
-	s, err := e.lookup(h)
-	if err != nil {
-		return 0, err
-	}
-	if s.gone() {
-		return 0, fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s.link.Notify(ctx, s.id, text)
-}
-
-// AgentLog implements executors.AgentLogReader.
-func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
-	s, err := e.lookup(h)
-	if err != nil {
-		return err
-	}
-	if s.gone() {
-		return fmt.Errorf("%s: %w", s.cause, executors.ErrLost)
-	}
-	return s.link.AgentLog(ctx, s.id, follow, fn)
+	return executors.Endpoint{
+		SessionID: s.id, Agentctl: s.link,
+		Down: func() (executors.Phase, string) {
+			e.mu.Lock()
+			stopped := s.stopped
+			e.mu.Unlock()
+			switch {
+			case stopped:
+				return executors.PhaseStopped, ""
+			case s.gone():
+				return executors.PhaseLost, s.cause
+			}
+			return "", ""
+		},
+		Complete: func(st *executors.Status) {
+			st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
+		},
+	}, nil
 }
 
 // Bounds of a log read, as agentctl's ReadAgentLog has them: each
@@ -526,33 +490,6 @@ func (e *Executor) readLog(ctx context.Context, path, what string, st state, fol
 		}
 		ended = !procs.Alive(st.PID)
 	}
-}
-
-// Inspect implements executors.Executor.
-func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
-	s, err := e.lookup(h)
-	if err != nil {
-		return executors.Status{}, err
-	}
-	e.mu.Lock()
-	stopped := s.stopped
-	e.mu.Unlock()
-	if stopped {
-		return executors.Status{Phase: executors.PhaseStopped}, nil
-	}
-	if s.gone() {
-		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
-	}
-	st, err := s.link.State(ctx, s.id)
-	if err != nil && s.gone() {
-		// It ended while we asked, and its link was closed under the call.
-		return executors.Status{Phase: executors.PhaseLost, Reason: s.cause}, nil
-	}
-	if errors.Is(err, errdefs.ErrUnavailable) {
-		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
-	}
-	st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
-	return st, err
 }
 
 // sessionsDir is where agentctl keeps the session's directory.

@@ -31,9 +31,19 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
+	executortest.Run(t, backend(t))
+}
+
+// TestContract runs the agentctl contract suite over local sessions: a
+// real agentctl process, reached over real gRPC on loopback.
+func TestContract(t *testing.T) {
+	executortest.Contract(t, backend(t))
+}
+
+func backend(t *testing.T) executortest.Backend {
 	agentctl := executortest.Agentctl(t)
 	stateDir := t.TempDir() // shared by every executor: a restart keeps it
-	executortest.Run(t, executortest.Backend{
+	return executortest.Backend{
 		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
 			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, Calls: calls, Events: events, OrchestratorID: t.Name()})
 			require.NoError(t, err)
@@ -58,7 +68,7 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, json.Unmarshal(h.State, &st))
 			return executortest.Controller{Client: executortest.ControlWithSecret(t, st.Addr, st.SecretFile)}
 		},
-	})
+	}
 }
 
 // TestIsolation: an agent of a local session, run under a uid of its own
@@ -353,7 +363,7 @@ func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
 	}
 	var st executors.Status
 	require.Eventually(t, func() bool {
-		st, err = e.Inspect(ctx, h)
+		st, err = executors.NewController(map[string]executors.Executor{local.Name: e}).Inspect(ctx, h)
 		return err == nil && st.Phase == executors.PhaseAgentExited
 	}, 30*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 6, st.AgentExitCode)

@@ -26,7 +26,6 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/internal/providers"
 )
 
 // Name is the backend's name.
@@ -191,65 +190,31 @@ func (e *Executor) session(h executors.Handle) (string, error) {
 	return st.SessionID, nil
 }
 
-// SetProviders implements executors.Executor.
-func (e *Executor) SetProviders(ctx context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	return e.push(ctx, h, func(l *agentlink.Link, id string) (executors.PushResult, error) {
-		return l.SetProviders(ctx, id, set, gen)
-	})
-}
-
-// SetExternalTools implements executors.Executor.
-func (e *Executor) SetExternalTools(ctx context.Context, h executors.Handle, tools []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
-	return e.push(ctx, h, func(l *agentlink.Link, id string) (executors.PushResult, error) {
-		return l.SetExternalTools(ctx, id, tools, gen)
-	})
-}
-
-// push runs one push to a session on the daemon's link; a session the
-// daemon no longer hosts (it restarted) is lost.
-func (e *Executor) push(ctx context.Context, h executors.Handle, do func(*agentlink.Link, string) (executors.PushResult, error)) (executors.PushResult, error) {
+// Endpoint implements executors.Executor. The daemon is dialed once and
+// not waited for: a push or a status probe needs no Attach stream, and a
+// dead host then fails it at once. A status probe is bounded by
+// ProbeTimeout.
+func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	id, err := e.session(h)
 	if err != nil {
-		return executors.PushResult{}, err
+		return executors.Endpoint{}, err
 	}
 	l, err := e.dial()
 	if err != nil {
-		return executors.PushResult{}, err
+		return executors.Endpoint{}, err
 	}
-	res, err := do(l, id)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return res, fmt.Errorf("the daemon no longer hosts session %q: %w", id, executors.ErrLost)
-	case errors.Is(err, errdefs.ErrUnavailable):
-		return res, fmt.Errorf("the agentctl daemon at %s does not answer (%v): %w", e.opts.Addr, err, executors.ErrLost)
-	}
-	return res, err
-}
-
-// Notify implements executors.Notifier.
-func (e *Executor) Notify(ctx context.Context, h executors.Handle, text string) (int, error) {
-	id, err := e.session(h)
-	if err != nil {
-		return 0, err
-	}
-	l, err := e.connect(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return l.Notify(ctx, id, text)
-}
-
-// AgentLog implements executors.AgentLogReader.
-func (e *Executor) AgentLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
-	id, err := e.session(h)
-	if err != nil {
-		return err
-	}
-	l, err := e.connect(ctx)
-	if err != nil {
-		return err
-	}
-	return l.AgentLog(ctx, id, follow, fn)
+	return executors.Endpoint{
+		SessionID: id, Agentctl: l, ProbeTimeout: e.opts.ProbeTimeout,
+		Down: func() (executors.Phase, string) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.stopped[id] {
+				return executors.PhaseStopped, ""
+			}
+			return "", ""
+		},
+		Complete: func(st *executors.Status) { st.MCPURL = e.mcpURL(st.MCPURL) },
+	}, nil
 }
 
 // AgentctlLog implements executors.AgentctlLogReader: the lines of the
@@ -286,38 +251,6 @@ func (e *Executor) KeptAgentLog(ctx context.Context, h executors.Handle, fn func
 		return err
 	}
 	return l.AgentLog(ctx, st.SessionID, false, fn)
-}
-
-// Inspect implements executors.Executor. A daemon that does not answer
-// within ProbeTimeout makes the session lost for now.
-func (e *Executor) Inspect(ctx context.Context, h executors.Handle) (executors.Status, error) {
-	id, err := e.session(h)
-	if err != nil {
-		return executors.Status{}, err
-	}
-	e.mu.Lock()
-	stopped := e.stopped[id]
-	e.mu.Unlock()
-	if stopped {
-		return executors.Status{Phase: executors.PhaseStopped}, nil
-	}
-	l, err := e.dial()
-	if err != nil {
-		return executors.Status{Phase: executors.PhaseLost, Reason: err.Error()}, nil
-	}
-	probe, cancel := context.WithTimeout(ctx, e.opts.ProbeTimeout)
-	defer cancel()
-	st, err := l.State(probe, id)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return executors.Status{Phase: executors.PhaseLost, Reason: "the daemon no longer hosts the session (it restarted?)"}, nil
-	case errors.Is(err, errdefs.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return executors.Status{Phase: executors.PhaseLost, Reason: fmt.Sprintf("the daemon at %s does not answer", e.opts.Addr)}, nil
-	case err != nil:
-		return st, err
-	}
-	st.MCPURL = e.mcpURL(st.MCPURL)
-	return st, nil
 }
 
 // Stop implements executors.Executor.

@@ -175,7 +175,7 @@ func TestNetworkCutIsLostThenRecovered(t *testing.T) {
 		}
 	})
 	require.Eventually(t, func() bool {
-		st, err := e.Inspect(ctx, handle)
+		st, err := control(e).Inspect(ctx, handle)
 		return err == nil && st.Phase == executors.PhaseLost
 	}, 30*time.Second, 50*time.Millisecond, "an unreachable host makes the session lost")
 	lost := time.Since(cut)
@@ -184,11 +184,11 @@ func TestNetworkCutIsLostThenRecovered(t *testing.T) {
 	restored := time.Now()
 	paused = false
 	require.Eventually(t, func() bool {
-		st, err := e.Inspect(ctx, handle)
+		st, err := control(e).Inspect(ctx, handle)
 		return err == nil && st.Phase == executors.PhaseRunning
 	}, 60*time.Second, 50*time.Millisecond, "the session recovers when the host answers again")
 	running := time.Since(restored)
-	res, err := e.SetProviders(ctx, handle, providers.Of("gitlab"), 2)
+	res, err := control(e).ApplySurface(ctx, handle, executors.Surface{Providers: providers.Of("gitlab"), Generation: 2})
 	require.NoError(t, err)
 	assert.True(t, res.ToolsChanged)
 	require.Eventually(t, func() bool {
@@ -365,7 +365,7 @@ func TestStoppedSessionsLeaveNoSecrets(t *testing.T) {
 	before := leaks(files())
 	require.NotEmpty(t, before, "while it runs, the session's configs hold its token (the scan sees them)")
 	require.Eventually(t, func() bool {
-		s, err := e.Inspect(ctx, handle)
+		s, err := control(e).Inspect(ctx, handle)
 		return err == nil && s.Phase == executors.PhaseAgentExited
 	}, time.Minute, 20*time.Millisecond, "the agent exits")
 
@@ -459,11 +459,16 @@ func TestAStoppedSessionsAgentLogIsServed(t *testing.T) {
 		Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl", "version"}}}, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := e.Inspect(ctx, handle)
+		st, err := control(e).Inspect(ctx, handle)
 		return err == nil && st.Phase == executors.PhaseAgentExited
 	}, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, e.Stop(ctx, handle))
 	var kept []byte
 	require.NoError(t, e.KeptAgentLog(ctx, handle, func(b []byte) error { kept = append(kept, b...); return nil }))
 	assert.Contains(t, string(kept), "contract toolscope.agentctl.v1.AgentctlService")
+}
+
+// control is the orchestrator's controller of e's sessions.
+func control(e *remote.Executor) *executors.Controller {
+	return executors.NewController(map[string]executors.Executor{remote.Name: e})
 }

@@ -45,11 +45,16 @@ func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
 	t.Helper()
 	c := &Client{changed: make(chan struct{}, 1024), logs: make(chan string, 1024)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-test", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		// Like the agent hosts it stands in for, it re-lists on every
+		// list_changed (agentctl holds the result of a call that changed
+		// the caller's own tools until its client re-listed, within a
+		// bound).
+		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
 			c.mu.Lock()
 			c.arrivals = append(c.arrivals, time.Now())
 			c.mu.Unlock()
 			c.changed <- struct{}{}
+			go func() { _, _ = req.Session.ListTools(context.Background(), nil) }()
 		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			text, _ := req.Params.Data.(string)

@@ -26,6 +26,15 @@ const (
 	Command    = "command" // the given command, with the TOOLSCOPE_MCP_* variables only
 )
 
+// ServerName is the name of the session's MCP server in every agent's
+// configuration: Claude Code names its tools mcp__toolscope__<tool>,
+// Codex offers them in the mcp__toolscope namespace.
+const ServerName = "toolscope"
+
+// ClaudeCodeGrant is the permission rule that lets a headless Claude Code
+// call every tool of the session's server, and nothing else.
+const ClaudeCodeGrant = "mcp__" + ServerName
+
 // Names lists the profiles.
 var Names = []string{ClaudeCode, Codex, Command}
 
@@ -113,28 +122,35 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"mcpServers": map[string]any{"toolscope": map[string]any{
+		_ = enc.Encode(map[string]any{"mcpServers": map[string]any{ServerName: map[string]any{
 			"type": "http", "url": ep.URL, "headers": map[string]string{"Authorization": "Bearer " + ep.Token},
 		}}})
 		p.Files = append(p.Files, File{Path: cfg, Content: b.String()})
-		p.Argv = []string{"claude", "--mcp-config", cfg, "--strict-mcp-config"}
+		// Headless runs (-p) refuse every tool not granted in advance, and
+		// --dangerously-skip-permissions is refused as root: grant the
+		// session's own server, and only it. --strict-mcp-config ignores
+		// the user's other MCP servers for the run; their settings stay.
+		p.Argv = []string{"claude", "--allowedTools", ClaudeCodeGrant, "--mcp-config", cfg, "--strict-mcp-config"}
 		if s.Model != "" {
 			p.Argv = append(p.Argv, "--model", s.Model)
 		}
 		p.Argv = append(p.Argv, s.Args...)
 	case Codex:
-		home := filepath.Join(ep.Dir, "codex")
-		var toml strings.Builder
-		if s.Model != "" {
-			fmt.Fprintf(&toml, "model = %s\n\n", strconv.Quote(s.Model))
-		}
 		// Codex spawns stdio MCP servers: agentctl mcp mirrors the session,
-		// so no token goes into the file.
-		fmt.Fprintf(&toml, "[mcp_servers.toolscope]\ncommand = %s\nargs = [%s, %s, %s]\n",
-			strconv.Quote(ep.Agentctl), strconv.Quote("mcp"), strconv.Quote("--config"), strconv.Quote(ep.Bridge))
-		p.Files = append(p.Files, File{Path: filepath.Join(home, "config.toml"), Content: toml.String()})
-		p.Env["CODEX_HOME"] = home
-		p.Argv = append([]string{"codex"}, s.Args...)
+		// so no token goes on the command line. The server is added with
+		// -c overrides, so the user's Codex home (config.toml, login, model
+		// provider) stays as it is.
+		p.Argv = []string{"codex",
+			"-c", "mcp_servers." + ServerName + ".command=" + strconv.Quote(ep.Agentctl),
+			"-c", "mcp_servers." + ServerName + ".args=[" + strconv.Quote("mcp") + ", " + strconv.Quote("--config") + ", " + strconv.Quote(ep.Bridge) + "]",
+			// codex exec runs with approval "never": a tool that needs an
+			// approval fails. The session's own tools are approved, and
+			// only they; the orchestrator checks every call again.
+			"-c", "mcp_servers." + ServerName + `.default_tools_approval_mode="approve"`}
+		if s.Model != "" {
+			p.Argv = append(p.Argv, "-c", "model="+strconv.Quote(s.Model))
+		}
+		p.Argv = append(p.Argv, s.Args...)
 	case Command, "":
 		p.Argv = append([]string(nil), s.Args...)
 	}

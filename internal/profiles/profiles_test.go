@@ -15,7 +15,7 @@ func TestClaudeCode(t *testing.T) {
 	t.Parallel()
 	p, err := profiles.Render(profiles.Spec{Profile: profiles.ClaudeCode, Args: []string{"-p", "fix it"}, Model: "claude-sonnet"}, ep)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"claude", "--mcp-config", "/s/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet", "-p", "fix it"}, p.Argv)
+	assert.Equal(t, []string{"claude", "--allowedTools", "mcp__toolscope", "--mcp-config", "/s/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet", "-p", "fix it"}, p.Argv)
 	assert.Contains(t, p.PassEnv, "ANTHROPIC_API_KEY")
 	require.Len(t, p.Files, 1)
 	assert.JSONEq(t, `{"mcpServers":{"toolscope":{"type":"http","url":"http://127.0.0.1:4242/mcp","headers":{"Authorization":"Bearer tok"}}}}`, p.Files[0].Content)
@@ -23,15 +23,18 @@ func TestClaudeCode(t *testing.T) {
 
 func TestCodex(t *testing.T) {
 	t.Parallel()
-	p, err := profiles.Render(profiles.Spec{Profile: profiles.Codex, Args: []string{"exec", "fix it"}, CredentialEnv: "MY_OPENAI_KEY"}, ep)
+	p, err := profiles.Render(profiles.Spec{Profile: profiles.Codex, Args: []string{"exec", "fix it"}, CredentialEnv: "MY_OPENAI_KEY", Model: "gpt-5"}, ep)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"codex", "exec", "fix it"}, p.Argv)
-	assert.Equal(t, map[string]string{"CODEX_HOME": "/s/codex"}, p.Env)
+	assert.Equal(t, []string{"codex",
+		"-c", `mcp_servers.toolscope.command="/bin/agentctl"`,
+		"-c", `mcp_servers.toolscope.args=["mcp", "--config", "/s/bridge.json"]`,
+		"-c", `mcp_servers.toolscope.default_tools_approval_mode="approve"`,
+		"-c", `model="gpt-5"`,
+		"exec", "fix it"}, p.Argv)
+	assert.Empty(t, p.Env, "no CODEX_HOME: the user's Codex home, login and model provider stay usable")
+	assert.Empty(t, p.Files, "the server is added with -c overrides, not a config file of its own")
 	assert.Contains(t, p.PassEnv, "MY_OPENAI_KEY")
-	require.Len(t, p.Files, 1)
-	assert.Equal(t, "/s/codex/config.toml", p.Files[0].Path)
-	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"/bin/agentctl\"\nargs = [\"mcp\", \"--config\", \"/s/bridge.json\"]\n", p.Files[0].Content)
-	assert.NotContains(t, p.Files[0].Content, "tok", "no token in Codex's config: it uses the stdio bridge")
+	assert.NotContains(t, p.Argv, "tok", "no token on Codex's command line: it uses the stdio bridge")
 }
 
 func TestBadSpecs(t *testing.T) {

@@ -68,6 +68,36 @@ type AddSourcesResult struct {
 	// request RequestID, and task_inbox says which.
 	Pending   bool   `json:"pending,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// ToolsAdded names the tools the batch made available to the calling
+	// session. agentctl fills it in, once the session applied the new
+	// provider set and its clients were told (a self-triggered change is
+	// adopted before its result is released; see SelfChange).
+	ToolsAdded []string `json:"tools_added,omitempty"`
+	// CallWith and InputSchemas are set for MCP clients that never
+	// re-list (ADR 0019): call the new tools through CallWith (call_tool),
+	// with these input schemas.
+	CallWith     string         `json:"call_with,omitempty"`
+	InputSchemas map[string]any `json:"input_schemas,omitempty"`
+}
+
+// SelfChange is the part of a tool's structured result that says the call
+// changed the calling session's own surface: any result that carries
+// tools_added is released only once the session's clients were sent
+// notifications/tools/list_changed (and the caller, if it re-lists, has
+// listed the new surface).
+type SelfChange struct {
+	ToolsAdded []string `json:"tools_added,omitempty"`
+}
+
+// CallTool is the entry point offered only to MCP clients that never
+// re-list their tools (Codex): it calls a tool of the session by name, so
+// a tool that appeared mid-run can still be used (ADR 0019).
+const CallTool = "call_tool"
+
+// CallToolArgs are the arguments of CallTool.
+type CallToolArgs struct {
+	Name      string         `json:"name" jsonschema:"The tool to call, as named by task_add_sources or task_info."`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"The tool's arguments, a JSON object matching its input schema."`
 }
 
 // Repository is one repository attached to a task.
@@ -106,6 +136,11 @@ type Account struct {
 
 // OutputSchema returns the JSON Schema of T, for a tool's outputSchema.
 func OutputSchema[T any]() json.RawMessage { return ReflectSchema(reflect.TypeFor[T]()) }
+
+// InputSchema returns the JSON Schema of T for a tool's inputSchema (a
+// struct's refuses unknown arguments). The built-in tools' come from the
+// table (Tool.InputSchema); this is for agentctl's own call_tool.
+func InputSchema[T any]() json.RawMessage { return OutputSchema[T]() }
 
 // ReflectSchema derives the JSON Schema of typ by reflection. The table's
 // types are derived at build time instead (go generate; see

@@ -240,6 +240,17 @@ func (g Group) Like(name string) string {
 	return ""
 }
 
+// Names returns the names of g's tools, in the table's order.
+func (g Group) Names() []string {
+	var out []string
+	for _, t := range table {
+		if t.Group == g {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // Shown reports whether a task-mode session with the provider set shows
 // t: a task tool always, a provider tool when its provider is in the set.
 func (t Tool) Shown(set providers.Set) bool {

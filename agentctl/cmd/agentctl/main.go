@@ -103,7 +103,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		logFileMax                                      int64
 		allowSharedUID                                  bool
 		mcpPort, maxSessions                            int
-		callTimeout                                     time.Duration
+		callTimeout, adoptWait                          time.Duration
 		mcpLimits                                       mcpserver.Limits
 		exitTailLines, exitTailBytes                    int
 		logBacklog, agentLogMax                         int64
@@ -149,7 +149,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				serverOpts = append(serverOpts, grpc.Creds(creds))
 			}
-			if err := checkMCPLimits(cmd, mcpLimits); err != nil {
+			if err := checkBounds(cmd, mcpLimits, adoptWait); err != nil {
 				return err
 			}
 			if err := checkLogBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, keptLogs); err != nil {
@@ -173,7 +173,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
-				CallTimeout: callTimeout, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
+				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
 			})
 			if err != nil {
@@ -237,6 +237,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.Int64Var(&keptLogs.MaxBytes, "logs-max-bytes", logdir.DefaultMaxBytes, "bound on the stopped sessions' logs in --logs-dir: the oldest are removed first (0: no bound; a live session's never are)")
 	f.DurationVar(&keptLogs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
+	f.DurationVar(&adoptWait, "adopt-wait", mcpserver.DefaultAdoptWait, "how long the result of a call that changed the caller's own tools (task_add_sources) waits for the session's clients to be told and re-list")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFile, "log-file", "", "also write agentctl's log to this file, from which the orchestrator reads a session's lines (session logs --agentctl on remote hosts)")
 	f.Int64Var(&logFileMax, "log-file-max-bytes", daemon.DefaultAgentLogMax, "bound on --log-file: rotated to FILE.1 at half of it")
@@ -246,9 +247,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	return cmd
 }
 
-// checkMCPLimits refuses a bound of the MCP endpoints that is not
-// positive, naming the flag and the value given.
-func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
+// checkBounds refuses a bound of the MCP endpoints (or of a self-triggered
+// change's wait) that is not positive, naming the flag and the value given.
+func checkBounds(cmd *cobra.Command, l mcpserver.Limits, adoptWait time.Duration) error {
 	for _, c := range []struct {
 		flag string
 		ok   bool
@@ -256,6 +257,7 @@ func checkMCPLimits(cmd *cobra.Command, l mcpserver.Limits) error {
 		{"mcp-header-timeout", l.HeaderTimeout > 0}, {"mcp-body-timeout", l.BodyTimeout > 0},
 		{"mcp-idle-timeout", l.IdleTimeout > 0}, {"mcp-max-conns", l.MaxConns > 0},
 		{"mcp-max-sessions", l.MaxSessions > 0}, {"mcp-session-idle", l.SessionIdle > 0},
+		{"adopt-wait", adoptWait > 0},
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}

@@ -5,10 +5,11 @@
 // and provider set, serves it over streamable HTTP on loopback behind a
 // per-session bearer token, writes an MCP client config the agent can be
 // pointed at, and starts the agent command with the endpoint injected.
-// SetProviders rebuilds the registry locally (the mode is kept; a stale
-// generation is ignored); SetExternalTools does the same for the external
-// tools of the orchestrator's catalog (see external.go), with generations
-// of their own. Tool calls go to the orchestrator over the Attach
+// ApplySurface rebuilds the registry locally from a surface: the provider
+// set and the external tools of the orchestrator's catalog (see
+// external.go), each with its generation (a stale part is ignored; the
+// mode is kept); the deprecated SetProviders and SetExternalTools are its
+// single-part forms. Tool calls go to the orchestrator over the Attach
 // stream the orchestrator opened, with the session's identity bound here,
 // never taken from the arguments.
 //
@@ -91,6 +92,10 @@ type Options struct {
 	AgentctlPath string
 	// CallTimeout bounds one tool call's round trip to the orchestrator.
 	CallTimeout time.Duration
+	// AdoptWait bounds how long a call that changed the caller's own
+	// surface waits for the new provider set and for the session's
+	// clients to adopt it; mcpserver.DefaultAdoptWait if zero.
+	AdoptWait time.Duration
 	// StopGrace is how long an agent gets between SIGTERM and SIGKILL.
 	StopGrace time.Duration
 	// MaxSessions bounds the sessions hosted at once (stopped ones do not
@@ -160,6 +165,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 2 * time.Minute
+	}
+	if opts.AdoptWait <= 0 {
+		opts.AdoptWait = mcpserver.DefaultAdoptWait
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 5 * time.Second
@@ -336,7 +344,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	s := &session{
 		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
 		dir: filepath.Join(d.opts.SessionsDir, spec.GetSessionId()), token: newToken(), uid: noUID,
-		providers: set, gen: spec.GetProviderSet().GetGeneration(), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
+		providers: set, gen: spec.GetProviderSet().GetGeneration(), genMoved: make(chan struct{}), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 	}
 
@@ -384,7 +392,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	// after it, never lost.
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
-		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log,
+		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log, AdoptWait: d.opts.AdoptWait,
 		Instructions: "toolscope tools for task " + s.taskID + ". Call task_info first: it names the repositories and " +
 			"the review providers whose tools you have.",
 	})
@@ -435,15 +443,8 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 	if req.GetProviderSet() == nil {
 		return nil, errdefs.RequiredField("provider_set")
 	}
-	set := providers.Of(req.GetProviderSet().GetProviders()...)
-	accepted, changed, applied := s.setProviders(set, req.GetProviderSet().GetGeneration())
-	d.log.Info("providers pushed", "session_id", s.id, "providers", set.String(),
-		"generation", req.GetProviderSet().GetGeneration(), "accepted", accepted, "tools_changed", changed)
-	if changed {
-		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
-			fmt.Sprintf("providers %q at generation %d", set.String(), applied.GetGeneration())))
-	}
-	return &agentctlv1.SetProvidersResponse{Applied: applied, Accepted: accepted, ToolsChanged: changed}, nil
+	res := d.apply(s, newSurface(req.GetProviderSet(), nil, nil))
+	return &agentctlv1.SetProvidersResponse{Applied: res.GetAppliedProviderSet(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 
 // GetSessionState implements agentctlv1.AgentctlServiceServer.
@@ -620,4 +621,43 @@ func modeToProto(m registry.Mode) agentctlv1.SessionMode {
 		return agentctlv1.SessionMode_SESSION_MODE_PLAN
 	}
 	return agentctlv1.SessionMode_SESSION_MODE_TASK
+}
+
+// ApplySurface implements agentctlv1.AgentctlServiceServer.
+func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceRequest) (*agentctlv1.ApplySurfaceResponse, error) {
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	sf := req.GetSurface()
+	if sf == nil {
+		return nil, errdefs.RequiredField("surface")
+	}
+	if m := sf.GetMode(); m != agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED && m != modeToProto(s.mode) {
+		return nil, errdefs.InvalidField("surface.mode", "the session's mode is %s, fixed at launch", s.mode)
+	}
+	var tools []registry.Tool
+	if ext := sf.GetExternalTools(); ext != nil {
+		if tools, err = d.externalTools("surface.external_tools", ext); err != nil {
+			return nil, err
+		}
+	}
+	return d.apply(s, newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)), nil
+}
+
+// apply applies a validated surface to a session and logs the outcome.
+func (d *Daemon) apply(s *session, in surface) *agentctlv1.ApplySurfaceResponse {
+	res := s.apply(in)
+	args := []any{"session_id", s.id, "accepted", res.GetAccepted(), "tools_changed", res.GetToolsChanged()}
+	if in.providers != nil {
+		args = append(args, "providers", in.set.String(), "generation", in.providers.GetGeneration())
+	}
+	if in.external != nil {
+		args = append(args, "external_tools", len(in.tools), "external_generation", in.external.GetGeneration())
+		if res.GetAccepted() {
+			d.logShadowed(s.id, in.tools)
+		}
+	}
+	d.log.Info("surface applied", args...)
+	return res
 }

@@ -40,17 +40,8 @@ func (d *Daemon) SetExternalTools(_ context.Context, req *agentctlv1.SetExternal
 	if err != nil {
 		return nil, err
 	}
-	accepted, changed, applied := s.setExternal(tools, set.GetGeneration())
-	d.log.Info("external tools pushed", "session_id", s.id, "tools", len(tools), "generation", set.GetGeneration(),
-		"accepted", accepted, "tools_changed", changed)
-	if accepted {
-		d.logShadowed(s.id, tools)
-	}
-	if changed {
-		d.emit(s.event(agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED,
-			fmt.Sprintf("%d external tools at generation %d", len(tools), applied)))
-	}
-	return &agentctlv1.SetExternalToolsResponse{AppliedGeneration: applied, Accepted: accepted, ToolsChanged: changed}, nil
+	res := d.apply(s, newSurface(nil, set, tools))
+	return &agentctlv1.SetExternalToolsResponse{AppliedGeneration: res.GetAppliedExternalToolsGeneration(), Accepted: res.GetAccepted(), ToolsChanged: res.GetToolsChanged()}, nil
 }
 
 // logShadowed warns about descriptors the registry drops because a
@@ -130,16 +121,4 @@ func (d *Daemon) checkSchema(raw []byte, input bool) error {
 		}
 	}
 	return nil
-}
-
-// setExternal applies a pushed external tool set unless it is older than
-// the applied one. The mode and the providers are kept.
-func (s *session) setExternal(tools []registry.Tool, gen uint64) (accepted, changed bool, applied uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if gen < s.extGen {
-		return false, false, s.extGen
-	}
-	s.external, s.extGen = tools, gen
-	return true, s.rebuildLocked(), gen
 }

@@ -101,22 +101,6 @@ func changedOnce(t testing.TB, c *mcptest.Client, why string) {
 	c.ExpectNone(t, "one change, one notification: "+why)
 }
 
-// waitEvent waits for a TOOLS_CHANGED event whose message contains text.
-func waitEvent(t testing.TB, events chan *agentctlv1.SessionEvent, text string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-events:
-			if e.GetKind() == agentctlv1.SessionEventKind_SESSION_EVENT_KIND_TOOLS_CHANGED && strings.Contains(e.GetMessage(), text) {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no tools-changed event saying %q", text)
-		}
-	}
-}
-
 // TestExternalToolsAppearAndDisappearWithOneNotificationEach drives a
 // session's external tools through pushes, at every protocol version:
 // tools appear, disappear and change with exactly one list_changed each;
@@ -127,7 +111,7 @@ func TestExternalToolsAppearAndDisappearWithOneNotificationEach(t *testing.T) {
 		t.Run(mcptest.VersionName(version), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			_, events := orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{Text: "ok"} })
+			orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{Text: "ok"} })
 			sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
 			sp.ExternalTools = extSet(1, docsSearch)
 			st := h.create(t, sp)
@@ -160,7 +144,6 @@ func TestExternalToolsAppearAndDisappearWithOneNotificationEach(t *testing.T) {
 			assert.Equal(t, gen, resp.GetAppliedGeneration())
 			changedOnce(t, c, "tickets__create appeared")
 			assert.Equal(t, withTools(github, "docs__search", "tickets__create"), c.Names(t))
-			waitEvent(t, events, fmt.Sprintf("2 external tools at generation %d", gen))
 
 			// A changed definition is a change.
 			gen++

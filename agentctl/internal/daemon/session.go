@@ -63,6 +63,7 @@ type session struct {
 	mu        sync.Mutex
 	providers providers.Set
 	gen       uint64
+	genMoved  chan struct{}   // closed and replaced when gen moves
 	external  []registry.Tool // pushed external tool descriptors, validated
 	extGen    uint64
 	phase     agentctlv1.SessionPhase
@@ -113,16 +114,56 @@ func (s *session) rebuildLocked() bool {
 	return s.pub.Publish(registry.Build(s.specLocked()))
 }
 
-// setProviders applies a pushed set unless it is older than the applied
-// one. The mode and the external tools are kept.
-func (s *session) setProviders(set providers.Set, gen uint64) (accepted, changed bool, applied *agentctlv1.ProviderSet) {
+// surface is a pushed surface, validated: a part that is nil is kept.
+type surface struct {
+	providers *agentctlv1.ProviderSet
+	set       providers.Set // providers', normalized once (newSurface)
+	external  *agentctlv1.ExternalToolSet
+	tools     []registry.Tool // external's tools, validated
+}
+
+// newSurface is a surface of the parts given; the provider set is
+// normalized here, once, through internal/providers.
+func newSurface(ps *agentctlv1.ProviderSet, ext *agentctlv1.ExternalToolSet, tools []registry.Tool) surface {
+	return surface{providers: ps, set: providers.Of(ps.GetProviders()...), external: ext, tools: tools}
+}
+
+// stale is agentctl's one stale check: a part whose generation is older
+// than the applied one is ignored.
+func stale(gen, applied uint64) bool { return gen < applied }
+
+// apply applies each part of a pushed surface that is not stale, and
+// rebuilds the registry once, from the mode (fixed at launch) and the
+// latest of both parts. It reports what is now applied.
+func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen < s.gen {
-		return false, false, &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen}
+	accepted, moved := true, false
+	if p := in.providers; p != nil {
+		if stale(p.GetGeneration(), s.gen) {
+			accepted = false
+		} else {
+			if p.GetGeneration() != s.gen {
+				// wake the calls waiting for their own change (adopt.go)
+				close(s.genMoved)
+				s.genMoved = make(chan struct{})
+			}
+			s.providers, s.gen, moved = in.set, p.GetGeneration(), true
+		}
 	}
-	s.providers, s.gen = set, gen
-	return true, s.rebuildLocked(), &agentctlv1.ProviderSet{Providers: set.Strings(), Generation: gen}
+	if e := in.external; e != nil {
+		if stale(e.GetGeneration(), s.extGen) {
+			accepted = false
+		} else {
+			s.external, s.extGen, moved = in.tools, e.GetGeneration(), true
+		}
+	}
+	return &agentctlv1.ApplySurfaceResponse{
+		AppliedProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},
+		AppliedExternalToolsGeneration: s.extGen,
+		Accepted:                       accepted,
+		ToolsChanged:                   moved && s.rebuildLocked(),
+	}
 }
 
 // serveMCP starts the session's streamable HTTP endpoint on host, behind
@@ -164,20 +205,27 @@ type MCPServerEntry struct {
 	Args    []string          `json:"args,omitempty"`
 }
 
-// writeConfigs writes mcp.json (HTTP, plus the stdio bridge when
-// agentctlPath is known) and bridge.json, readable by the owner only.
+// writeConfigs writes bridge.json and the generic MCP client configs,
+// readable by the owner only: mcp.json (the session over HTTP) and, when
+// agentctlPath is known, mcp-stdio.json (the same session through the
+// stdio bridge). One server entry per file: a client that loads a file
+// with both would see every tool twice.
 func (s *session) writeConfigs(agentctlPath string) error {
 	bridge := filepath.Join(s.dir, "bridge.json")
 	if err := s.writeJSON(bridge, mcpbridge.Config{URL: s.url, Token: s.token, SessionID: s.id}); err != nil {
 		return err
 	}
-	cfg := MCPConfig{MCPServers: map[string]MCPServerEntry{
-		"toolscope": {Type: "http", URL: s.url, Headers: map[string]string{"Authorization": "Bearer " + s.token}},
-	}}
 	if agentctlPath != "" {
-		cfg.MCPServers["toolscope-stdio"] = MCPServerEntry{Type: "stdio", Command: agentctlPath, Args: []string{"mcp", "--config", bridge}}
+		stdio := MCPConfig{MCPServers: map[string]MCPServerEntry{
+			profiles.ServerName: {Type: "stdio", Command: agentctlPath, Args: []string{"mcp", "--config", bridge}},
+		}}
+		if err := s.writeJSON(filepath.Join(s.dir, "mcp-stdio.json"), stdio); err != nil {
+			return err
+		}
 	}
-	return s.writeJSON(filepath.Join(s.dir, "mcp.json"), cfg)
+	return s.writeJSON(filepath.Join(s.dir, "mcp.json"), MCPConfig{MCPServers: map[string]MCPServerEntry{
+		profiles.ServerName: {Type: "http", URL: s.url, Headers: map[string]string{"Authorization": "Bearer " + s.token}},
+	}})
 }
 
 func (s *session) writeJSON(path string, v any) error {
@@ -400,6 +448,10 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			if verr := resolved.Validate(value); verr != nil {
 				return toolError("invalid_arguments", strings.TrimPrefix(verr.Error(), "validating root: ")), nil
 			}
+			var before *registry.Registry // the surface before a call that may change it
+			if tool.Name == toolapi.AddSourcesTool && s.pub != nil {
+				before = s.pub.Desired()
+			}
 			callCtx, cancel := context.WithTimeout(ctx, d.callTimeout)
 			defer cancel()
 			answer, cerr := d.hub.call(callCtx, &agentctlv1.ToolCall{
@@ -414,9 +466,66 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			case cerr != nil:
 				return toolError("unavailable", cerr.Error()), nil
 			}
-			return fromToolResult(answer), nil
+			res = fromToolResult(answer)
+			if before != nil && !res.IsError {
+				s.selfChange(ctx, res, before, d.opts.AdoptWait)
+			}
+			return res, nil
 		}
 	}
+}
+
+// waitGeneration waits, at most wait, until the session applied provider
+// set generation gen or a later one.
+func (s *session) waitGeneration(ctx context.Context, gen uint64, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		applied, moved := s.gen, s.genMoved
+		s.mu.Unlock()
+		if applied >= gen {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// selfChange completes the result of a call that changed the caller's own
+// surface: once the session applied the generation the result names, it
+// names the tools that became available (tools_added, and in the text).
+// The publisher then holds the result until the session's clients adopted
+// them (mcpserver, adopt.go).
+func (s *session) selfChange(ctx context.Context, res *mcp.CallToolResult, before *registry.Registry, wait time.Duration) {
+	raw, ok := res.StructuredContent.(json.RawMessage)
+	if !ok {
+		return
+	}
+	var out toolapi.AddSourcesResult
+	if json.Unmarshal(raw, &out) != nil || out.Pending || out.Generation == 0 {
+		return
+	}
+	if !s.waitGeneration(ctx, out.Generation, wait) {
+		return
+	}
+	for _, name := range s.pub.Desired().Names() {
+		if _, had := before.Lookup(name); !had {
+			out.ToolsAdded = append(out.ToolsAdded, name)
+		}
+	}
+	if len(out.ToolsAdded) == 0 {
+		return
+	}
+	if b, err := json.Marshal(out); err == nil {
+		res.StructuredContent = json.RawMessage(b)
+	}
+	res.Content = append(res.Content, &mcp.TextContent{Text: "Tools now available to you: " + strings.Join(out.ToolsAdded, ", ") + "."})
 }
 
 func toolError(code, msg string) *mcp.CallToolResult {

@@ -8,3 +8,11 @@ func (p *Publisher) SetBetweenSDKCalls(f func()) {
 	defer p.mu.Unlock()
 	p.betweenSDKCalls = f
 }
+
+// Tracked returns how many sessions the publisher keeps adoption entries
+// for.
+func (p *Publisher) Tracked() int {
+	p.notifiedMu.Lock()
+	defer p.notifiedMu.Unlock()
+	return max(len(p.sent), len(p.listed), len(p.joined))
+}

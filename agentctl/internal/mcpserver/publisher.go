@@ -60,7 +60,10 @@ type Options struct {
 	Handler HandlerFunc
 	// MinInterval between two applications; DefaultMinInterval if zero.
 	MinInterval time.Duration
-	Logger      *slog.Logger
+	// AdoptWait bounds how long a self-triggered change's result waits
+	// for the session's clients (adopt.go); DefaultAdoptWait if zero.
+	AdoptWait time.Duration
+	Logger    *slog.Logger
 }
 
 // Publisher serves registries through one go-sdk server.
@@ -80,6 +83,15 @@ type Publisher struct {
 
 	notifiedMu sync.Mutex
 	notified   map[*mcp.ServerSession]uint64 // the epoch of each session's last list_changed
+	// What adopt waits on (adopt.go), per session: the epoch of its last
+	// list_changed sent, of its last listing, and of its start; wake is
+	// closed and replaced whenever one of them or the published registry
+	// moves.
+	sent, listed, joined map[*mcp.ServerSession]uint64
+	listening            map[*mcp.ServerSession]uint64 // 2026-07-28 sessions that subscribed
+	wake                 chan struct{}
+	records              int // records since the start, for pruning
+	adoptWait            time.Duration
 
 	mu              sync.Mutex
 	desired         *registry.Registry // the latest snapshot handed to Publish
@@ -98,7 +110,12 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = DefaultMinInterval
 	}
-	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{}}
+	if opts.AdoptWait <= 0 {
+		opts.AdoptWait = DefaultAdoptWait
+	}
+	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
+		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -111,7 +128,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 			Logging: &mcp.LoggingCapabilities{}, // prompts arrive as log notifications
 		},
 	})
-	p.server.AddReceivingMiddleware(p.gateListing)
+	p.server.AddReceivingMiddleware(p.gateListing, p.selfChanges)
 	p.server.AddSendingMiddleware(p.oneNotificationPerEpoch)
 	p.mu.Lock()
 	p.desired = initial
@@ -217,6 +234,7 @@ func (p *Publisher) applyLocked() {
 	}
 	p.published = target
 	p.listMu.Unlock()
+	p.wakeAll()
 	p.forgetClosedSessions()
 	p.lastApply = time.Now()
 	p.log.Debug("tools published", "removed", removed, "upserted", len(upserted), "total", target.Len())
@@ -256,6 +274,11 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 				if seen {
 					return nil, nil
 				}
+				res, err := next(ctx, method, req)
+				if err == nil {
+					p.record(p.sent, ss, epoch)
+				}
+				return res, err
 			}
 		}
 		return next(ctx, method, req)
@@ -273,21 +296,36 @@ func (p *Publisher) forgetClosedSessions() {
 	}
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
-	for ss := range p.notified {
-		if !live[ss] {
-			delete(p.notified, ss)
+	for _, m := range []map[*mcp.ServerSession]uint64{p.notified, p.sent, p.listed, p.joined, p.listening} {
+		for ss := range m {
+			if !live[ss] {
+				delete(m, ss)
+			}
 		}
 	}
 }
 
-// gateListing holds listMu for reading around tools/list.
+// gateListing holds listMu for reading around tools/list, notes which
+// surface (epoch) each session listed, and offers call_tool to clients
+// that never re-list (adopt.go).
 func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" {
-			p.listMu.RLock()
-			defer p.listMu.RUnlock()
+		if method != "tools/list" {
+			return next(ctx, method, req)
 		}
-		return next(ctx, method, req)
+		p.listMu.RLock()
+		epoch := p.epoch.Load()
+		res, err := next(ctx, method, req)
+		p.listMu.RUnlock()
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if err != nil || ss == nil {
+			return res, err
+		}
+		if list, ok := res.(*mcp.ListToolsResult); ok && !relists(ss) && list.NextCursor == "" {
+			list.Tools = append(list.Tools, callToolDefinition)
+		}
+		p.record(p.listed, ss, epoch)
+		return res, err
 	}
 }
 

@@ -25,17 +25,15 @@ import (
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
-// Mode selects the tools a session's agent is shown.
-type Mode string
+// Mode selects the tools a session's agent is shown (toolapi.Mode, the
+// one definition).
+type Mode = toolapi.Mode
 
 // Modes.
 const (
-	ModeTask Mode = "task" // task tools plus the provider tools
-	ModePlan Mode = "plan" // read-only tools only
+	ModeTask = toolapi.ModeTask
+	ModePlan = toolapi.ModePlan
 )
-
-// Valid reports whether m is a known mode.
-func (m Mode) Valid() bool { return m == ModeTask || m == ModePlan }
 
 // Tool is one tool definition as the agent sees it.
 type Tool struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	var claude plan
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--agent", "claude-code",
 		"--model", "claude-sonnet-4", "--dry-run", "--", "-p", "fix the login bug")), &claude))
-	assert.Equal(t, []string{"claude", "--mcp-config", "<session dir>/claude-mcp.json", "--strict-mcp-config",
+	assert.Equal(t, []string{"claude", "--allowedTools", "mcp__toolscope", "--mcp-config", "<session dir>/claude-mcp.json", "--strict-mcp-config",
 		"--model", "claude-sonnet-4", "-p", "fix the login bug"}, claude.Argv)
 	assert.Equal(t, []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
 		"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}, claude.PassEnv, "the whole allowlist, names only")
@@ -51,13 +52,22 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	var codex plan
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--agent", "codex",
 		"--credential-env", "MY_OPENAI_KEY", "--env", "GOPROXY", "--env", "NPM_CONFIG_REGISTRY", "--dry-run", "--", "exec", "fix the login bug")), &codex))
-	assert.Equal(t, []string{"codex", "exec", "fix the login bug"}, codex.Argv)
-	assert.Equal(t, map[string]string{"CODEX_HOME": "<session dir>/codex"}, codex.Env)
+	assert.Equal(t, []string{"codex",
+		"-c", `mcp_servers.toolscope.command="<agentctl>"`,
+		"-c", `mcp_servers.toolscope.args=["mcp", "--config", "<session dir>/bridge.json"]`,
+		"-c", `mcp_servers.toolscope.default_tools_approval_mode="approve"`,
+		"exec", "fix the login bug"}, codex.Argv)
+	assert.Empty(t, codex.Env, "no CODEX_HOME: the user's Codex home stays usable")
 	assert.Equal(t, []string{"GOPROXY", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "MY_OPENAI_KEY", "NPM_CONFIG_REGISTRY",
 		"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER"}, codex.PassEnv)
-	require.Len(t, codex.Files, 1)
-	assert.Equal(t, "<session dir>/codex/config.toml", codex.Files[0].Path)
-	assert.Equal(t, "[mcp_servers.toolscope]\ncommand = \"<agentctl>\"\nargs = [\"mcp\", \"--config\", \"<session dir>/bridge.json\"]\n", codex.Files[0].Content)
+	assert.Empty(t, codex.Files, "-c overrides, no file of its own")
+
+	// docs/agents.md shows the first line of both dry runs.
+	for _, args := range [][]string{{"--agent", "claude-code", "--", "-p", "Fix the login bug."},
+		{"--agent", "codex", "--", "exec", "--skip-git-repo-check", "Fix the login bug."}} {
+		out := srv.ok(t, append([]string{"session", "launch", task, "--dry-run"}, args...)...)
+		guideShows(t, strings.SplitN(out, "\n", 2)[0])
+	}
 
 	human := srv.ok(t, "session", "launch", task, "--agent", "codex", "--dry-run")
 	assert.Regexp(t, `would start\s+codex`, human)

@@ -108,7 +108,7 @@ func toSession(s model.Session) *pb.Session {
 		Id:            s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
 		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
-		PushedProviderSet: toProviderSet(s.Pushed), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
+		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
 		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt),
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/fake"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
@@ -267,80 +267,6 @@ func (s *fuzzStream[T]) Send(m *T) error {
 	return nil
 }
 
-// fakeExec is an executor backend that runs nothing: it remembers the
-// sessions it launched, applies pushes, and reports sessions it does not
-// know as lost.
-type fakeExec struct {
-	name string
-	mu   sync.Mutex
-	live map[string]providers.Set // by session id
-}
-
-func (x *fakeExec) Name() string { return x.name }
-
-func (x *fakeExec) Launch(_ context.Context, spec executors.Spec, progress executors.Progress) (executors.Handle, executors.Status, error) {
-	if err := spec.Validate(); err != nil {
-		return executors.Handle{}, executors.Status{}, err
-	}
-	progress.Report("launching %s", spec.SessionID)
-	x.mu.Lock()
-	x.live[spec.SessionID] = spec.Providers
-	x.mu.Unlock()
-	return executors.Handle{Backend: x.name, Version: 1, State: []byte(spec.SessionID)}, x.status(spec.SessionID), nil
-}
-
-func (x *fakeExec) status(id string) executors.Status {
-	set, ok := x.live[id]
-	if !ok {
-		return executors.Status{Phase: executors.PhaseLost, Reason: "not launched here"}
-	}
-	return executors.Status{Phase: executors.PhaseRunning, MCPURL: "http://127.0.0.1:1/mcp", MCPToken: "session-token",
-		StdioCommand: []string{"agentctl", "mcp"}, Providers: set}
-}
-
-func (x *fakeExec) SetProviders(_ context.Context, h executors.Handle, set providers.Set, gen uint64) (executors.PushResult, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.live[string(h.State)]; !ok {
-		return executors.PushResult{}, executors.ErrLost
-	}
-	x.live[string(h.State)] = set
-	return executors.PushResult{Accepted: true, Applied: set, Generation: gen}, nil
-}
-
-func (x *fakeExec) SetExternalTools(_ context.Context, h executors.Handle, _ []executors.ExternalTool, gen uint64) (executors.PushResult, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.live[string(h.State)]; !ok {
-		return executors.PushResult{}, executors.ErrLost
-	}
-	return executors.PushResult{Accepted: true, Generation: gen}, nil
-}
-
-func (x *fakeExec) Inspect(_ context.Context, h executors.Handle) (executors.Status, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.status(string(h.State)), nil
-}
-
-func (x *fakeExec) Stop(_ context.Context, h executors.Handle) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	delete(x.live, string(h.State))
-	return nil
-}
-
-func (x *fakeExec) Reattach(_ context.Context, h executors.Handle) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.live[string(h.State)]; !ok {
-		return executors.ErrLost
-	}
-	return nil
-}
-
-func (x *fakeExec) Close() error { return nil }
-
 // fuzzEnv is a real service over a real SQLite store, with fake executor
 // backends, seeded with a workspace, its connections, repositories, tasks
 // and sessions. Fuzzed requests name those records through placeholders
@@ -383,7 +309,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	require.NoError(tb, err)
 	execs := map[string]executors.Executor{}
 	for _, name := range service.Executors {
-		execs[name] = &fakeExec{name: name, live: map[string]providers.Set{}}
+		execs[name] = fake.New(name)
 	}
 	// No credential resolves, so validating a connection never leaves the
 	// process (file references are not validated at all: see FuzzRequests).

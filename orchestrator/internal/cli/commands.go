@@ -23,6 +23,7 @@ import (
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
@@ -92,6 +93,8 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
+	cmd.Flags().DurationVar(&cfg.PushTimeout, "push-timeout", service.DefaultPushTimeout, "bound on one push of a session's tool surface to its agentctl")
+	cmd.Flags().DurationVar(&cfg.RepairBackoff, "repair-backoff", service.DefaultRepairBackoff, "longest wait between two failed attempts to bring a session to its tool surface")
 	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // Workspace groups repositories and tasks.
@@ -86,13 +87,14 @@ type TaskRepository struct {
 	Primary  bool
 }
 
-// Mode selects the tools a session's agent is shown.
-type Mode string
+// Mode selects the tools a session's agent is shown (toolapi.Mode, the
+// one definition).
+type Mode = toolapi.Mode
 
 // Session modes.
 const (
-	ModeTask Mode = "task" // task tools plus provider tools
-	ModePlan Mode = "plan" // read-only tools only
+	ModeTask = toolapi.ModeTask
+	ModePlan = toolapi.ModePlan
 )
 
 // SessionState is where a session is in its life.
@@ -132,12 +134,17 @@ type Session struct {
 	AgentPassEnv []string
 	Image        string // container image, for the docker executor
 	Handle       Handle
-	Pushed       ProviderSet // the set the session's agentctl last applied
-	// ExternalGeneration is the catalog generation of the external tool
-	// set the session's agentctl last applied (0: none).
+	// Applied is the provider set, at its generation, the session's
+	// agentctl last acknowledged; ExternalGeneration is the catalog
+	// generation of the external tool set it last acknowledged (0: none).
+	// Together they are the session's applied surface.
+	Applied            ProviderSet
 	ExternalGeneration uint64
-	NeedsRepair        bool
-	StatusMessage      string
+	// NeedsRepair is derived by the reconciler: a running session's
+	// applied surface lags its desired one (a push failed), or the session
+	// was lost.
+	NeedsRepair   bool
+	StatusMessage string
 	// AgentExited says the agent of the session's current run exited, with
 	// AgentExitCode (-1: ended by a signal); it is recorded once, with a
 	// agent.exited event.
@@ -147,12 +154,12 @@ type Session struct {
 	UpdatedAt     time.Time
 }
 
-// Repaired reports whether a session's repair mark may go: it is running
-// (an ended session's mark says why it ended) and both sets it was pushed
-// are current — the provider set at providerGen and the external tool set
-// at catalogGen.
-func (s Session) Repaired(providerGen, catalogGen uint64) bool {
-	return s.State == SessionRunning && s.Pushed.Generation >= providerGen && s.ExternalGeneration >= catalogGen
+// SurfaceVersion is what a session's desired surface is a function of:
+// its task's provider generation and the catalog generation (with the
+// workspace whose tools the catalog assigns). The mode is the session's.
+type SurfaceVersion struct {
+	WorkspaceID                           string
+	ProviderGeneration, CatalogGeneration uint64
 }
 
 // EventKind says what a task event records.

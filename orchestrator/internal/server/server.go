@@ -71,6 +71,11 @@ type Config struct {
 	// PollInterval is how often the lifecycle polls the tasks' pull and
 	// merge requests; zero turns polling off.
 	PollInterval time.Duration
+	// PushTimeout bounds one push of a surface to a session
+	// (service.DefaultPushTimeout if zero); RepairBackoff bounds the wait
+	// between two failed attempts to bring a session to its desired
+	// surface (service.DefaultRepairBackoff if zero).
+	PushTimeout, RepairBackoff time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 	// ProviderCalls bounds the provider calls in flight on each workspace
@@ -333,7 +338,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	pool := catalog.New(catalog.Options{WorkDir: cfg.DataDir, Logger: log, Credentials: creds})
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
-	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs})
+	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
+		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)

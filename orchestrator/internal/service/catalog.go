@@ -43,10 +43,16 @@ func (c *catalogState) lock(serverID string) func() {
 // catalogChanged runs after every committed change that bumped the catalog
 // generation: a server or tool enabled or disabled, a tool assigned or
 // unassigned, a discovery that changed, removed or restored tools. It is
-// the one place where live sessions learn of catalog changes: each gets
-// its workspace's external tool set pushed before the request returns.
+// the one place where live sessions learn of catalog changes: the
+// reconciler brings each to its workspace's external tool set before the
+// request returns (each within the push timeout).
 func (s *Service) catalogChanged(ctx context.Context) {
-	s.pushExternalToLive(ctx)
+	ctx = context.WithoutCancel(ctx)
+	if active, err := s.store.ActiveSessions(ctx); err != nil {
+		s.log.ErrorContext(ctx, "list sessions for a catalog change", "error", err.Error())
+	} else {
+		s.reconcileAndWait(ctx, running(active))
+	}
 	if s.catalog.onChange != nil {
 		s.catalog.onChange(ctx)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -67,11 +66,7 @@ func (s *Service) ReadSessionLog(ctx context.Context, id string, log SessionLog,
 		if sess.State != model.SessionRunning {
 			return errdefs.FailedPrecondition("session %s is %s: its agentctl, which serves the agent's log, no longer runs, and the %s executor keeps no copy", id, sess.State, sess.Executor)
 		}
-		reader, ok := exec.(executors.AgentLogReader)
-		if !ok {
-			return fmt.Errorf("the %s executor cannot read agent logs: %w", sess.Executor, errdefs.ErrUnimplemented)
-		}
-		read = reader.AgentLog
+		read = s.ctl.AgentLog
 	}
 	var pending []byte
 	flush := func(all bool) error {

@@ -35,17 +35,22 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
-	conns       *connections.Connections
-	pushTimeout time.Duration
-	store       *store.Store
-	broker      *events.Broker
-	log         *slog.Logger
-	execs       map[string]executors.Executor
-	done        chan struct{} // closed by Close: ends every watcher
-	once        sync.Once
-	catalog     *catalogState // the governed tool catalog (catalog.go)
-	dataDir     string
-	logs        logdir.Bound // bound of dataDir/logs (PruneLogs)
+	conns         *connections.Connections
+	pushTimeout   time.Duration
+	store         *store.Store
+	broker        *events.Broker
+	log           *slog.Logger
+	execs         map[string]executors.Executor
+	ctl           *executors.Controller // every call to a running session's agentctl
+	rec           reconciler            // brings running sessions to their desired surface
+	repairBackoff time.Duration
+	done          chan struct{}   // closed by Close: ends every watcher
+	life          context.Context // the reconciler's; cancelled by Close
+	endLife       context.CancelFunc
+	once          sync.Once
+	catalog       *catalogState // the governed tool catalog (catalog.go)
+	dataDir       string
+	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
 }
 
 // Options configure a Service.
@@ -57,9 +62,12 @@ type Options struct {
 	// with the tool calls and the lifecycle poller); nil: a component of
 	// the service's own, reading the process environment and files.
 	Connections *connections.Connections
-	// PushTimeout bounds the push of a provider set to one session;
+	// PushTimeout bounds the push of a surface to one session;
 	// DefaultPushTimeout if zero.
 	PushTimeout time.Duration
+	// RepairBackoff bounds the wait between two failed attempts to bring
+	// a session to its desired surface; DefaultRepairBackoff if zero.
+	RepairBackoff time.Duration
 	// Catalog holds the connections to external MCP servers; nil: the
 	// catalog's records can be managed, but servers cannot be reached
 	// (discovery fails and is recorded as such).
@@ -89,8 +97,12 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.Connections == nil {
 		opts.Connections = connections.New(st, connections.Options{})
 	}
-	return &Service{store: st, broker: broker, log: opts.Logger, execs: opts.Executors, conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
+	if opts.RepairBackoff <= 0 {
+		opts.RepairBackoff = DefaultRepairBackoff
+	}
+	life, endLife := context.WithCancel(context.Background())
+	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 
@@ -98,9 +110,16 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 var ErrShuttingDown = fmt.Errorf("orchestrator is shutting down: %w", errdefs.ErrUnavailable)
 
 // Close ends every event watcher with ErrShuttingDown, so a graceful server
-// stop does not wait on streams that never end. It does not close the
-// store.
-func (s *Service) Close() { s.once.Do(func() { close(s.done) }) }
+// stop does not wait on streams that never end, and the reconciler: its
+// attempts in flight are cancelled (and not recorded), and Close waits
+// for its workers to end. It does not close the store.
+func (s *Service) Close() {
+	s.once.Do(func() {
+		close(s.done)
+		s.endLife()
+	})
+	s.rec.wg.Wait()
+}
 
 // CreateWorkspace creates an empty workspace.
 func (s *Service) CreateWorkspace(ctx context.Context, name string) (model.Workspace, error) {

@@ -192,7 +192,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		return sess, err
 	}
 	spec := executors.Spec{
-		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: executors.Mode(sess.Mode),
+		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: sess.Mode,
 		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
 	}
 	if spec.External, spec.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID); err != nil && verb == verbLaunched {
@@ -229,11 +229,11 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 			m.StatusMessage, m.AgentExited, m.AgentExitCode = "", false, 0 // a new run
 		}
 		m.State, m.Handle, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, false
-		m.Pushed = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
+		m.Applied = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		m.ExternalGeneration = status.ExternalGeneration
 		return []model.Event{
 			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s", verb, exec.Name())},
-			{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "applied at " + verb},
+			{Kind: model.EventProvidersPushed, Providers: m.Applied, Message: "applied at " + verb},
 		}, nil
 	})
 	if err != nil {
@@ -242,14 +242,19 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	// An agentctl that died while the launch finished sent its loss event
 	// before the session was running, when it was ignored: look once more.
 	running = s.refresh(context.WithoutCancel(ctx), running)
-	// A batch committed while this session was starting was not pushed to
-	// it (it was not running yet): catch up.
-	return s.catchUp(context.WithoutCancel(ctx), running), nil
+	// A batch or a catalog change committed while this session was
+	// starting did not reach it (it was not running yet): the reconciler
+	// brings it up to date before the launch returns.
+	s.reconcileAndWait(context.WithoutCancel(ctx), []model.Session{running})
+	if updated, err := s.store.GetSession(context.WithoutCancel(ctx), running.ID); err == nil {
+		running = updated
+	}
+	return running, nil
 }
 
-// ResumeSession brings a session back to the task's current provider set:
-// a running session gets the set pushed (repairing a failed push); a
-// stopped, failed or lost one is launched again with it.
+// ResumeSession brings a session back to its desired surface: a running
+// session is reconciled at once (repairing a failed push); a stopped,
+// failed or lost one is launched again with it.
 func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
@@ -277,29 +282,22 @@ func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess mo
 	return s.start(ctx, exec, sess, nil, "resumed")
 }
 
-// repair pushes the task's current set to a running session.
+// repair reconciles a running session now (a wake skips the
+// reconciler's backoff) and waits for the outcome; a session whose
+// agentctl is gone, or that ended meanwhile, is launched again.
 func (s *Service) repair(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
-	set, err := s.store.TaskProviders(ctx, sess.TaskID)
-	if err != nil {
-		return sess, err
-	}
-	res, err := exec.SetProviders(ctx, handleOf(sess), set.Set, set.Generation)
-	if errors.Is(err, executors.ErrLost) || errors.Is(err, errdefs.ErrNotFound) {
+	p := s.reconcileAndWait(ctx, []model.Session{sess})[0]
+	if errors.Is(p.Err, executors.ErrLost) || errors.Is(p.Err, errdefs.ErrNotFound) {
 		return s.relaunch(ctx, exec, sess)
 	}
+	now, err := s.store.GetSession(ctx, sess.ID)
 	if err != nil {
 		return sess, err
 	}
-	repaired, err := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
-		m.Pushed = model.ProviderSet{Set: res.Applied, Generation: res.Generation}
-		m.NeedsRepair, m.StatusMessage = false, ""
-		return []model.Event{{Kind: model.EventProvidersPushed, Providers: m.Pushed, Message: "repaired on resume"}}, nil
-	})
-	if err != nil {
-		return repaired, err
+	if now.State != model.SessionRunning {
+		return s.relaunch(ctx, exec, now)
 	}
-	s.catchUpExternal(ctx, repaired)
-	return s.store.GetSession(ctx, sess.ID)
+	return now, p.Err
 }
 
 // StopSession stops a session: its executor ends every process of it. A
@@ -380,11 +378,10 @@ func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session
 	if sess.State != model.SessionRunning {
 		return sess
 	}
-	exec, ok := s.execs[sess.Executor]
-	if !ok {
+	if _, ok := s.execs[sess.Executor]; !ok {
 		return sess
 	}
-	st, err := exec.Inspect(ctx, handleOf(sess))
+	st, err := s.ctl.Inspect(ctx, handleOf(sess))
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		// Not attached to this orchestrator: re-attach at startup failed.
@@ -490,6 +487,7 @@ func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
+	var back []model.Session
 	for _, sess := range active {
 		if sess.State == model.SessionPending {
 			// Launched by a process that died before recording the outcome.
@@ -507,10 +505,11 @@ func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) 
 			continue
 		}
 		attached++
-		// Batches committed while the orchestrator was down, or pushes that
-		// failed, are repaired now.
-		s.catchUp(ctx, sess)
+		back = append(back, sess)
 	}
+	// Batches and catalog changes committed while the orchestrator was
+	// down, and pushes that failed, are reconciled now, like any other.
+	s.reconcileAndWait(ctx, back)
 	s.sweep(ctx)
 	s.PruneLogs(ctx)
 	return attached, lost, nil
@@ -580,11 +579,10 @@ func (s *Service) GetSessionMCP(ctx context.Context, id string) (SessionMCP, err
 	if sess.State != model.SessionRunning {
 		return SessionMCP{}, errdefs.FailedPrecondition("session %q is %s; resume it first", id, sess.State)
 	}
-	exec, err := s.executor(sess.Executor)
-	if err != nil {
+	if _, err := s.executor(sess.Executor); err != nil {
 		return SessionMCP{}, err
 	}
-	st, err := exec.Inspect(ctx, handleOf(sess))
+	st, err := s.ctl.Inspect(ctx, handleOf(sess))
 	if err != nil {
 		return SessionMCP{}, err
 	}

@@ -31,26 +31,34 @@ func TestMain(m *testing.M) {
 	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds))
 }
 
-// live is a service running real local sessions.
+// live is a service running sessions on one backend named "local": real
+// local sessions (newLive) or the in-memory fake (newFaked).
 type live struct {
 	svc   *service.Service
 	st    *store.Store
-	exec  *local.Executor
+	exec  executors.Executor
 	ws    model.Workspace
 	repos map[string]model.Repository // by name: github, gitlab, local1, local2, ...
 }
 
 func newLive(t testing.TB, pushTimeout time.Duration) *live {
 	t.Helper()
+	exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	return newLiveOn(t, exec, service.Options{PushTimeout: pushTimeout})
+}
+
+// newLiveOn is a service whose "local" backend is exec.
+func newLiveOn(t testing.TB, exec executors.Executor, opts service.Options) *live {
+	t.Helper()
 	ctx := context.Background()
 	broker := &events.Broker{}
 	st, err := store.Open(ctx, t.TempDir(), store.Options{OnCommit: broker.Publish})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
-	require.NoError(t, err)
 	l := &live{st: st, exec: exec, repos: map[string]model.Repository{}}
-	l.svc = service.New(st, broker, service.Options{Executors: map[string]executors.Executor{"local": exec}, PushTimeout: pushTimeout})
+	opts.Executors = map[string]executors.Executor{"local": exec}
+	l.svc = service.New(st, broker, opts)
 	t.Cleanup(l.svc.Close)
 	l.ws, err = l.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(t, err)
@@ -93,14 +101,13 @@ func (l *live) ids(names ...string) []string {
 // client connects an MCP client to a session and subscribes it.
 func (l *live) client(t testing.TB, sess model.Session) *mcptest.Client {
 	t.Helper()
-	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
-	require.NoError(t, err)
+	st := l.status(t, sess)
 	return mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
 }
 
 func (l *live) status(t testing.TB, sess model.Session) executors.Status {
 	t.Helper()
-	st, err := l.exec.Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
+	st, err := executors.NewController(map[string]executors.Executor{"local": l.exec}).Inspect(context.Background(), executors.Handle{Backend: "local", Version: sess.Handle.Version, State: sess.Handle.State})
 	require.NoError(t, err)
 	return st
 }
@@ -176,7 +183,7 @@ func TestABatchIsOneRecomputeAndOnePushPerLiveSession(t *testing.T) {
 	for _, s := range sessions {
 		got, err := l.svc.GetSession(ctx, s.ID)
 		require.NoError(t, err)
-		assert.Equal(t, res.Task.Providers, got.Pushed)
+		assert.Equal(t, res.Task.Providers, got.Applied)
 		assert.False(t, got.NeedsRepair)
 	}
 }
@@ -186,7 +193,7 @@ func TestABatchIsOneRecomputeAndOnePushPerLiveSession(t *testing.T) {
 func TestAFailedBatchAttachesAndPushesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLive(t, 10*time.Second)
+	l := newFaked(t, service.Options{PushTimeout: 10 * time.Second}).live
 	task := l.task(t, "github")
 	sess := l.launch(t, task.ID)
 	before := lastSeq(t, l.st, task.ID)
@@ -247,22 +254,26 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 	assert.Len(t, got.Repositories, 2, "the sources are kept")
 	ok, err := l.svc.GetSession(ctx, healthy.ID)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), ok.Pushed.Generation)
+	assert.Equal(t, uint64(2), ok.Applied.Generation)
 	assert.False(t, ok.NeedsRepair)
 
+	// The marks, read from the records while the frozen agentctl is still
+	// frozen: the reconciler retries it, and would repair it once it
+	// answers, with no resume.
+	for _, s := range []model.Session{dead, frozen} {
+		marked, err := l.st.GetSession(ctx, s.ID)
+		require.NoError(t, err)
+		assert.True(t, marked.NeedsRepair, "%s is marked", s.ID)
+		assert.Equal(t, uint64(1), marked.Applied.Generation, "%s keeps its old (subset) set", s.ID)
+	}
 	require.NoError(t, syscall.Kill(pid(frozen), syscall.SIGCONT))
 	thawed = true
 	for _, s := range []model.Session{dead, frozen} {
-		marked, err := l.svc.GetSession(ctx, s.ID)
-		require.NoError(t, err)
-		assert.True(t, marked.NeedsRepair, "%s is marked", s.ID)
-		assert.Equal(t, uint64(1), marked.Pushed.Generation, "%s keeps its old (subset) set", s.ID)
-
 		repaired, err := l.svc.ResumeSession(ctx, s.ID)
 		require.NoError(t, err)
 		assert.Equal(t, model.SessionRunning, repaired.State)
 		assert.False(t, repaired.NeedsRepair, "%s is repaired", s.ID)
-		assert.Equal(t, uint64(2), repaired.Pushed.Generation)
+		assert.Equal(t, uint64(2), repaired.Applied.Generation)
 		assert.Equal(t, toolapi.Surface("github", "gitlab"), l.status(t, repaired).ToolNames)
 	}
 	counted := l.eventsAfter(t, task.ID, 0)
@@ -274,7 +285,7 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 func TestConcurrentBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLive(t, 10*time.Second)
+	l := newFaked(t, service.Options{PushTimeout: 10 * time.Second}).live
 	a, b := l.task(t, "local0"), l.task(t, "local1")
 	aSessions := []model.Session{l.launch(t, a.ID), l.launch(t, a.ID)}
 	bSession := l.launch(t, b.ID)
@@ -297,8 +308,8 @@ func TestConcurrentBatches(t *testing.T) {
 		for _, s := range sessions {
 			got, err := l.svc.GetSession(ctx, s.ID)
 			require.NoError(t, err)
-			assert.Equal(t, gen, got.Pushed.Generation, "session %s", s.ID)
-			assert.Equal(t, providers, got.Pushed.Set.String())
+			assert.Equal(t, gen, got.Applied.Generation, "session %s", s.ID)
+			assert.Equal(t, providers, got.Applied.Set.String())
 			st := l.status(t, s)
 			assert.Equal(t, gen, st.Generation, "agentctl of %s applied the last generation", s.ID)
 			assert.Equal(t, providers, st.Providers.String())

@@ -55,7 +55,7 @@ func (s *Store) Events(ctx context.Context, taskID string, afterSeq uint64, limi
 }
 
 func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limit int) ([]model.Event, error) {
-	if _, err := taskProviders(ctx, q, taskID); err != nil {
+	if err := taskExists(ctx, q, taskID); err != nil {
 		return nil, err
 	}
 	rows, err := q.QueryContext(ctx, `

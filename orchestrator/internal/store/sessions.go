@@ -32,7 +32,7 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
-			sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
+			sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
 			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess))
 		return err
@@ -59,7 +59,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?,
 			external_generation = ?, agent_exit_code = ?
 			WHERE id = ?`,
-			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Pushed.Set.String(), sess.Pushed.Generation,
+			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, agentExitCode(sess), id)
 		if err != nil {
 			return err
@@ -121,10 +121,27 @@ func (s *Store) GetSession(ctx context.Context, id string) (model.Session, error
 	return getSession(ctx, s.r, id)
 }
 
+// SessionSurface returns a session and the version of its desired
+// surface, read in one transaction.
+func (s *Store) SessionSurface(ctx context.Context, id string) (sess model.Session, v model.SurfaceVersion, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		if sess, err = getSession(ctx, q, id); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, `SELECT workspace_id, provider_generation FROM tasks WHERE id = ?`, sess.TaskID).
+			Scan(&v.WorkspaceID, &v.ProviderGeneration); err != nil {
+			return err
+		}
+		v.CatalogGeneration, err = catalogGeneration(ctx, q)
+		return err
+	})
+	return sess, v, err
+}
+
 // ListSessions returns a task's sessions, oldest first.
 func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		if _, err := taskProviders(ctx, q, taskID); err != nil {
+		if err := taskExists(ctx, q, taskID); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)
@@ -165,7 +182,7 @@ func scanSession(sc scanner) (model.Session, error) {
 		exitCode                                sql.NullInt64
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
-		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Pushed.Generation, &sess.NeedsRepair,
+		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Applied.Generation, &sess.NeedsRepair,
 		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
 		&sess.ExternalGeneration, &exitCode)
 	if err != nil {
@@ -173,7 +190,7 @@ func scanSession(sc scanner) (model.Session, error) {
 	}
 	sess.AgentExited, sess.AgentExitCode = exitCode.Valid, int(exitCode.Int64)
 	sess.Mode, sess.State = model.Mode(mode), model.SessionState(state)
-	sess.Pushed.Set = providers.Of(strings.Split(pushed, ",")...)
+	sess.Applied.Set = providers.Of(strings.Split(pushed, ",")...)
 	if err := json.Unmarshal([]byte(argv), &sess.AgentArgv); err != nil {
 		return sess, err
 	}

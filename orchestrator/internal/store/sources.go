@@ -332,7 +332,7 @@ type SourceRequestFilter struct {
 func (s *Store) ListSourceRequests(ctx context.Context, f SourceRequestFilter) (out []model.SourceRequest, err error) {
 	err = s.read(ctx, func(q queryer) error {
 		if f.TaskID != "" {
-			if _, err := taskProviders(ctx, q, f.TaskID); err != nil {
+			if err := taskExists(ctx, q, f.TaskID); err != nil {
 				return err
 			}
 		}

@@ -93,17 +93,21 @@ func attach(ctx context.Context, t *tx, taskID string, repoIDs []string, e model
 		formatTime(t.now), taskID); err != nil {
 		return model.Task{}, err
 	}
-	set, err := taskProviders(ctx, t, taskID)
+	// The batch's one recompute: the task as it now is, its provider set
+	// derived from its repositories in the batch's transaction. The event
+	// and the caller (task.Providers) get this one value.
+	task, err := loadTask(ctx, t, taskID)
 	if err != nil {
 		return model.Task{}, err
 	}
+	set := task.Providers
 	e.TaskID, e.Kind, e.RepositoryIDs, e.Providers = taskID, model.EventSourcesAdded, repoIDs, set
 	e.Message = strings.TrimSpace(fmt.Sprintf("%d repositories attached by %s; providers now %s %s",
 		len(repoIDs), describeActor(e.Actor), describeSet(set.Set), e.Message))
 	if err := t.emit(ctx, e); err != nil {
 		return model.Task{}, err
 	}
-	return loadTask(ctx, t, taskID)
+	return task, nil
 }
 
 // describeActor renders who made a change for a message; the zero actor
@@ -136,6 +140,16 @@ func attachable(ctx context.Context, q queryer, workspaceID, repoID, field strin
 // attached to the task, with the task's current generation.
 func (s *Store) TaskProviders(ctx context.Context, taskID string) (model.ProviderSet, error) {
 	return taskProviders(ctx, s.r, taskID)
+}
+
+// taskExists checks a task exists, without deriving anything from it.
+func taskExists(ctx context.Context, q queryer, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errdefs.NotFound("task", id)
+	}
+	return err
 }
 
 func taskProviders(ctx context.Context, q queryer, taskID string) (model.ProviderSet, error) {

@@ -37,20 +37,11 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
-// Call is one tool call, with the identity agentctl bound to it and what
-// the orchestrator knows of the link it came on.
-type Call struct {
-	SessionID string
-	TaskID    string
-	Tool      string
-	Arguments json.RawMessage
-	// OnLink: SessionID was created or re-adopted by this orchestrator on
-	// the agentctl link the call came on (executors.ToolCall.OnLink). A
-	// call without it is refused with session_not_on_link.
-	OnLink bool
-	// LinkSessions: for a call not OnLink, the sessions its link carries.
-	LinkSessions []string
-}
+// Call is a tool call as its backend delivers it: executors.ToolCall, the
+// one definition. OnLink says its session was created or re-adopted by
+// this orchestrator on the agentctl link the call came on; a call without
+// it is refused with session_not_on_link.
+type Call = executors.ToolCall
 
 // Result is the answer to a call.
 type Result struct {
@@ -251,8 +242,7 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 // orchestrator installs in every backend, and the single exit of results
 // toward agents: each leaves scrubbed (see result).
 func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) executors.ToolResult {
-	return d.result(d.Handle(ctx, Call{SessionID: c.SessionID, TaskID: c.TaskID, Tool: c.Tool, Arguments: c.Arguments,
-		OnLink: c.OnLink, LinkSessions: c.LinkSessions}))
+	return d.result(d.Handle(ctx, c))
 }
 
 // Handle authorizes and answers one call, and records it as a

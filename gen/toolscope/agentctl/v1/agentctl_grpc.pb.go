@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AgentctlService_CreateSession_FullMethodName    = "/toolscope.agentctl.v1.AgentctlService/CreateSession"
+	AgentctlService_ApplySurface_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/ApplySurface"
 	AgentctlService_SetProviders_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/SetProviders"
 	AgentctlService_SetExternalTools_FullMethodName = "/toolscope.agentctl.v1.AgentctlService/SetExternalTools"
 	AgentctlService_GetSessionState_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/GetSessionState"
@@ -44,15 +45,30 @@ type AgentctlServiceClient interface {
 	// session's tool registry from the spec's mode and provider set, serves MCP
 	// for it, and starts the agent command if there is one.
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
+	// ApplySurface makes a session's tool surface the given one (see
+	// Surface): each part given replaces the applied one unless its
+	// generation is older, and the session's tool registry is rebuilt once,
+	// so one push that changes both parts makes one list_changed. It
+	// replaces SetProviders and SetExternalTools (ADR 0020).
+	ApplySurface(ctx context.Context, in *ApplySurfaceRequest, opts ...grpc.CallOption) (*ApplySurfaceResponse, error)
+	// Deprecated: Do not use.
 	// SetProviders replaces a session's provider set. agentctl normalizes the
 	// set again, ignores a generation older than the one it applied, and
 	// rebuilds the session's tool registry, keeping its mode.
+	//
+	// Deprecated: use ApplySurface with only a provider set. Kept for
+	// orchestrators of the release before ApplySurface; removed in the
+	// release after it (ADR 0020).
 	SetProviders(ctx context.Context, in *SetProvidersRequest, opts ...grpc.CallOption) (*SetProvidersResponse, error)
+	// Deprecated: Do not use.
 	// SetExternalTools replaces the external tools a session exposes (tools of
 	// external MCP servers from the orchestrator's governed catalog). agentctl
 	// ignores a generation older than the one it applied and rebuilds the
 	// session's tool registry; calls to these tools go back to the
 	// orchestrator over Attach, like every other tool call.
+	//
+	// Deprecated: use ApplySurface with only an external tool set. Kept and
+	// removed like SetProviders (ADR 0020).
 	SetExternalTools(ctx context.Context, in *SetExternalToolsRequest, opts ...grpc.CallOption) (*SetExternalToolsResponse, error)
 	// GetSessionState reports a session's state.
 	GetSessionState(ctx context.Context, in *GetSessionStateRequest, opts ...grpc.CallOption) (*GetSessionStateResponse, error)
@@ -104,6 +120,17 @@ func (c *agentctlServiceClient) CreateSession(ctx context.Context, in *CreateSes
 	return out, nil
 }
 
+func (c *agentctlServiceClient) ApplySurface(ctx context.Context, in *ApplySurfaceRequest, opts ...grpc.CallOption) (*ApplySurfaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplySurfaceResponse)
+	err := c.cc.Invoke(ctx, AgentctlService_ApplySurface_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Deprecated: Do not use.
 func (c *agentctlServiceClient) SetProviders(ctx context.Context, in *SetProvidersRequest, opts ...grpc.CallOption) (*SetProvidersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetProvidersResponse)
@@ -114,6 +141,7 @@ func (c *agentctlServiceClient) SetProviders(ctx context.Context, in *SetProvide
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *agentctlServiceClient) SetExternalTools(ctx context.Context, in *SetExternalToolsRequest, opts ...grpc.CallOption) (*SetExternalToolsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetExternalToolsResponse)
@@ -219,15 +247,30 @@ type AgentctlServiceServer interface {
 	// session's tool registry from the spec's mode and provider set, serves MCP
 	// for it, and starts the agent command if there is one.
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
+	// ApplySurface makes a session's tool surface the given one (see
+	// Surface): each part given replaces the applied one unless its
+	// generation is older, and the session's tool registry is rebuilt once,
+	// so one push that changes both parts makes one list_changed. It
+	// replaces SetProviders and SetExternalTools (ADR 0020).
+	ApplySurface(context.Context, *ApplySurfaceRequest) (*ApplySurfaceResponse, error)
+	// Deprecated: Do not use.
 	// SetProviders replaces a session's provider set. agentctl normalizes the
 	// set again, ignores a generation older than the one it applied, and
 	// rebuilds the session's tool registry, keeping its mode.
+	//
+	// Deprecated: use ApplySurface with only a provider set. Kept for
+	// orchestrators of the release before ApplySurface; removed in the
+	// release after it (ADR 0020).
 	SetProviders(context.Context, *SetProvidersRequest) (*SetProvidersResponse, error)
+	// Deprecated: Do not use.
 	// SetExternalTools replaces the external tools a session exposes (tools of
 	// external MCP servers from the orchestrator's governed catalog). agentctl
 	// ignores a generation older than the one it applied and rebuilds the
 	// session's tool registry; calls to these tools go back to the
 	// orchestrator over Attach, like every other tool call.
+	//
+	// Deprecated: use ApplySurface with only an external tool set. Kept and
+	// removed like SetProviders (ADR 0020).
 	SetExternalTools(context.Context, *SetExternalToolsRequest) (*SetExternalToolsResponse, error)
 	// GetSessionState reports a session's state.
 	GetSessionState(context.Context, *GetSessionStateRequest) (*GetSessionStateResponse, error)
@@ -271,6 +314,9 @@ type UnimplementedAgentctlServiceServer struct{}
 
 func (UnimplementedAgentctlServiceServer) CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSession not implemented")
+}
+func (UnimplementedAgentctlServiceServer) ApplySurface(context.Context, *ApplySurfaceRequest) (*ApplySurfaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplySurface not implemented")
 }
 func (UnimplementedAgentctlServiceServer) SetProviders(context.Context, *SetProvidersRequest) (*SetProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetProviders not implemented")
@@ -331,6 +377,24 @@ func _AgentctlService_CreateSession_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentctlServiceServer).CreateSession(ctx, req.(*CreateSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentctlService_ApplySurface_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplySurfaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentctlServiceServer).ApplySurface(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentctlService_ApplySurface_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentctlServiceServer).ApplySurface(ctx, req.(*ApplySurfaceRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -464,6 +528,10 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateSession",
 			Handler:    _AgentctlService_CreateSession_Handler,
+		},
+		{
+			MethodName: "ApplySurface",
+			Handler:    _AgentctlService_ApplySurface_Handler,
 		},
 		{
 			MethodName: "SetProviders",

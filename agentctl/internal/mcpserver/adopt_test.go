@@ -1,0 +1,235 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
+
+// selfChanging returns a publisher whose task_add_sources publishes the
+// GitHub and GitLab surface and names the GitLab tools as tools_added, as
+// agentctl's daemon does once the orchestrator pushed the new set.
+func selfChanging(t *testing.T, wait time.Duration) *mcpserver.Publisher {
+	t.Helper()
+	var p *mcpserver.Publisher
+	var ready sync.WaitGroup
+	ready.Add(1)
+	handler := func(tool registry.Tool) mcp.ToolHandler {
+		if tool.Name != toolapi.AddSourcesTool {
+			return echo(tool)
+		}
+		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ready.Wait()
+			p.Publish(build("github", "gitlab"))
+			out, _ := json.Marshal(toolapi.AddSourcesResult{Providers: []string{"github", "gitlab"}, Generation: 2,
+				ToolsAdded: toolapi.GroupGitLab.Names()})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "attached"}}, StructuredContent: json.RawMessage(out)}, nil
+		}
+	}
+	p = mcpserver.New(build("github"), mcpserver.Options{Name: "test", Version: "1", Handler: handler, AdoptWait: wait})
+	ready.Done()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// relister is a client that, like Claude Code, re-lists on every
+// list_changed; it records when each notification and each re-list
+// arrived.
+type relister struct {
+	mu            sync.Mutex
+	notified      []time.Time
+	relisting     []time.Time // when each re-list was sent
+	relistedNames [][]string
+	session       *mcp.ClientSession
+}
+
+func connectClient(t *testing.T, transport mcp.Transport, version, name string, relist bool) *relister {
+	t.Helper()
+	return connectWith(t, transport, version, name, relist, true)
+}
+
+// connectWith connects a client; without handler it sets no
+// ToolListChangedHandler (a 2026-07-28 client then never listens).
+func connectWith(t *testing.T, transport mcp.Transport, version, name string, relist, handler bool) *relister {
+	t.Helper()
+	r := &relister{}
+	opts := &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			r.mu.Lock()
+			r.notified = append(r.notified, time.Now())
+			r.mu.Unlock()
+			if !relist {
+				return
+			}
+			r.mu.Lock()
+			r.relisting = append(r.relisting, time.Now())
+			r.mu.Unlock()
+			go func() {
+				res, err := r.session.ListTools(context.Background(), nil)
+				if err != nil {
+					return
+				}
+				var names []string
+				for _, tool := range res.Tools {
+					names = append(names, tool.Name)
+				}
+				r.mu.Lock()
+				r.relistedNames = append(r.relistedNames, names)
+				r.mu.Unlock()
+			}()
+		},
+	}
+	if !handler {
+		opts.ToolListChangedHandler = nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	r.session = cs
+	return r
+}
+
+func addSources(t *testing.T, cs *mcp.ClientSession) (*mcp.CallToolResult, time.Time, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool, Arguments: map[string]any{"repository_ids": []string{"r"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	return res, time.Now(), time.Since(start)
+}
+
+// TestSelfTriggeredChangeIsAdoptedBeforeTheResult: a client that re-lists
+// on list_changed (as Claude Code does) gets the notification, and sends
+// its re-list, before the result of the call that caused the change
+// arrives; the server answers that re-list (with the new tools) before it
+// releases the result — on both transports.
+func TestSelfTriggeredChangeIsAdoptedBeforeTheResult(t *testing.T) {
+	t.Parallel()
+	for name, version := range map[string]string{"http": "2025-11-25", "stdio": ""} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := selfChanging(t, 10*time.Second)
+			c := connectClient(t, transports[name](t, p), version, "claude-code", true)
+			_, got, took := addSources(t, c.session)
+			c.mu.Lock()
+			require.Len(t, c.notified, 1, "list_changed arrived before the result")
+			assert.True(t, c.notified[0].Before(got))
+			require.Len(t, c.relisting, 1, "the client re-listed before the result")
+			assert.True(t, c.relisting[0].Before(got))
+			c.mu.Unlock()
+			require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.relistedNames) == 1 }, 5*time.Second, time.Millisecond)
+			assert.Subset(t, c.relistedNames[0], toolapi.GroupGitLab.Names(), "its re-list had the new tools")
+			assert.Less(t, took, 5*time.Second, "released on adoption, not at the bound")
+			t.Logf("result after %s (notification and re-list first)", took.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestAClientThatNeverRelistsGetsCallTool: a client known to ignore
+// list_changed (Codex) is offered call_tool; a self-triggered result
+// tells it how to call the new tools, with their schemas, without
+// waiting for a re-list that never comes; call_tool runs a tool the
+// client never listed, and refuses one the session does not have.
+func TestAClientThatNeverRelistsGetsCallTool(t *testing.T) {
+	t.Parallel()
+	p := selfChanging(t, 10*time.Second)
+	codex := connectClient(t, transports["stdio"](t, p), "", "codex-mcp-client", false)
+	other := connectClient(t, transports["stdio"](t, p), "", "claude-code", false)
+
+	list, err := codex.session.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	assert.Contains(t, names, toolapi.CallTool, "offered to a client that never re-lists")
+	assert.NotContains(t, toolNames(t, other.session), toolapi.CallTool, "and only to such clients")
+
+	res, _, took := addSources(t, codex.session)
+	assert.Less(t, took, 5*time.Second, "no wait for a re-list that never comes")
+	var out toolapi.AddSourcesResult
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Equal(t, toolapi.CallTool, out.CallWith)
+	assert.Contains(t, out.InputSchemas, toolapi.GitLabMRStatus)
+	assert.Contains(t, res.Content[len(res.Content)-1].(*mcp.TextContent).Text, "call these new tools through call_tool")
+
+	call, err := codex.session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.CallTool,
+		Arguments: map[string]any{"name": toolapi.GitLabMRStatus, "arguments": map[string]any{}}})
+	require.NoError(t, err)
+	assert.False(t, call.IsError)
+	assert.Equal(t, "called "+toolapi.GitLabMRStatus, call.Content[0].(*mcp.TextContent).Text)
+
+	call, err = codex.session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.CallTool,
+		Arguments: map[string]any{"name": "deploy_prod"}})
+	require.NoError(t, err)
+	assert.True(t, call.IsError)
+	assert.Contains(t, call.Content[0].(*mcp.TextContent).Text, `unknown_tool: "deploy_prod" is not a tool of this session`)
+}
+
+// TestAClientThatIsNeverNotifiedIsNotWaitedFor: a 2026-07-28 client
+// without a list_changed handler never listens, so it is never notified:
+// its self-triggered result is not held for it.
+func TestAClientThatIsNeverNotifiedIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	p := selfChanging(t, 10*time.Second)
+	c := connectWith(t, transports["stdio"](t, p), "", "some-client", false, false)
+	_, _, took := addSources(t, c.session)
+	assert.Less(t, took, 5*time.Second, "released at once, not at the bound")
+}
+
+// TestAdoptionIsBounded: a client that should re-list but never does
+// holds a self-triggered result for AdoptWait, no longer; the result is
+// then released as it is.
+func TestAdoptionIsBounded(t *testing.T) {
+	t.Parallel()
+	const wait = 300 * time.Millisecond
+	p := selfChanging(t, wait)
+	c := connectClient(t, transports["stdio"](t, p), "", "some-client", false)
+	res, _, took := addSources(t, c.session)
+	assert.GreaterOrEqual(t, took, wait)
+	assert.Less(t, took, wait+2*time.Second)
+	assert.NotNil(t, res.StructuredContent)
+	assert.Equal(t, mcpserver.DefaultAdoptWait, 2*time.Second, "the default")
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	list, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// TestAdoptionEntriesOfClosedSessionsAreDropped: a stateless (2026-07-28)
+// HTTP client makes a server session per request; the entries adoption
+// keeps for them do not pile up.
+func TestAdoptionEntriesOfClosedSessionsAreDropped(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, build("github"))
+	url := serveEndpoint(t, p, mcpserver.Limits{})
+	c := connectClient(t, mcptest.HTTP(url, testToken), "", "some-client", false)
+	for range 300 {
+		_, err := c.session.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, p.Tracked(), 200, "entries of closed sessions are dropped")
+}

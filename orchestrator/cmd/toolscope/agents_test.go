@@ -1,0 +1,460 @@
+package main
+
+// Real agents end to end (issue 18): Claude Code and Codex, as shipped on
+// npm (testdata/agents/package-lock.json), launched by `toolscope session
+// launch --agent claude-code|codex` on the local executor, against scripted
+// model endpoints (internal/modeltest). They live here, next to the rest of
+// the binary's end-to-end tests, because they drive the same real server
+// process, agentctl and fake forges with the same harness; docs/agents.md
+// shows the commands they run.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/modeltest"
+	"github.com/toolscope/toolscope/internal/procs"
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
+)
+
+const agentsDir = "testdata/agents"
+
+var (
+	agentsOnce sync.Once
+	agentsErr  error
+	agentsOut  []byte
+)
+
+// agentCLIs installs the locked agent CLIs (npm ci, once per test binary)
+// and returns the directory of their commands.
+func agentCLIs(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		testutil.SkipOrFailUnderCI(t, "npm is not installed, so the real agent CLIs cannot be installed; install Node.js 18+ and npm (.ci/run installs nodejs)")
+	}
+	bin, err := filepath.Abs(filepath.Join(agentsDir, "node_modules", ".bin"))
+	require.NoError(t, err)
+	agentsOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(bin, "claude")); err == nil {
+			if _, err := os.Stat(filepath.Join(bin, "codex")); err == nil {
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = agentsDir
+		agentsOut, agentsErr = cmd.CombinedOutput()
+	})
+	require.NoError(t, agentsErr, "npm ci in %s: %s", agentsDir, agentsOut)
+	return bin
+}
+
+const (
+	agentGitLabToken = "glpat-AGENTSECRETGITLABTOKEN0011"
+	agentModelKey    = "sk-scripted-model-key-not-a-provider-secret"
+)
+
+// agentWorld is a workspace with a connected GitLab (a fake) and an
+// unconnected GitHub, and a task on the GitHub repository, on a server
+// whose environment holds the GitLab token and the model endpoint.
+type agentWorld struct {
+	srv                 *orchestrator
+	dataDir, task, glID string
+	workdir             string
+}
+
+func newAgentWorld(t *testing.T, env ...string) *agentWorld {
+	t.Helper()
+	bin := agentCLIs(t)
+	gl := forgetest.NewGitLab(t, agentGitLabToken, "gl-bot")
+	gl.AddProject("acme/web", "main", "fix-login")
+	w := &agentWorld{dataDir: filepath.Join(t.TempDir(), "data")}
+	// Run as a user (no uids of their own), the agents would read and
+	// write their configuration under HOME: never the developer's.
+	home := t.TempDir()
+	env = append(env, "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+home, "E2E_GL_TOKEN="+agentGitLabToken)
+	agentctl := executortest.Agentctl(t)
+	// Codex, under the agent's own uid, spawns `agentctl mcp`: the binary
+	// must be reachable by that uid, as it is once installed.
+	require.NoError(t, os.Chmod(filepath.Dir(agentctl), 0o755))
+	w.srv = startServerEnv(t, w.dataDir, env, "--agentctl", agentctl)
+	ws := w.srv.id(t, "workspace", "workspace", "create", "acme")
+	w.srv.ok(t, "workspace", "connect", ws, "--provider", "gitlab", "--base-url", gl.URL, "--token-env", "E2E_GL_TOKEN")
+	gh := w.srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	w.glID = w.srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
+	w.task = w.srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", gh)
+	// The agent may run under a uid of its own: its working directory is
+	// one it can enter.
+	dir, err := os.MkdirTemp("", "toolscope-agent-work-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	w.workdir = dir
+	return w
+}
+
+// launch starts the agent with `session launch TASK args...` (on the local
+// executor, in the world's working directory), with agentArgs inserted
+// after "--", and returns the session's id once the agent exited. The
+// command, without agentArgs, must be shown in docs/agents.md.
+func (w *agentWorld) launch(t *testing.T, args []string, agentArgs ...string) string {
+	t.Helper()
+	guideShows(t, "toolscope session launch TASK "+shellJoin(args))
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = slices.Concat(args[:i+1], agentArgs, args[i+1:])
+	}
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(w.srv.ok(t, append([]string{"--json", "session", "launch", w.task, "--executor", "local",
+		"--workdir", w.workdir}, args...)...)), &launched))
+	sid := launched["id"].(string)
+	ev := waitEvent(t, w.srv, w.task, pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED)
+	t.Logf("agent exited: %s", ev.GetMessage())
+	return sid
+}
+
+// guideShows checks that docs/agents.md shows text.
+func guideShows(t *testing.T, text string) {
+	t.Helper()
+	guide, err := os.ReadFile("../../../docs/agents.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(guide), text), "docs/agents.md does not show what the agent tests run: %s", text)
+}
+
+// shellJoin renders args as a shell command line, quoting those with
+// spaces.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if strings.ContainsAny(a, " '") {
+			out[i] = `"` + a + `"`
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// agentEnvClean checks, while the agent runs, that no process of the
+// task's agent holds a provider secret in its environment, and returns how
+// many it read.
+func (w *agentWorld) agentEnvClean(t *testing.T) int {
+	list, err := procs.List()
+	require.NoError(t, err)
+	agents := 0
+	for _, p := range list {
+		environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "environ"))
+		if err != nil || !strings.Contains(string(environ), "TOOLSCOPE_TASK_ID="+w.task) {
+			continue
+		}
+		agents++
+		assert.NotContains(t, string(environ), agentGitLabToken, "process %d (%s)", p.PID, p.Args)
+		assert.NotContains(t, p.Args, agentGitLabToken, "process %d's command line", p.PID)
+		assert.Contains(t, string(environ), agentModelKey, "control: the model key is passed by name")
+	}
+	return agents
+}
+
+// secretsOutOfReach checks that no file of the session holds a provider
+// secret, and that no model request carried one.
+func (w *agentWorld) secretsOutOfReach(t *testing.T, sid string, model *modeltest.Server) {
+	t.Helper()
+	dir := sessionDir(t, w.dataDir, sid)
+	files := 0
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil {
+			files++
+			assert.NotContains(t, string(b), agentGitLabToken, path)
+		}
+		return nil
+	}))
+	assert.NotZero(t, files, "the session's files were read")
+	for _, turn := range model.Turns() {
+		assert.NotContains(t, string(turn.Body), agentGitLabToken, "model request %d", turn.N)
+	}
+}
+
+// surface is the session's tools a turn offers, as toolscope names them.
+func surface(turn *modeltest.Turn) []string { return turn.ServerTools("toolscope") }
+
+func readOnly(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !toolapi.ReadOnly(n) })
+}
+
+func noDuplicates(t *testing.T, turn *modeltest.Turn) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, n := range turn.Tools {
+		assert.False(t, seen[n], "turn %d offers %s twice", turn.N, n)
+		seen[n] = true
+	}
+}
+
+// TestClaudeCodeUsesTheSessionsTools runs the real Claude Code through the
+// claude-code profile: its model sees exactly the session's tools, calls
+// reach the orchestrator, a refusal reaches the model as its code, and
+// after task_add_sources the very next turn finds and calls a GitLab tool.
+func TestClaudeCodeUsesTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	const mcp = "mcp__toolscope__"
+	var world atomic.Pointer[agentWorld] // set before the agent starts
+	var envRead atomic.Int64
+	fail := func(turn *modeltest.Turn, format string, args ...any) modeltest.Reply {
+		t.Errorf("turn %d: "+format, append([]any{turn.N}, args...)...)
+		return modeltest.Reply{Text: "giving up"}
+	}
+	model := modeltest.NewAnthropic(t, "toolscope", modeltest.Steps(
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, toolapi.Surface("github"), surface(turn), "the task's providers only")
+			noDuplicates(t, turn)
+			envRead.Store(int64(world.Load().agentEnvClean(t)))
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "ToolSearch",
+				Input: map[string]any{"query": "select:" + mcp + "task_info," + mcp + "github_pr_status," + mcp + "task_add_sources"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "task_info", Input: map[string]any{}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			if !strings.Contains(turn.LastResult(), world.Load().task) {
+				return fail(turn, "task_info's result does not name the task: %q", turn.LastResult())
+			}
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "github_pr_status", Input: map[string]any{}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.True(t, strings.HasPrefix(turn.LastResult(), "provider_not_connected: "), "the refusal's stable code: %q", turn.LastResult())
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "task_add_sources", Input: map[string]any{"repository_ids": []string{world.Load().glID}}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			// Claude Code announces new deferred tools one turn later; the
+			// result names them, and its tool search already finds them.
+			assert.Contains(t, turn.LastResult(), `"tools_added":["gitlab_mr_automation",`, "the result names the new tools")
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "ToolSearch", Input: map[string]any{"query": "select:" + mcp + "gitlab_mr_automation"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Contains(t, turn.LastResult(), "tool_reference:"+mcp+"gitlab_mr_automation", "the very next turn's search finds the new tool")
+			assert.Equal(t, toolapi.Surface("github", "gitlab"), surface(turn))
+			noDuplicates(t, turn)
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "gitlab_mr_automation", Input: map[string]any{}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.True(t, strings.HasPrefix(turn.LastResult(), "no_change_request: "), "the new tool's call reached the orchestrator: %q", turn.LastResult())
+			return modeltest.Reply{Text: "done"}
+		},
+	))
+	w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	world.Store(w)
+	sid := w.launch(t, []string{"--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+		"--", "-p", "Fix the login bug.", "--output-format", "json"})
+	turns := model.Turns()
+	if dir := os.Getenv("TOOLSCOPE_DUMP_TURNS"); dir != "" {
+		for _, turn := range turns {
+			_ = os.WriteFile(filepath.Join(dir, "claude-"+strconv.Itoa(turn.N)+".json"), turn.Body, 0o600)
+		}
+	}
+	for _, turn := range turns {
+		t.Logf("turn %d: tools %v; results %q", turn.N, turn.ServerTools("toolscope"), turn.Results)
+	}
+	require.Len(t, turns, 7, "every scripted turn ran")
+	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
+	w.secretsOutOfReach(t, sid, model)
+	testutil.Figure(t, "context cost at the model boundary, Claude Code",
+		"github: %d bytes (11 tool names, no schema); with 3 schemas loaded: %d; github+gitlab, 4 loaded: %d (tools/list: see mcpserver.ContextCost)",
+		turns[0].ToolDefinitionBytes, turns[1].ToolDefinitionBytes, turns[5].ToolDefinitionBytes)
+}
+
+// TestClaudeCodeInPlanModeSeesReadOnlyTools: a plan-mode session's model
+// is offered the read-only tools of the task's providers, and no others.
+func TestClaudeCodeInPlanModeSeesReadOnlyTools(t *testing.T) {
+	t.Parallel()
+	model := modeltest.NewAnthropic(t, "toolscope", modeltest.Steps(func(turn *modeltest.Turn) modeltest.Reply {
+		assert.Equal(t, readOnly(toolapi.Surface("github")), surface(turn), "plan mode: read-only tools only")
+		noDuplicates(t, turn)
+		return modeltest.Reply{Text: "a plan"}
+	}))
+	w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	w.launch(t, []string{"--mode", "plan", "--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--", "-p", "Plan the fix."})
+	require.Len(t, model.Turns(), 1)
+	testutil.Figure(t, "context cost at the model boundary, Claude Code, plan mode",
+		"github: %d bytes (tool names, no schema)", model.Turns()[0].ToolDefinitionBytes)
+}
+
+// listTools is the JavaScript a Codex model runs in exec to find the tools
+// of a deferred MCP server: Codex tells it the namespace, not the names.
+const listTools = `text(JSON.stringify(ALL_TOOLS.map(t => t.name).filter(n => n.startsWith("mcp__toolscope__")).sort()))`
+
+// execNames returns the toolscope tools listTools found, without prefix.
+func execNames(t *testing.T, turn *modeltest.Turn) []string {
+	t.Helper()
+	out := turn.LastResult()
+	var names []string
+	if !assert.NoError(t, json.Unmarshal([]byte(out[strings.LastIndex(out, "\n")+1:]), &names), "exec's output: %s", out) {
+		return nil
+	}
+	for i, n := range names {
+		names[i] = strings.TrimPrefix(n, "mcp__toolscope__")
+	}
+	return names
+}
+
+// TestCodexUsesTheSessionsTools runs the real Codex through the codex
+// profile (the stdio bridge, added with -c overrides). Codex 0.169 defers
+// MCP servers: its requests name the namespace once, and the model finds
+// the tools with exec's ALL_TOOLS. They are exactly the session's tools
+// plus call_tool; calls reach the orchestrator; a refusal reaches the
+// model as its code; after task_add_sources Codex still has the old list
+// (it never re-lists), and the very next turn calls a GitLab tool through
+// call_tool, as the result tells it to.
+func TestCodexUsesTheSessionsTools(t *testing.T) {
+	t.Parallel()
+	const ns = "mcp__toolscope"
+	var world atomic.Pointer[agentWorld]
+	var envRead atomic.Int64
+	call := func(name string, input any) modeltest.Reply {
+		return modeltest.Reply{Calls: []modeltest.Call{{Name: name, Namespace: ns, Input: input}}}
+	}
+	model := modeltest.NewResponses(t, "toolscope", modeltest.Steps(
+		func(turn *modeltest.Turn) modeltest.Reply {
+			// Codex defers MCP servers: the model is told the namespace,
+			// once, and calls its tools by name.
+			assert.Equal(t, []string{ns}, turn.Deferred, "one entry for the session")
+			noDuplicates(t, turn)
+			envRead.Store(int64(world.Load().agentEnvClean(t)))
+			// The model discovers a deferred server's tools from exec's
+			// ALL_TOOLS.
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "exec", Code: listTools}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, withTool(toolapi.Surface("github"), toolapi.CallTool), execNames(t, turn),
+				"the tools the model can find: the task's providers only, and call_tool (Codex never re-lists)")
+			return call("task_info", map[string]any{})
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Contains(t, turn.LastResult(), world.Load().task, "task_info's result")
+			return call("github_pr_status", map[string]any{})
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Contains(t, turn.LastResult(), "provider_not_connected: ", "the refusal's stable code")
+			return call("task_add_sources", map[string]any{"repository_ids": []string{world.Load().glID}})
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Contains(t, turn.LastResult(), "gitlab_mr_automation", "the result names the new tools")
+			assert.Contains(t, turn.LastResult(), `"call_with":"call_tool"`, "and tells the agent how to call them")
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "exec", Code: listTools}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, withTool(toolapi.Surface("github"), toolapi.CallTool), execNames(t, turn),
+				"Codex did not re-list: the new tools are reachable only through call_tool")
+			return call(toolapi.CallTool, map[string]any{"name": "gitlab_mr_automation", "arguments": map[string]any{}})
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Contains(t, turn.LastResult(), "no_change_request: ", "the new tool's call reached the orchestrator")
+			return modeltest.Reply{Text: "done"}
+		},
+	))
+	w := newAgentWorld(t, "OPENAI_API_KEY="+agentModelKey)
+	world.Store(w)
+	sid := w.launch(t, []string{"--agent", "codex", "--", "exec", "--skip-git-repo-check", "Fix the login bug."}, model.CodexProvider()...)
+	guideShows(t, `-c model_provider=gateway -c 'model_providers.gateway={name="gateway", base_url="https://gateway.example/v1", wire_api="responses", env_key="OPENAI_API_KEY"}'`)
+	turns := model.Turns()
+	if dir := os.Getenv("TOOLSCOPE_DUMP_TURNS"); dir != "" {
+		for _, turn := range turns {
+			_ = os.WriteFile(filepath.Join(dir, "codex-"+strconv.Itoa(turn.N)+".json"), turn.Body, 0o600)
+		}
+	}
+	for _, turn := range turns {
+		t.Logf("turn %d: tools %v; results %q", turn.N, turn.ServerTools("toolscope"), turn.Results)
+	}
+	answered, unknown := model.Other()
+	t.Logf("other requests: %v; unknown: %v", answered, unknown)
+	require.Len(t, turns, 7, "every scripted turn ran")
+	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
+	w.secretsOutOfReach(t, sid, model)
+	testutil.Figure(t, "context cost at the model boundary, Codex",
+		"github: %d bytes (the deferred namespace's name); github+gitlab: %d; the names reach the model only through exec (ALL_TOOLS: %d bytes)",
+		turns[0].ToolDefinitionBytes, turns[4].ToolDefinitionBytes, len(turns[1].LastResult()))
+}
+
+// userDir makes a directory the agent (under a uid of its own, or not)
+// can read and write, holding file name with content.
+func userDir(t *testing.T, name, content string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "toolscope-agent-user-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	return dir
+}
+
+// TestProfilesKeepTheUsersConfiguration: the profiles add the session's
+// server to the user's own agent configuration instead of replacing it.
+// Codex keeps the user's CODEX_HOME, whose config.toml names the model
+// provider (no -c for it); Claude Code keeps the user's settings, whose
+// deny rule still refuses a tool of the session's server.
+func TestProfilesKeepTheUsersConfiguration(t *testing.T) {
+	t.Parallel()
+	t.Run("codex", func(t *testing.T) {
+		t.Parallel()
+		model := modeltest.NewResponses(t, "toolscope", modeltest.Steps(
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Equal(t, []string{"mcp__toolscope"}, turn.Deferred, "the profile's server, added to the user's configuration")
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "session_info", Namespace: "mcp__toolscope", Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), `"session_id"`, "the call reached the orchestrator")
+				return modeltest.Reply{Text: "done"}
+			},
+		))
+		codexHome := userDir(t, "config.toml", "model_provider = \"mine\"\n\n[model_providers.mine]\nname = \"mine\"\n"+
+			"base_url = \""+model.URL+"/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n")
+		w := newAgentWorld(t, "OPENAI_API_KEY="+agentModelKey, "CODEX_HOME="+codexHome)
+		w.launch(t, []string{"--agent", "codex", "--env", "CODEX_HOME", "--", "exec", "--skip-git-repo-check", "Show the session."})
+		require.Len(t, model.Turns(), 2, "Codex used the user's model provider")
+	})
+	t.Run("claude-code", func(t *testing.T) {
+		t.Parallel()
+		const denied = "mcp__toolscope__session_info"
+		model := modeltest.NewAnthropic(t, "toolscope", modeltest.Steps(
+			func(turn *modeltest.Turn) modeltest.Reply {
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "ToolSearch", Input: map[string]any{"query": "select:" + denied + ",mcp__toolscope__task_info"}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: denied, Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), "No such tool available: "+denied, "the user's deny rule still holds")
+				return modeltest.Reply{Calls: []modeltest.Call{{Name: "mcp__toolscope__task_info", Input: map[string]any{}}}}
+			},
+			func(turn *modeltest.Turn) modeltest.Reply {
+				assert.Contains(t, turn.LastResult(), `"task_id"`, "the profile's grant covers the rest of the server")
+				return modeltest.Reply{Text: "done"}
+			},
+		))
+		config := userDir(t, "settings.json", `{"permissions": {"deny": ["`+denied+`"]}}`)
+		w := newAgentWorld(t, "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+agentModelKey,
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CONFIG_DIR="+config)
+		w.launch(t, []string{"--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "--env", "CLAUDE_CONFIG_DIR",
+			"--", "-p", "Show the session."})
+		require.Len(t, model.Turns(), 4)
+	})
+}

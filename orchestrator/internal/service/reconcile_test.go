@@ -1,0 +1,105 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/executors/fake"
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
+)
+
+// faked is a service over a real store whose "local" backend is the
+// in-memory fake executor: the reconciler's bookkeeping, without
+// processes.
+type faked struct {
+	*live
+	exec *fake.Executor
+}
+
+func newFaked(t *testing.T, opts service.Options) *faked {
+	t.Helper()
+	exec := fake.New("local")
+	return &faked{live: newLiveOn(t, exec, opts), exec: exec}
+}
+
+func (f *faked) session(t *testing.T, id string) model.Session {
+	t.Helper()
+	sess, err := f.svc.GetSession(context.Background(), id)
+	require.NoError(t, err)
+	return sess
+}
+
+// TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface: a session
+// whose pushes fail needs repair (derived: its applied surface lags) and
+// is reported once; the reconciler retries it with backoff, and once its
+// agentctl answers again it applies the desired surface with no resume.
+func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{PushTimeout: 100 * time.Millisecond, RepairBackoff: 200 * time.Millisecond})
+	task := f.task(t, "github")
+	sess := f.launch(t, task.ID)
+	f.exec.Fail(sess.ID, errors.New("connection refused"))
+
+	res, err := f.svc.AddSources(ctx, task.ID, f.ids("gitlab"))
+	require.NoError(t, err)
+	require.Len(t, res.Pushes, 1)
+	require.ErrorContains(t, res.Pushes[0].Err, "connection refused")
+	marked := f.session(t, sess.ID)
+	assert.True(t, marked.NeedsRepair)
+	assert.Equal(t, uint64(1), marked.Applied.Generation)
+
+	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, 10*time.Second, 5*time.Millisecond,
+		"the reconciler retries a failing session")
+	f.exec.Fail(sess.ID, nil)
+	answered := time.Now()
+	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, 10*time.Second, 5*time.Millisecond,
+		"repaired without a resume")
+	testutil.Figure(t, "reconciler: a failing session", "repaired %d ms after its agentctl answered again (backoff bound 200 ms), after %d failed attempts, with one push_failed event",
+		time.Since(answered).Milliseconds(), f.exec.Applied(sess.ID).Failed)
+	got := f.session(t, sess.ID)
+	assert.Equal(t, model.ProviderSet{Set: res.Task.Providers.Set, Generation: 2}, got.Applied)
+	assert.Empty(t, got.StatusMessage)
+	assert.Equal(t, uint64(2), f.exec.Applied(sess.ID).Generation)
+	counted := f.eventsAfter(t, task.ID, 0)
+	assert.Equal(t, map[string]int{sess.ID: 1}, counted[model.EventProvidersPushFailed], "one failure event per streak, however many attempts")
+	assert.Equal(t, 1, counted[model.EventProvidersPushed][sess.ID]-1, "one push after the launch's")
+}
+
+// TestARestartReconcilesWithNoRepairPathOfItsOwn: a batch committed while
+// no orchestrator ran (its pushes never happened) reaches the session
+// when a new service re-attaches to it, through the same reconciler.
+func TestARestartReconcilesWithNoRepairPathOfItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{})
+	task := f.task(t, "github")
+	sess := f.launch(t, task.ID)
+	f.svc.Close()
+
+	// The batch commits; the orchestrator is gone before it pushes.
+	_, err := f.st.AddSources(ctx, task.ID, f.ids("gitlab"), service.UnknownPerson)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), f.exec.Applied(sess.ID).Generation)
+
+	again := service.New(f.st, &events.Broker{}, service.Options{Executors: map[string]executors.Executor{"local": f.exec}})
+	t.Cleanup(again.Close)
+	attached, lost, err := again.Reattach(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, attached)
+	assert.Zero(t, lost)
+	got, err := again.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), got.Applied.Generation)
+	assert.False(t, got.NeedsRepair)
+	assert.Equal(t, fake.Applied{Providers: got.Applied.Set, Generation: 2, ExternalGeneration: got.ExternalGeneration, Pushes: 1}, f.exec.Applied(sess.ID), "one push")
+}
