@@ -78,6 +78,11 @@ type Config struct {
 	// DBMaxReaders bounds the database's reader connections;
 	// store.DefaultMaxReaders if zero.
 	DBMaxReaders int
+	// Console, if set, serves the web console on this TCP address
+	// (behind the API's authentication and roles; a non-loopback address
+	// needs the TLS files). ConsoleLogins bounds its logins.
+	Console       string
+	ConsoleLogins ConsoleConfig
 }
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
@@ -204,6 +209,8 @@ type Ready struct {
 	Socket string // the Unix socket's path
 	Addr   string // the TCP address actually bound (useful with port 0); empty without Listen
 	DBPath string
+	// Console is the web console's URL; empty without Config.Console.
+	Console string
 }
 
 // Run serves until ctx ends, then stops gracefully. ready, if set, is
@@ -349,7 +356,18 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		serving++
 		go func() { serveErr <- srv.Serve(tcp) }()
 	}
-	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "tls", tlsConfig != nil, "db", st.Path())
+	if cfg.Console != "" {
+		consoleCtx, stopConsole := context.WithCancel(ctx)
+		defer stopConsole()
+		url, consoleDone, err := serveConsole(consoleCtx, cfg, tlsConfig, svc, auth, log)
+		if err != nil {
+			srv.Stop()
+			return err
+		}
+		defer func() { stopConsole(); <-consoleDone }()
+		r.Console = url
+	}
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
 		ready(r)
 	}
