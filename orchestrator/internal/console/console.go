@@ -265,12 +265,18 @@ func (c *Console) authorize(w http.ResponseWriter, r *http.Request, action Actio
 		return nil, Me{}, false
 	}
 	ctx, err := c.opts.Auth.Authorize(credentialContext(r, l), RPCs[action])
-	if errors.Is(err, errdefs.ErrUnauthenticated) || (err != nil && !errors.Is(err, errdefs.ErrPermissionDenied)) {
+	switch {
+	case errors.Is(err, errdefs.ErrUnauthenticated):
+		// Revoked or expired: the login ends with its credential.
 		c.forget(key)
 		c.toLogin(w, r)
 		return nil, Me{}, false
-	}
-	if err != nil {
+	case err != nil && !errors.Is(err, errdefs.ErrPermissionDenied):
+		// The orchestrator could not check (its database, say): the login
+		// stays.
+		c.failErr(w, r, Me{CSRF: l.csrf}, err)
+		return nil, Me{}, false
+	case err != nil:
 		who, _ := c.whoAmI(r, l)
 		c.fail(w, r, Me{Actor: who, CSRF: l.csrf}, http.StatusForbidden,
 			fmt.Sprintf("Your role (%s) cannot do this: it needs %s.", who.Role, Needs(action)))
