@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,13 @@ func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
+// text reads an element's text in one evaluation, so a swap in between
+// cannot pull the node away.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return run(t, ctx, chromedp.Evaluate[string](`(e => e ? e.textContent : "")(document.querySelector(`+strconv.Quote(sel)+`))`))
+}
+
 // pages keeps the HTML of every page the test saw, for the secrets scan.
 type pages struct{ seen map[string]string }
 
@@ -264,7 +272,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("member logs in and sees the session", func(t *testing.T) {
 		login(t, b, w.console, w.tokens["member"])
 		do(t, b, chromedp.WaitVisible(chromedp.CSS(`a[href="/sessions/`+w.sessionID+`"]`)))
-		assert.Equal(t, "member", run(t, b, chromedp.Text(chromedp.CSS("[data-role]"))))
+		assert.Equal(t, "member", text(t, b, "[data-role]"))
 		p.keep(t, b, "sessions")
 		p.shot(t, b, "sessions")
 	})
@@ -289,11 +297,11 @@ func TestBrowser(t *testing.T) {
 		do(t, task, chromedp.Click(chromedp.CSS(`input[value="`+w.gitlabRepo+`"]`)),
 			chromedp.Click(chromedp.CSS(`#add-sources button[type=submit]`)),
 			chromedp.WaitNotPresent(chromedp.CSS(`input[value="`+w.gitlabRepo+`"]`)))
-		assert.Contains(t, run(t, task, chromedp.Text(chromedp.CSS("[data-providers]"))), "github,gitlab")
+		assert.Contains(t, text(t, task, "[data-providers]"), "github,gitlab")
 
 		do(t, session, chromedp.WaitVisible(chromedp.CSS(`[data-tool="gitlab_mr_create"]`)))
 		assert.True(t, run(t, session, chromedp.Evaluate[bool](`window.notReloaded === true`)), "the tool list changed without a reload")
-		assert.Contains(t, run(t, session, chromedp.Text(chromedp.CSS("[data-applied]"))), "generation 2")
+		assert.Contains(t, text(t, session, "[data-applied]"), "generation 2")
 		p.keep(t, session, "session after the batch")
 		p.shot(t, session, "session")
 	})
@@ -316,9 +324,16 @@ func TestBrowser(t *testing.T) {
 		assert.NotContains(t, p.seen["session after the batch"], w.mcpToken)
 		do(t, session, chromedp.Click(chromedp.CSS(`button[data-action="show-session-mcp"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#mcp-json`)))
-		shown := run(t, session, chromedp.Text(chromedp.CSS("#mcp-json")))
+		shown := text(t, session, "#mcp-json")
 		assert.Contains(t, shown, w.mcpToken, "a member who asks sees the token")
 		assert.Contains(t, shown, w.mcpURL)
+	})
+
+	t.Run("the agent's log on demand", func(t *testing.T) {
+		// The test's session runs agentctl alone, with no agent: the
+		// service says so, in place.
+		do(t, session, chromedp.Click(chromedp.CSS(`#log .button`)), chromedp.WaitVisible(chromedp.CSS(`#log .problem`)))
+		assert.Contains(t, text(t, session, "#log .problem"), "runs no agent")
 	})
 
 	t.Run("a state-changing POST without the CSRF token is refused", func(t *testing.T) {
@@ -330,9 +345,16 @@ func TestBrowser(t *testing.T) {
 	t.Run("an admin enables and assigns a catalog tool", func(t *testing.T) {
 		logout(t, b)
 		login(t, b, w.console, w.tokens["admin"])
+		do(t, b, chromedp.Navigate(w.console+"/workspaces"),
+			chromedp.Click(chromedp.CSS(`button[data-action="test-connection"]`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+		assert.Contains(t, text(t, b, "#result"), "authenticates as console-bot")
+		p.keep(t, b, "workspaces")
+		p.shot(t, b, "workspaces")
 		do(t, b, chromedp.Navigate(w.console+"/catalog"), chromedp.WaitVisible(chromedp.CSS(`[data-tool-link="dict__lookup"]`)))
+		do(t, b, chromedp.Click(chromedp.CSS(`button[data-action="test-mcp-server"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-test]`)))
+		assert.Contains(t, text(t, b, "[data-test]"), "lists 1 tools (lookup)")
 		do(t, b, chromedp.Click(chromedp.CSS(`button[data-action="refresh-mcp-server"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-counts]`)))
-		assert.Contains(t, run(t, b, chromedp.Text(chromedp.CSS("[data-counts]"))), "1 unchanged")
+		assert.Contains(t, text(t, b, "[data-counts]"), "1 unchanged")
 		do(t, b, chromedp.Click(chromedp.CSS(`button[data-action="enable-mcp-server"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-server="dict"][data-server-enabled="true"]`)))
 		p.keep(t, b, "catalog")
 		p.shot(t, b, "catalog")
@@ -369,7 +391,7 @@ func TestBrowser(t *testing.T) {
 		assert.Equal(t, pb.SessionState_SESSION_STATE_RUNNING, got.GetSession().GetState())
 		// Nor can it reach the admin's catalog.
 		do(t, b, chromedp.Navigate(w.console+"/catalog"), chromedp.WaitVisible(chromedp.CSS(".problem")))
-		assert.Contains(t, run(t, b, chromedp.Text(chromedp.CSS(".problem"))), "needs admin")
+		assert.Contains(t, text(t, b, ".problem"), "needs admin")
 	})
 
 	t.Run("phone-sized, nothing overflows", func(t *testing.T) {
