@@ -46,7 +46,7 @@ type world struct {
 	console                   string
 	conn                      *grpc.ClientConn
 	wsID, taskID, sessionID   string
-	gitlabRepo                string
+	gitlabRepo, libRepo       string
 	tokens                    map[string]string // by role
 	secrets                   map[string]string // every test secret, by label
 	stopServer                func()
@@ -113,6 +113,9 @@ func newWorld(t *testing.T) *world {
 	glRepo, err := repos.CreateRepository(ctx, &pb.CreateRepositoryRequest{WorkspaceId: w.wsID, Provider: "gitlab", Host: "gitlab.com", Path: "acme/web"})
 	require.NoError(t, err)
 	w.gitlabRepo = glRepo.GetRepository().GetId()
+	libRepo, err := repos.CreateRepository(ctx, &pb.CreateRepositoryRequest{WorkspaceId: w.wsID, Provider: "github", Host: "github.com", Path: "acme/lib"})
+	require.NoError(t, err)
+	w.libRepo = libRepo.GetRepository().GetId()
 	task, err := pb.NewTaskServiceClient(w.conn).CreateTask(ctx, &pb.CreateTaskRequest{WorkspaceId: w.wsID, Title: "Fix the login bug",
 		RepositoryId: ghRepo.GetRepository().GetId()})
 	require.NoError(t, err)
@@ -366,6 +369,24 @@ func TestBrowser(t *testing.T) {
 		p.shot(t, b, "catalog-tool")
 		// The session's open page shows the tool without a reload.
 		do(t, session, chromedp.WaitVisible(chromedp.CSS(`[data-tool="dict__lookup"]`)))
+	})
+
+	t.Run("an agent's batch waits for approval, approved in the console", func(t *testing.T) {
+		do(t, b, chromedp.Navigate(w.console+"/tasks/"+w.taskID), chromedp.WaitVisible(chromedp.CSS(`#policy`)),
+			chromedp.SetValue(chromedp.CSS(`#policy`), "approve"),
+			chromedp.Click(chromedp.CSS(`button[data-action="set-source-policy"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-policy="approve"]`)))
+		agent := mcpClient(t, w.mcpURL, w.mcpToken)
+		res, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_add_sources",
+			Arguments: map[string]any{"repository_ids": []string{w.libRepo}}})
+		require.NoError(t, err)
+		require.False(t, res.IsError, "held for approval, not refused")
+		do(t, b, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`button[data-action="approve-source-request"]`)))
+		p.keep(t, b, "task with a pending request")
+		p.shot(t, b, "task-pending")
+		do(t, b, chromedp.Click(chromedp.CSS(`button[data-action="approve-source-request"]`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`button[data-action="approve-source-request"]`)))
+		assert.Contains(t, text(t, b, "#sources"), "acme/lib")
 	})
 
 	t.Run("a viewer cannot press what a member can", func(t *testing.T) {

@@ -158,6 +158,10 @@ func (c *Console) taskPage(ctx context.Context, w http.ResponseWriter, r *http.R
 		c.failErr(w, r, me, err)
 		return
 	}
+	names := map[string]string{}
+	for _, repo := range repos {
+		names[repo.ID] = repo.Host + "/" + repo.Path
+	}
 	attached := map[string]bool{}
 	for _, tr := range t.Repositories {
 		attached[tr.ID] = true
@@ -181,7 +185,7 @@ func (c *Console) taskPage(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 	}
 	c.render(w, r, http.StatusOK, "task", me, map[string]any{"Title": "Task " + t.Title, "T": t, "W": ws,
-		"Addable": addable, "Sessions": sessions, "Pending": pending, "Policies": model.SourcePolicies})
+		"Addable": addable, "Sessions": sessions, "Pending": pending, "Policies": model.SourcePolicies, "RepoNames": names})
 }
 
 func (c *Console) addSources(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me) {
