@@ -58,8 +58,8 @@ them.`,
 			if cfg.ProviderCalls.MaxConcurrent < 1 {
 				return usagef("invalid --provider-concurrency %d: give at least 1", cfg.ProviderCalls.MaxConcurrent)
 			}
-			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 {
-				return usagef("invalid --console-login-ttl or --console-max-logins: give a positive duration and at least 1")
+			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 || cfg.ConsoleLogins.MaxStreams < 1 {
+				return usagef("invalid --console-login-ttl, --console-max-logins or --console-max-streams: give a positive duration and at least 1")
 			}
 			if cfg.ProviderCalls.MaxQueued < 0 {
 				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
@@ -99,6 +99,7 @@ them.`,
 	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
 	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
+	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")

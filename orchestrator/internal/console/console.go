@@ -47,6 +47,9 @@ const (
 	DefaultMaxSessions = 1000
 	// DefaultToolsTimeout bounds listing a session's tools over MCP.
 	DefaultToolsTimeout = 5 * time.Second
+	// DefaultMaxStreams bounds the event streams (open session and
+	// events pages) served at once.
+	DefaultMaxStreams = 256
 )
 
 // CookieName is the console's login cookie.
@@ -68,6 +71,10 @@ type Options struct {
 	// ToolsTimeout bounds listing a session's tools; DefaultToolsTimeout
 	// if zero.
 	ToolsTimeout time.Duration
+	// MaxStreams bounds the event streams served at once (each holds a
+	// subscription to a task's events); beyond it a page's stream is
+	// answered 503 and the browser retries. DefaultMaxStreams if zero.
+	MaxStreams int
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
 	// Log receives errors the console answers with a generic page; nil
@@ -84,6 +91,8 @@ type Console struct {
 
 	mu     sync.Mutex
 	logins map[string]*login // by the SHA-256 of the cookie's value
+
+	streams chan struct{} // a place per event stream served
 }
 
 // login is one person's console session. It holds the API token the person
@@ -111,6 +120,9 @@ func New(opts Options) (*Console, error) {
 	if opts.ToolsTimeout <= 0 {
 		opts.ToolsTimeout = DefaultToolsTimeout
 	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -121,7 +133,7 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{opts: opts, svc: opts.Service, pages: p, logins: map[string]*login{}}
+	c := &Console{opts: opts, svc: opts.Service, pages: p, logins: map[string]*login{}, streams: make(chan struct{}, opts.MaxStreams)}
 	c.routes()
 	return c, nil
 }

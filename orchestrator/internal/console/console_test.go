@@ -206,3 +206,48 @@ func TestEmptyStates(t *testing.T) {
 		assert.Contains(t, page.String(), want, path)
 	}
 }
+
+// TestEventStreamsAreBounded: beyond MaxStreams, a page's event stream is
+// answered 503 with Retry-After; a place is free again once a stream ends.
+func TestEventStreamsAreBounded(t *testing.T) {
+	t.Parallel()
+	srv, svc, _ := consoleOn(t, console.Options{MaxStreams: 1})
+	ctx := context.Background()
+	ws, err := svc.CreateWorkspace(ctx, "w")
+	require.NoError(t, err)
+	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "a/b"})
+	require.NoError(t, err)
+	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
+	require.NoError(t, err)
+	c := browserLike(t)
+	logIn(t, c, srv.URL, token(t, svc, "dave", model.RoleViewer))
+
+	open := func(ctx context.Context) *http.Response {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/tasks/"+task.ID+"/events/stream", nil)
+		require.NoError(t, err)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	first, cancel := context.WithCancel(ctx)
+	resp := open(first)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	line := make([]byte, 64)
+	_, err = resp.Body.Read(line) // the stream has started
+	require.NoError(t, err)
+
+	second := open(ctx)
+	second.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, second.StatusCode)
+	assert.Equal(t, "5", second.Header.Get("Retry-After"))
+
+	cancel()
+	resp.Body.Close()
+	require.Eventually(t, func() bool {
+		r, cancel := context.WithCancel(ctx)
+		defer cancel()
+		resp := open(r)
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "the place is free once the first stream ends")
+}

@@ -108,10 +108,11 @@ func (c *Console) sessionLive(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-	sse, ok := startSSE(w)
+	sse, ok := c.startSSE(w)
 	if !ok {
 		return
 	}
+	defer sse.end()
 	err = c.svc.WatchTaskEvents(ctx, s.TaskID, 0, func(e model.Event) error {
 		if !changesTools[e.Kind] || (e.SessionID != "" && e.SessionID != s.ID) || e.Time.UnixNano() < since {
 			return nil
@@ -134,10 +135,11 @@ func (c *Console) eventsStream(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	after, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
-	sse, ok := startSSE(w)
+	sse, ok := c.startSSE(w)
 	if !ok {
 		return
 	}
+	defer sse.end()
 	err := c.svc.WatchTaskEvents(ctx, taskID, after, func(e model.Event) error {
 		var b bytes.Buffer
 		if err := c.pages.byName["partials"].ExecuteTemplate(&b, "event", view{Me: me, D: map[string]any{"E": eventRow{e}}}); err != nil {
@@ -176,14 +178,26 @@ func (e eventRow) Failed() bool {
 }
 
 type sseWriter struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w       http.ResponseWriter
+	f       http.Flusher
+	release func()
 }
 
-func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
+// startSSE takes a place among the streams and starts answering with
+// server-sent events; the caller calls the returned writer's end. Without a
+// place it answers 503 with Retry-After.
+func (c *Console) startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	select {
+	case c.streams <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("the console already serves %d event streams, its limit (serve --console-max-streams); retry later", cap(c.streams)),
+			http.StatusServiceUnavailable)
 		return nil, false
 	}
 	h := w.Header()
@@ -192,8 +206,11 @@ func startSSE(w http.ResponseWriter) (*sseWriter, bool) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprint(w, ": toolscope\n\n")
 	f.Flush()
-	return &sseWriter{w: w, f: f}, true
+	return &sseWriter{w: w, f: f, release: func() { <-c.streams }}, true
 }
+
+// end gives the stream's place back.
+func (s *sseWriter) end() { s.release() }
 
 // send writes one event; data's lines become data lines.
 func (s *sseWriter) send(event string, id uint64, data string) error {

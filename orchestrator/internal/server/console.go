@@ -23,6 +23,9 @@ type ConsoleConfig struct {
 	// MaxSessions bounds the logins held; console.DefaultMaxSessions if
 	// zero.
 	MaxSessions int
+	// MaxStreams bounds the event streams served at once;
+	// console.DefaultMaxStreams if zero.
+	MaxStreams int
 }
 
 // consoleReadHeaderTimeout bounds reading a console request's headers;
@@ -36,7 +39,7 @@ const consoleReadHeaderTimeout = 10 * time.Second
 // returns the console's URL and a channel with Serve's result.
 func serveConsole(ctx context.Context, cfg Config, tlsConfig *tls.Config, svc *service.Service, auth *access.Authenticator, log *slog.Logger) (string, <-chan error, error) {
 	c, err := console.New(console.Options{Service: svc, Auth: auth, Secure: tlsConfig != nil, Log: log,
-		SessionTTL: cfg.ConsoleLogins.SessionTTL, MaxSessions: cfg.ConsoleLogins.MaxSessions})
+		SessionTTL: cfg.ConsoleLogins.SessionTTL, MaxSessions: cfg.ConsoleLogins.MaxSessions, MaxStreams: cfg.ConsoleLogins.MaxStreams})
 	if err != nil {
 		return "", nil, err
 	}
