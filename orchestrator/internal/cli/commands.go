@@ -93,9 +93,9 @@ them.`,
 		},
 	}
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "", "also serve TCP on this address, authenticated (port 0 picks a free port); a non-loopback address needs --tls-cert")
-	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen (e.g. from 'toolscope certs server')")
+	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen and --console (e.g. from 'toolscope certs server')")
 	cmd.Flags().StringVar(&cfg.TLS.KeyFile, "tls-key", "", "its private key")
-	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen (role in the Subject's OU)")
+	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen and --console (role in the Subject's OU)")
 	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
 	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
