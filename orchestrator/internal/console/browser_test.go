@@ -53,6 +53,7 @@ type world struct {
 	catalogTool               string
 	ghToken, mcpToken, mcpURL string
 	serverDone                chan error
+	gh                        *standin.GitHub
 }
 
 func newWorld(t *testing.T) *world {
@@ -62,7 +63,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(gh.Close)
 	gh.AddRepo("acme/api", "main")
 	t.Setenv("TOOLSCOPE_CONSOLE_TEST_GH", gh.Token)
-	w.ghToken = gh.Token
+	w.ghToken, w.gh = gh.Token, gh
 	w.secrets["github token"] = gh.Token
 
 	mcpServer := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
@@ -351,6 +352,11 @@ func TestBrowser(t *testing.T) {
 		do(t, b, chromedp.Navigate(w.console+"/workspaces"),
 			chromedp.Click(chromedp.CSS(`button[data-action="test-connection"]`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
 		assert.Contains(t, text(t, b, "#result"), "authenticates as console-bot")
+		// The provider answers the next test with a rate limit: the
+		// page says so, and for how long the connection is left alone.
+		w.gh.FailNext("GET", "/user", http.StatusTooManyRequests, 120)
+		do(t, b, chromedp.Click(chromedp.CSS(`button[data-action="test-connection"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-rate-limited]`)))
+		assert.Contains(t, text(t, b, "#result"), "failed")
 		p.keep(t, b, "workspaces")
 		p.shot(t, b, "workspaces")
 		do(t, b, chromedp.Navigate(w.console+"/catalog"), chromedp.WaitVisible(chromedp.CSS(`[data-tool-link="dict__lookup"]`)))

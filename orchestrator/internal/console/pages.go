@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -242,8 +243,17 @@ func (c *Console) renderWorkspaces(ctx context.Context, w http.ResponseWriter, r
 		c.failErr(w, r, me, err)
 		return
 	}
+	// A connection a provider asked to leave alone says for how long.
+	waits := map[string]string{}
+	for _, ws := range wss {
+		for _, conn := range ws.Connections {
+			if wait := c.svc.RateLimitWait(ws.ID, conn.Provider); wait > 0 {
+				waits[ws.ID+"/"+string(conn.Provider)] = wait.Round(time.Second).String()
+			}
+		}
+	}
 	c.render(w, r, http.StatusOK, "workspaces", me, map[string]any{"Title": "Workspaces", "Workspaces": wss,
-		"Result": result, "Policies": model.SourcePolicies})
+		"Result": result, "Policies": model.SourcePolicies, "Waits": waits})
 }
 
 // testConnection checks a connection again as 'workspace connect' does:
