@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,6 +178,7 @@ func browser(t *testing.T) context.Context {
 	ctx, cancel := chromedp.NewContext(alloc)
 	require.NoError(t, chromedp.Do(ctx)) // starts the browser, with no deadline
 	t.Cleanup(func() { cancel(); cancelAlloc() })
+	watchConsole(ctx)
 	return ctx
 }
 
@@ -186,7 +188,32 @@ func tab(t *testing.T, browserCtx context.Context) context.Context {
 	ctx, cancel := chromedp.NewContext(browserCtx)
 	require.NoError(t, chromedp.Do(ctx))
 	t.Cleanup(cancel)
+	watchConsole(ctx)
 	return ctx
+}
+
+// faults are what the pages' consoles reported that a correct page never
+// does: an uncaught exception, or a refusal by the Content-Security-Policy
+// (an inline script or style, eval).
+var faults struct {
+	sync.Mutex
+	list []string
+}
+
+func watchConsole(ctx context.Context) {
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Source == "security" || strings.Contains(m.Text, "Content Security Policy") {
+				faults.Lock()
+				faults.list = append(faults.list, m.String())
+				faults.Unlock()
+			}
+		}
+	}()
 }
 
 // waitFor bounds every browser step.
@@ -441,6 +468,12 @@ func TestBrowser(t *testing.T) {
 		for label, html := range p.seen {
 			assert.Empty(t, scanner.Find([]byte(html)), "page %q", label)
 		}
+	})
+
+	t.Run("no page threw or broke its Content-Security-Policy", func(t *testing.T) {
+		faults.Lock()
+		defer faults.Unlock()
+		assert.Empty(t, faults.list)
 	})
 
 	t.Run("the orchestrator stops: the open page says so", func(t *testing.T) {
