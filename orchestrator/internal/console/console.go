@@ -232,7 +232,7 @@ func (c *Console) form(action Action, h handler) http.HandlerFunc {
 			c.fail(w, r, Me{}, http.StatusForbidden, "This form was sent from another site, so it was refused.")
 			return
 		}
-		l, _, _ := c.current(r)
+		l, _ := c.current(r)
 		if l == nil {
 			c.toLogin(w, r)
 			return
@@ -271,7 +271,7 @@ func sameOrigin(r *http.Request) bool {
 // whether its credential may perform action's RPC. On failure it has
 // answered the request.
 func (c *Console) authorize(w http.ResponseWriter, r *http.Request, action Action) (context.Context, Me, bool) {
-	l, _, key := c.current(r)
+	l, key := c.current(r)
 	if l == nil {
 		c.toLogin(w, r)
 		return nil, Me{}, false
@@ -324,10 +324,10 @@ func credentialContext(r *http.Request, l *login) context.Context {
 
 // current returns the request's login, if its cookie names a live one.
 // A certificate login must present the same certificate.
-func (c *Console) current(r *http.Request) (*login, Me, string) {
+func (c *Console) current(r *http.Request) (*login, string) {
 	ck, err := r.Cookie(CookieName)
 	if err != nil || ck.Value == "" {
-		return nil, Me{}, ""
+		return nil, ""
 	}
 	key := cookieKey(ck.Value)
 	c.mu.Lock()
@@ -335,20 +335,20 @@ func (c *Console) current(r *http.Request) (*login, Me, string) {
 	l := c.logins[key]
 	now := c.opts.Now()
 	if l == nil {
-		return nil, Me{}, ""
+		return nil, ""
 	}
 	if now.Sub(l.lastSeen) > c.opts.SessionTTL {
 		delete(c.logins, key)
-		return nil, Me{}, ""
+		return nil, ""
 	}
 	if l.token == "" {
 		fp, ok := certFingerprint(r.TLS)
 		if !ok || subtle.ConstantTimeCompare(fp[:], l.certFP[:]) != 1 {
-			return nil, Me{}, ""
+			return nil, ""
 		}
 	}
 	l.lastSeen = now
-	return l, Me{CSRF: l.csrf}, key
+	return l, key
 }
 
 func cookieKey(v string) string {
@@ -484,7 +484,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, Me{}, http.StatusForbidden, "This form was sent from another site, so it was refused.")
 		return
 	}
-	if l, _, key := c.current(r); l != nil {
+	if l, key := c.current(r); l != nil {
 		if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(l.csrf)) == 1 {
 			c.forget(key)
 		}
