@@ -328,7 +328,7 @@ func TestBrowser(t *testing.T) {
 		p.shot(t, task, "task")
 		do(t, task, chromedp.Click(chromedp.CSS(`input[value="`+w.gitlabRepo+`"]`)),
 			chromedp.Click(chromedp.CSS(`#add-sources button[type=submit]`)),
-			chromedp.WaitNotPresent(chromedp.CSS(`input[value="`+w.gitlabRepo+`"]`)))
+			chromedp.WaitVisible(chromedp.CSS(`[data-source="gitlab.com/acme/web"]`)))
 		assert.Contains(t, text(t, task, "[data-providers]"), "github,gitlab")
 
 		do(t, session, chromedp.WaitVisible(chromedp.CSS(`[data-tool="gitlab_mr_create"]`)))
