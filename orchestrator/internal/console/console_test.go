@@ -251,3 +251,24 @@ func TestEventStreamsAreBounded(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond, "the place is free once the first stream ends")
 }
+
+// TestLoginRedirectStaysOnTheConsole: after logging in, the person goes
+// back to the page they asked for, never to another site.
+func TestLoginRedirectStaysOnTheConsole(t *testing.T) {
+	t.Parallel()
+	srv, svc, _ := consoleOn(t, console.Options{})
+	tok := token(t, svc, "erin", model.RoleViewer)
+	for next, want := range map[string]string{
+		"/tasks":               "/tasks",
+		"//evil.example/x":     "/sessions",
+		"https://evil.example": "/sessions",
+		"/\\evil.example":      "/sessions",
+		"":                     "/sessions",
+	} {
+		resp, err := browserLike(t).PostForm(srv.URL+"/login", url.Values{"token": {tok}, "next": {next}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode, next)
+		assert.Equal(t, want, resp.Header.Get("Location"), next)
+	}
+}
