@@ -31,12 +31,16 @@ build: ## build bin/toolscope and a static bin/agentctl
 	CGO_ENABLED=0 $(GO) build -o $(OUT)/agentctl ./agentctl/cmd/agentctl
 
 .PHONY: run
-run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenario (LISTEN=, DATA_DIR=)
-	$(OUT)/toolscope demo $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenario and the web console (LISTEN=, DATA_DIR=, CONSOLE=)
+	$(OUT)/toolscope demo $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) $(if $(CONSOLE),--console $(CONSOLE))
 
 .PHONY: serve
-serve: build ## just the orchestrator (LISTEN=, DATA_DIR=)
-	$(OUT)/toolscope serve $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+serve: build ## just the orchestrator (LISTEN=, DATA_DIR=, CONSOLE= e.g. 127.0.0.1:7780)
+	$(OUT)/toolscope serve $(if $(LISTEN),--listen $(LISTEN)) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) $(if $(CONSOLE),--console $(CONSOLE))
+
+.PHONY: console-screenshots
+console-screenshots: ## retake docs/console/*.png with the console's browser test (needs chromium)
+	$(GO) test -count=1 -run '^TestBrowser$$' ./orchestrator/internal/console -args -screenshots
 
 # Reliability tests record one figure per case (testutil.Figure); `make
 # test` collects them here and prints them after the run.

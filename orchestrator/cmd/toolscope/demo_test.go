@@ -128,10 +128,13 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	assert.Contains(t, calls["gitlab_mr_create"], "Created merge request #1")
 	assert.NotEmpty(t, steps["next"]["session_id"])
 	assert.Regexp(t, `^unix:///.*/toolscope\.sock$`, steps["next"]["server"], "the demo serves on its socket")
+	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+$`, steps["console"]["console"], "the demo prints its console's URL")
+	tokenFile, _ := steps["console"]["token_file"].(string)
+	assert.NotEmpty(t, tokenFile, "and where the token to log in with is")
 
 	story := strings.Join(runDemo(t), "\n")
 	for _, want := range []string{"no real GitHub or GitLab is contacted", "lists 11 tools", "received 1 notifications/tools/list_changed",
-		"now lists 18 tools", "Created pull request #1", "Created merge request #1", "session mcp-config"} {
+		"now lists 18 tools", "Created pull request #1", "Created merge request #1", "session mcp-config", "Web console: http://127.0.0.1:"} {
 		assert.Contains(t, story, want)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/orchestrator/internal/console"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -42,7 +43,12 @@ role. Records live in an SQLite database under --data-dir.
 --listen ADDR also serves TCP. Every caller there authenticates, with an API
 token ('toolscope token create') or a client certificate (--client-ca; see
 'toolscope certs client'). A non-loopback address needs TLS (--tls-cert and
---tls-key).`,
+--tls-key).
+
+--console ADDR serves the web console there (e.g. 127.0.0.1:7780): people log in
+with an API token or a client certificate and see and do what their role allows.
+It shares --tls-cert, --tls-key and --client-ca; a non-loopback address needs
+them.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -58,6 +64,9 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 			if err := checkServeBounds(cmd); err != nil {
 				return err
 			}
+			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 || cfg.ConsoleLogins.MaxStreams < 1 {
+				return usagef("invalid --console-login-ttl, --console-max-logins or --console-max-streams: give a positive duration and at least 1")
+			}
 			if cfg.ProviderCalls.MaxQueued < 0 {
 				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
 			}
@@ -70,12 +79,16 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 						Socket   string `json:"socket"`
 						Addr     string `json:"addr,omitempty"`
 						Database string `json:"database"`
-					}{r.Socket, r.Addr, r.DBPath})
+						Console  string `json:"console,omitempty"`
+					}{r.Socket, r.Addr, r.DBPath, r.Console})
 					return
 				}
 				fmt.Fprintf(a.stdout, "toolscope serving on unix://%s (database %s)\n", r.Socket, r.DBPath)
 				if r.Addr != "" {
 					fmt.Fprintf(a.stdout, "and on %s (TCP: API token or client certificate required)\n", r.Addr)
+				}
+				if r.Console != "" {
+					fmt.Fprintf(a.stdout, "web console: %s (log in with an API token: toolscope token create NAME --role member)\n", r.Console)
 				}
 				if def, err := server.DefaultDataDir(); err == nil && server.SocketPath(def) == r.Socket {
 					fmt.Fprintf(a.stdout, "try: toolscope workspace create demo\n")
@@ -86,9 +99,13 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 		},
 	}
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "", "also serve TCP on this address, authenticated (port 0 picks a free port); a non-loopback address needs --tls-cert")
-	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen (e.g. from 'toolscope certs server')")
+	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen and --console (e.g. from 'toolscope certs server')")
 	cmd.Flags().StringVar(&cfg.TLS.KeyFile, "tls-key", "", "its private key")
-	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen (role in the Subject's OU)")
+	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen and --console (role in the Subject's OU)")
+	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
+	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
+	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
+	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")

@@ -46,6 +46,7 @@ TOOLSCOPE_ADDR to export instead.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "also serve TCP on this loopback address (callers there need an API token)")
+	cmd.Flags().StringVar(&opts.Console, "console", "127.0.0.1:0", "serve the web console on this loopback address (port 0 picks a free port; empty: no console)")
 	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one, removed when the demo stops)")
 	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
 	cmd.Flags().BoolVar(&noContext, "no-context", false, "leave the CLI config file alone (no \"demo\" context); print the TOOLSCOPE_ADDR to export instead")

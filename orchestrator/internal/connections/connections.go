@@ -153,3 +153,13 @@ func RateLimited(err error) bool {
 	var fe *forge.Error
 	return errors.As(err, &fe) && fe.Code == forge.CodeRateLimited
 }
+
+// RateLimitWait returns how long a provider asked the workspace's
+// connection to p to be left alone from now; zero when it is not rate
+// limited. (The web console shows it.)
+func (c *Connections) RateLimitWait(workspaceID string, p providers.Provider) time.Duration {
+	if wait, blocked := c.limiter.Blocked(workspaceID + "/" + string(p)); blocked {
+		return wait
+	}
+	return 0
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/grpcerr"
@@ -34,6 +36,10 @@ import (
 // Options configure the demo.
 type Options struct {
 	Listen, DataDir, Agentctl string
+	// Console, if set, serves the web console there (the CLI's default is
+	// 127.0.0.1:0); the demo prints its URL and the file holding an admin
+	// API token to log in with.
+	Console string
 	// Out receives the story (or JSON lines with JSON).
 	Out  io.Writer
 	JSON bool
@@ -116,7 +122,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	served := make(chan error, 1)
 	go func() {
 		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, Agentctl: opts.Agentctl,
-			Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
+			Console: opts.Console, Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
 	}()
 	// However the demo ends (but SIGKILL), the server has returned
 	// before the data directory is removed.
@@ -142,6 +148,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		facts["addr"] = r.Addr
 	}
 	tell.say("orchestrator", facts, "Orchestrator serving on %s (database %s)\n", addr, r.DBPath)
+	if r.Console != "" {
+		tokenFile, err := consoleToken(ctx, addr, opts.DataDir)
+		if err != nil {
+			return fmt.Errorf("demo: a console login: %w", err)
+		}
+		tell.say("console", map[string]any{"console": r.Console, "token_file": tokenFile},
+			"Web console: %s\n  log in with the admin API token in %s (mode 0600; it is not printed)\n", r.Console, tokenFile)
+	}
 
 	// The CLI's context, undone however the demo ends (but SIGKILL).
 	var cliCtx CLIContext
@@ -185,6 +199,30 @@ func Run(ctx context.Context, opts Options) (err error) {
 		serverDone = true
 		return err
 	}
+}
+
+// consoleTokenTTL is the life of the demo's console token.
+const consoleTokenTTL = 24 * time.Hour
+
+// consoleToken creates an admin API token for logging in to the console
+// and writes it to a 0600 file in the data directory, whose path it
+// returns; the token itself is never printed.
+func consoleToken(ctx context.Context, addr, dataDir string) (string, error) {
+	conn, err := grpc.NewClient(addr, append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	resp, err := pb.NewAuthServiceClient(conn).CreateAPIToken(ctx, &pb.CreateAPITokenRequest{
+		Name: fmt.Sprintf("demo-console-%d", time.Now().Unix()), Role: pb.Role_ROLE_ADMIN, Ttl: durationpb.New(consoleTokenTTL)})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dataDir, "console-token")
+	if err := os.WriteFile(path, []byte(resp.GetSecret()+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // stopSessionTimeout bounds stopping the demo's session on the way out.

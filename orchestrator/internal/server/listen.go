@@ -26,22 +26,29 @@ const maxSocketPath = 107
 // configuration, nil for plain TCP or no TCP at all.
 func checkListen(cfg Config) (*tls.Config, error) {
 	t := cfg.TLS
-	if cfg.Listen == "" {
+	if cfg.Listen == "" && cfg.Console == "" {
 		if t.CertFile != "" || t.KeyFile != "" || t.ClientCA != "" {
-			return nil, errdefs.InvalidField("listen", "TLS files were given but no --listen address to serve them on")
+			return nil, errdefs.InvalidField("listen", "TLS files were given but no --listen or --console address to serve them on")
 		}
 		return nil, nil
 	}
-	host, _, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return nil, errdefs.InvalidField("listen", "%q is not host:port: %v", cfg.Listen, err)
+	// The TCP listener and the console share the TLS files; each address
+	// needs them unless it is loopback.
+	for _, a := range []struct{ field, flag, addr string }{{"listen", "--listen", cfg.Listen}, {"console", "--console", cfg.Console}} {
+		if a.addr == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a.addr)
+		if err != nil {
+			return nil, errdefs.InvalidField(a.field, "%q is not host:port: %v", a.addr, err)
+		}
+		if t.CertFile == "" && t.KeyFile == "" && !loopback(host) {
+			return nil, errdefs.InvalidField(a.field, "%q is not a loopback address: serving there needs TLS (--tls-cert and --tls-key; see 'toolscope certs'), or use %s 127.0.0.1:PORT", a.addr, a.flag)
+		}
 	}
 	if t.CertFile == "" && t.KeyFile == "" {
 		if t.ClientCA != "" {
 			return nil, errdefs.InvalidField("tls_cert", "--client-ca needs --tls-cert and --tls-key")
-		}
-		if !loopback(host) {
-			return nil, errdefs.InvalidField("listen", "%q is not a loopback address: serving there needs TLS (--tls-cert and --tls-key; see 'toolscope certs'), or listen on 127.0.0.1", cfg.Listen)
 		}
 		return nil, nil
 	}

@@ -93,6 +93,11 @@ type Config struct {
 	// Logs bounds DataDir/logs, the stopped sessions' logs; no bound if
 	// zero.
 	Logs logdir.Bound
+	// Console, if set, serves the web console on this TCP address
+	// (behind the API's authentication and roles; a non-loopback address
+	// needs the TLS files). ConsoleLogins bounds its logins.
+	Console       string
+	ConsoleLogins ConsoleConfig
 }
 
 // logsPruneInterval is how often DataDir/logs is bounded besides at start
@@ -224,6 +229,8 @@ type Ready struct {
 	Socket string // the Unix socket's path
 	Addr   string // the TCP address actually bound (useful with port 0); empty without Listen
 	DBPath string
+	// Console is the web console's URL; empty without Config.Console.
+	Console string
 }
 
 // Run serves until ctx ends, then stops gracefully. ready, if set, is
@@ -385,7 +392,18 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		serving++
 		go func() { serveErr <- srv.Serve(tcp) }()
 	}
-	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "tls", tlsConfig != nil, "db", st.Path())
+	if cfg.Console != "" {
+		consoleCtx, stopConsole := context.WithCancel(ctx)
+		defer stopConsole()
+		url, consoleDone, err := serveConsole(consoleCtx, cfg, tlsConfig, svc, auth, log)
+		if err != nil {
+			srv.Stop()
+			return err
+		}
+		defer func() { stopConsole(); <-consoleDone }()
+		r.Console = url
+	}
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
 		ready(r)
 	}
