@@ -176,6 +176,10 @@ generate: tools ## regenerate gen/ from proto/
 	rm -rf gen/toolscope
 	PATH="$(TOOLS_BIN):$$PATH" $(BUF) generate
 
+.PHONY: docs
+docs: ## regenerate what the tool table (internal/toolapi) states: the tools' schemas and the README's tool table
+	$(GO) generate ./internal/toolapi
+
 .PHONY: check-generate
 check-generate: generate ## fail if gen/ differs from what proto/ generates
 	@if [[ -n "$$(git status --porcelain -- gen/)" ]]; then \

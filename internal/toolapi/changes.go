@@ -1,29 +1,7 @@
 package toolapi
 
-import "sort"
-
-// The provider tools: pull requests on GitHub, merge requests on GitLab,
-// symmetrical. "Change request" names either. Identity (task, session) is
-// never an argument: agentctl binds it from the session.
-
-// Tool names, GitHub then GitLab.
-const (
-	GitHubPRCreate           = "github_pr_create"
-	GitHubPRStatus           = "github_pr_status"
-	GitHubPRComments         = "github_pr_comments"
-	GitHubPRReply            = "github_pr_reply"
-	GitHubPRRequestReviewers = "github_pr_request_reviewers"
-	GitHubPRAutomation       = "github_pr_automation"
-	GitHubPRSetAutomation    = "github_pr_set_automation"
-
-	GitLabMRCreate           = "gitlab_mr_create"
-	GitLabMRStatus           = "gitlab_mr_status"
-	GitLabMRDiscussions      = "gitlab_mr_discussions"
-	GitLabMRReply            = "gitlab_mr_reply"
-	GitLabMRRequestReviewers = "gitlab_mr_request_reviewers"
-	GitLabMRAutomation       = "gitlab_mr_automation"
-	GitLabMRSetAutomation    = "gitlab_mr_set_automation"
-)
+// The provider tools' argument and result types: pull requests on GitHub,
+// merge requests on GitLab, symmetrical. "Change request" names either.
 
 // RepoArgs selects the task's repository of the tool's provider.
 type RepoArgs struct {
@@ -142,38 +120,3 @@ type AutomationResult struct {
 type ReviewersResult struct {
 	RequestedReviewers []string `json:"requested_reviewers"`
 }
-
-// InputSchema returns the JSON Schema of T for a tool's inputSchema,
-// refusing unknown arguments.
-func InputSchema[T any]() []byte { return OutputSchema[T]() }
-
-// GitHubTools and GitLabTools are the provider tools, in parity order.
-var (
-	GitHubTools = [7]string{GitHubPRCreate, GitHubPRStatus, GitHubPRComments, GitHubPRReply,
-		GitHubPRRequestReviewers, GitHubPRAutomation, GitHubPRSetAutomation}
-	GitLabTools = [7]string{GitLabMRCreate, GitLabMRStatus, GitLabMRDiscussions, GitLabMRReply,
-		GitLabMRRequestReviewers, GitLabMRAutomation, GitLabMRSetAutomation}
-	// TaskTools are shown in every task-mode session.
-	TaskTools = []string{"session_info", TaskAddSources, "task_inbox", "task_info"}
-)
-
-// Surface returns, sorted, the tools a task-mode session shows for the
-// given providers ("github", "gitlab"). Tests use it to say what an agent
-// should see.
-func Surface(providers ...string) []string {
-	out := append([]string(nil), TaskTools...)
-	for _, p := range providers {
-		switch p {
-		case "github":
-			out = append(out, GitHubTools[:]...)
-		case "gitlab":
-			out = append(out, GitLabTools[:]...)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// TaskAddSources attaches repositories to the caller's task: a call that
-// changes the caller's own surface (see SelfChange).
-const TaskAddSources = "task_add_sources"

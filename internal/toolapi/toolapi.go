@@ -1,7 +1,10 @@
-// Package toolapi defines the structured results of toolscope's built-in
-// task tools: the wire shapes the orchestrator fills and agentctl
-// advertises as output schemas. Keeping them in one package makes the
-// shape one definition on both sides of the Attach stream.
+// Package toolapi is toolscope's built-in tool surface, stated once for
+// both sides of the Attach stream: the tool table (tools.go: every
+// built-in tool with its group, texts, read-only flag, argument and result
+// types, refusal codes and parity counterpart), the refusal codes
+// (codes.go), and the argument and result types the orchestrator decodes
+// and fills and agentctl advertises as schemas (generated from the types
+// into schemas_gen.go by `make docs`).
 //
 // SessionInfo is credential-free by construction: it has no field that
 // could carry a token, secret, e-mail address, scope or expiry, and no
@@ -12,6 +15,7 @@ package toolapi
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -131,14 +135,24 @@ type Account struct {
 }
 
 // OutputSchema returns the JSON Schema of T, for a tool's outputSchema.
-func OutputSchema[T any]() json.RawMessage {
-	s, err := jsonschema.For[T](nil)
+func OutputSchema[T any]() json.RawMessage { return ReflectSchema(reflect.TypeFor[T]()) }
+
+// InputSchema returns the JSON Schema of T for a tool's inputSchema (a
+// struct's refuses unknown arguments). The built-in tools' come from the
+// table (Tool.InputSchema); this is for agentctl's own call_tool.
+func InputSchema[T any]() json.RawMessage { return OutputSchema[T]() }
+
+// ReflectSchema derives the JSON Schema of typ by reflection. The table's
+// types are derived at build time instead (go generate; see
+// schemas_gen.go), so agentctl's start-up does no reflection.
+func ReflectSchema(typ reflect.Type) json.RawMessage {
+	s, err := jsonschema.ForType(typ, nil)
 	if err != nil {
-		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+		panic(fmt.Sprintf("toolapi: schema of %s: %v", typ, err))
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("toolapi: schema of %T: %v", *new(T), err))
+		panic(fmt.Sprintf("toolapi: schema of %s: %v", typ, err))
 	}
 	return b
 }

@@ -69,14 +69,14 @@ func validationSeeds(tools []registry.Tool) []testutil.FuzzSeed {
 		"task_add_sources": {`{"repository_ids":["repo_a","repo_b"]}`, `{"repository_ids":"repo_a"}`, `{"repository_ids":[1]}`,
 			`{"repository_ids":[]}`, `{"repository_ids":null}`, `{"repository_ids":["repo_a"],"task_id":"task_other"}`},
 	}
-	for _, names := range [][7]string{toolapi.GitHubTools, toolapi.GitLabTools} {
-		byTool[names[0]] = []string{`{"branch":"fix-login","title":"Fix login","draft":true}`, `{"branch":"fix-login"}`,
+	for _, g := range []toolapi.Group{toolapi.GroupGitHub, toolapi.GroupGitLab} {
+		byTool[g.Like(toolapi.GitHubPRCreate)] = []string{`{"branch":"fix-login","title":"Fix login","draft":true}`, `{"branch":"fix-login"}`,
 			`{"branch":1,"title":"x"}`, `{"branch":"b","title":["x"]}`, `{"branch":"b","title":"x","draft":"yes"}`,
 			`{"branch":"b","title":"x","draft":1e400}`, `{"branch":"b","title":"x","branch":2}`}
-		byTool[names[1]] = []string{`{"repository_id":"repo_a"}`}
-		byTool[names[3]] = []string{`{"thread_id":"1","body":"fixed"}`, `{"thread_id":1,"body":"x"}`, `{"thread_id":"1"}`}
-		byTool[names[4]] = []string{`{"reviewers":["carol"]}`, `{"reviewers":"carol"}`, `{"reviewers":[null]}`, `{"reviewers":[]}`}
-		byTool[names[6]] = []string{`{"auto_merge":true,"prompt_on_closed":false}`, `{"auto_merge":"yes"}`, `{"auto_merge":null}`}
+		byTool[g.Like(toolapi.GitHubPRStatus)] = []string{`{"repository_id":"repo_a"}`}
+		byTool[g.Like(toolapi.GitHubPRReply)] = []string{`{"thread_id":"1","body":"fixed"}`, `{"thread_id":1,"body":"x"}`, `{"thread_id":"1"}`}
+		byTool[g.Like(toolapi.GitHubPRRequestReviewers)] = []string{`{"reviewers":["carol"]}`, `{"reviewers":"carol"}`, `{"reviewers":[null]}`, `{"reviewers":[]}`}
+		byTool[g.Like(toolapi.GitHubPRSetAutomation)] = []string{`{"auto_merge":true,"prompt_on_closed":false}`, `{"auto_merge":"yes"}`, `{"auto_merge":null}`}
 	}
 	for _, name := range []string{"task_info", "task_add_sources", toolapi.GitHubPRCreate, toolapi.GitLabMRStatus} {
 		byTool[name] = append(byTool[name], common...)

@@ -449,7 +449,7 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 				return toolError("invalid_arguments", strings.TrimPrefix(verr.Error(), "validating root: ")), nil
 			}
 			var before *registry.Registry // the surface before a call that may change it
-			if tool.Name == toolapi.TaskAddSources && s.pub != nil {
+			if tool.Name == toolapi.AddSourcesTool && s.pub != nil {
 				before = s.pub.Desired()
 			}
 			callCtx, cancel := context.WithTimeout(ctx, d.callTimeout)

@@ -26,14 +26,14 @@ func selfChanging(t *testing.T, wait time.Duration) *mcpserver.Publisher {
 	var ready sync.WaitGroup
 	ready.Add(1)
 	handler := func(tool registry.Tool) mcp.ToolHandler {
-		if tool.Name != toolapi.TaskAddSources {
+		if tool.Name != toolapi.AddSourcesTool {
 			return echo(tool)
 		}
 		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			ready.Wait()
 			p.Publish(build("github", "gitlab"))
 			out, _ := json.Marshal(toolapi.AddSourcesResult{Providers: []string{"github", "gitlab"}, Generation: 2,
-				ToolsAdded: toolapi.GitLabTools[:]})
+				ToolsAdded: toolapi.GroupGitLab.Names()})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "attached"}}, StructuredContent: json.RawMessage(out)}, nil
 		}
 	}
@@ -106,7 +106,7 @@ func connectWith(t *testing.T, transport mcp.Transport, version, name string, re
 func addSources(t *testing.T, cs *mcp.ClientSession) (*mcp.CallToolResult, time.Time, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.TaskAddSources, Arguments: map[string]any{"repository_ids": []string{"r"}}})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool, Arguments: map[string]any{"repository_ids": []string{"r"}}})
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	return res, time.Now(), time.Since(start)
@@ -132,7 +132,7 @@ func TestSelfTriggeredChangeIsAdoptedBeforeTheResult(t *testing.T) {
 			assert.True(t, c.relisting[0].Before(got))
 			c.mu.Unlock()
 			require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.relistedNames) == 1 }, 5*time.Second, time.Millisecond)
-			assert.Subset(t, c.relistedNames[0], toolapi.GitLabTools[:], "its re-list had the new tools")
+			assert.Subset(t, c.relistedNames[0], toolapi.GroupGitLab.Names(), "its re-list had the new tools")
 			assert.Less(t, took, 5*time.Second, "released on adoption, not at the bound")
 			t.Logf("result after %s (notification and re-list first)", took.Round(time.Millisecond))
 		})

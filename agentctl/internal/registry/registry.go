@@ -6,7 +6,7 @@
 // goroutines; Diff tells a publisher exactly which tools to remove and
 // (re)add to move from one to another.
 //
-// Tools come in groups with a predicate each: the task group is always
+// The built-in tools are toolapi's table: the task group is always
 // present, the github group only when github is in the provider set, the
 // gitlab group only when gitlab is. Plan mode keeps only read-only tools.
 // The same registry is served over streamable HTTP and over stdio
@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -49,8 +50,8 @@ type Tool struct {
 	Idempotent   bool
 	// OpenWorld marks tools that reach outside the task (provider APIs).
 	OpenWorld bool
-	// Group names where the tool comes from: "task", "github", "gitlab",
-	// or "external" for pushed descriptors.
+	// Group names where the tool comes from: the table's group ("task",
+	// "github", "gitlab"), or "external" for pushed descriptors.
 	Group string
 }
 
@@ -72,80 +73,73 @@ type Registry struct {
 	prints map[string][32]byte
 }
 
-// group is a named set of tools with the predicate that enables it.
-type group struct {
-	name    string
-	enabled func(Spec) bool
-	tools   []Tool
-}
-
-func always(Spec) bool { return true }
-
-func provider(p providers.Provider) func(Spec) bool {
-	return func(s Spec) bool { return s.Providers.Has(p) }
-}
-
-// groups is the whole built-in surface, in one table.
-var groups = []group{
-	{name: "task", enabled: always, tools: readOnlyFromTable(taskTools)},
-	{name: "github", enabled: provider(providers.GitHub), tools: readOnlyFromTable(githubTools)},
-	{name: "gitlab", enabled: provider(providers.GitLab), tools: readOnlyFromTable(gitlabTools)},
-}
-
-// readOnlyFromTable marks each built-in tool read-only exactly when
-// toolapi.ReadOnly says so: the one table the orchestrator also checks
-// every call of a plan session against. No definition states it again.
-func readOnlyFromTable(tools []Tool) []Tool {
-	for i := range tools {
-		tools[i].ReadOnly = toolapi.ReadOnly(tools[i].Name)
+// builtins are the built-in tool definitions, one per entry of toolapi's
+// table (the one statement of the built-in surface), made once: their
+// schemas were computed at build time, so this does no reflection.
+var builtins = func() []builtin {
+	var out []builtin
+	for _, t := range toolapi.Tools() {
+		out = append(out, builtin{entry: t, def: Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema(), OutputSchema: t.OutputSchema(),
+			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, Group: string(t.Group),
+		}})
 	}
-	return tools
+	return out
+}()
+
+type builtin struct {
+	entry toolapi.Tool
+	def   Tool
 }
+
+// builtinPrints are the built-in definitions' fingerprints, computed on
+// the first Build rather than on every one (each would re-encode the same
+// definitions) or at start-up.
+var builtinPrints = sync.OnceValue(func() map[string][32]byte {
+	out := make(map[string][32]byte, len(builtins))
+	for _, b := range builtins {
+		out[b.def.Name] = fingerprint(b.def)
+	}
+	return out
+})
 
 // Build returns the registry for spec. Unknown modes are treated as plan
 // mode: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
 	var tools []Tool
-	builtin := map[string]bool{}
-	for _, g := range groups {
-		for _, t := range g.tools {
-			builtin[t.Name] = true
-			if g.enabled(spec) && keep(t) {
-				t.Group = g.name
-				tools = append(tools, t)
-			}
+	for _, b := range builtins {
+		if b.entry.Shown(spec.Providers) && keep(b.def) {
+			tools = append(tools, b.def)
 		}
 	}
 	for _, t := range spec.External {
-		if builtin[t.Name] || t.Name == "" || !keep(t) {
+		if Builtin(t.Name) || t.Name == "" || !keep(t) {
 			continue
 		}
 		t.Group = "external"
 		tools = append(tools, t)
 	}
-	return newRegistry(tools)
+	return newRegistry(tools, builtinPrints())
 }
 
 // Builtin reports whether name is a built-in tool's name, in any mode and
 // with any provider set: the names a pushed descriptor can never take.
 func Builtin(name string) bool {
-	for _, g := range groups {
-		for _, t := range g.tools {
-			if t.Name == name {
-				return true
-			}
-		}
-	}
-	return false
+	_, ok := toolapi.Lookup(name)
+	return ok
 }
 
 // FromTools returns a registry holding exactly tools (the last of several
 // with one name wins). It is how a mirror, such as the stdio bridge,
 // publishes a list it received.
-func FromTools(tools []Tool) *Registry { return newRegistry(tools) }
+func FromTools(tools []Tool) *Registry { return newRegistry(tools, nil) }
 
-func newRegistry(tools []Tool) *Registry {
+// newRegistry makes the registry of tools; known holds fingerprints
+// already computed, by name, for tools that are exactly those definitions
+// (Build's built-in tools, whose names no other tool can take).
+func newRegistry(tools []Tool, known map[string][32]byte) *Registry {
 	byName := map[string]Tool{}
 	for _, t := range tools {
 		byName[t.Name] = t
@@ -158,7 +152,11 @@ func newRegistry(tools []Tool) *Registry {
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })
 	for i, t := range r.tools {
 		r.index[t.Name] = i
-		r.prints[t.Name] = fingerprint(t)
+		p, ok := known[t.Name]
+		if !ok {
+			p = fingerprint(t)
+		}
+		r.prints[t.Name] = p
 	}
 	return r
 }

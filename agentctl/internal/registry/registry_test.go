@@ -160,16 +160,21 @@ func names(tools []registry.Tool) []string {
 	return out
 }
 
-// TestParity: every GitHub tool has its GitLab counterpart (or a written
-// reason), and every provider tool is accounted for.
+// TestParity: every GitHub tool's definition matches its GitLab
+// counterpart's, by the table's counterparts (toolapi's TestParity checks
+// the table itself), and every provider tool is accounted for.
 func TestParity(t *testing.T) {
 	t.Parallel()
 	all := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
 	mapped := map[string]bool{}
-	for gh, gl := range registry.Parity {
+	for _, entry := range toolapi.Tools() {
+		gh, gl := entry.Name, entry.Counterpart
+		if entry.Group != toolapi.GroupGitHub {
+			continue
+		}
 		mapped[gh] = true
 		if gl == "" {
-			assert.NotEmpty(t, registry.ParityGaps[gh], "%s has no GitLab counterpart and no reason", gh)
+			assert.NotEmpty(t, toolapi.ParityExemptions[gh], "%s has no GitLab counterpart and no reason", gh)
 			continue
 		}
 		mapped[gl] = true
@@ -181,8 +186,8 @@ func TestParity(t *testing.T) {
 		assert.Equal(t, ghTool.Destructive, glTool.Destructive, "%s and %s differ in destructive", gh, gl)
 		assert.JSONEq(t, string(ghTool.InputSchema), string(glTool.InputSchema), "%s and %s take the same arguments", gh, gl)
 	}
-	for reason := range registry.ParityGaps {
-		mapped[reason] = true
+	for name := range toolapi.ParityExemptions {
+		mapped[name] = true
 	}
 	for _, tool := range all.Tools() {
 		if tool.Group == "github" || tool.Group == "gitlab" {
@@ -220,4 +225,19 @@ func TestReadOnlyIsToolapisTable(t *testing.T) {
 	}
 	assert.Equal(t, toolapi.ReadOnlyTools(), want, "every entry of the table is a built-in tool")
 	assert.Equal(t, want, plan.Names(), "a plan session is shown exactly the table's tools")
+}
+
+// TestBuildsFingerprintsAreTheDefinitions: the fingerprints Build reuses
+// for built-in tools are those of the definitions it returns, so a
+// registry rebuilt from its own tools shows the same surface.
+func TestBuildsFingerprintsAreTheDefinitions(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan} {
+		r := registry.Build(registry.Spec{Mode: mode, Providers: providers.Of("github", "gitlab")})
+		rebuilt := registry.FromTools(r.Tools())
+		assert.True(t, rebuilt.Equal(r), "%s", mode)
+		removed, upserted := rebuilt.Diff(r)
+		assert.Empty(t, removed)
+		assert.Empty(t, upserted)
+	}
 }

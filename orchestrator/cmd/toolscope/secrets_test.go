@@ -367,10 +367,10 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	refused("already_exists", toolapi.GitLabMRCreate, map[string]any{"branch": "fix-login", "title": "again"})
 	ghThread := strconv.FormatInt(gh.AddComment("acme/api", 1, "alice", "please add a test", "login.go", 10), 10)
 	glThread := gl.AddDiscussion("acme/platform/web", 1, "frank", "rename this", "login.go", 4)
-	for _, tools := range [][7]string{toolapi.GitHubTools, toolapi.GitLabTools} {
-		succeeds(tools[1], nil)
-		succeeds(tools[2], nil)
-		succeeds(tools[5], nil)
+	for _, g := range []toolapi.Group{toolapi.GroupGitHub, toolapi.GroupGitLab} {
+		succeeds(g.Like(toolapi.GitHubPRStatus), nil)
+		succeeds(g.Like(toolapi.GitHubPRComments), nil)
+		succeeds(g.Like(toolapi.GitHubPRAutomation), nil)
 	}
 	succeeds(toolapi.GitHubPRReply, map[string]any{"thread_id": ghThread, "body": "added"})
 	succeeds(toolapi.GitLabMRReply, map[string]any{"thread_id": glThread, "body": "renamed"})

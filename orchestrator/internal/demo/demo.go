@@ -363,7 +363,7 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 	if err != nil {
 		return ids, err
 	}
-	tell.say("calls", map[string]any{"github_pr_create": pr, "gitlab_mr_create": mr},
+	tell.say("calls", map[string]any{toolapi.GitHubPRCreate: pr, toolapi.GitLabMRCreate: mr},
 		"5. The agent calls two tools, answered by the orchestrator through the stand-ins:\n   %s: %s\n   %s: %s",
 		toolapi.GitHubPRCreate, pr, toolapi.GitLabMRCreate, mr)
 	return [3]string{wsID, taskID, sid}, nil

@@ -113,15 +113,16 @@ func New(p providers.Provider, baseURL, token string, httpClient *http.Client) (
 	return nil, fmt.Errorf("no API client for provider %q", p)
 }
 
-// Stable codes of provider failures.
+// Stable codes of provider failures: the provider tools' refusals for
+// the provider's answers, stated in toolapi's table.
 const (
-	CodeUnauthorized = "provider_unauthorized"
-	CodeForbidden    = "provider_forbidden"
-	CodeNotFound     = "provider_not_found"
-	CodeInvalid      = "provider_invalid"
-	CodeRateLimited  = "rate_limited"
-	CodeUnavailable  = "provider_unavailable"
-	CodeFailed       = "provider_error"
+	CodeUnauthorized = toolapi.CodeProviderUnauthorized
+	CodeForbidden    = toolapi.CodeProviderForbidden
+	CodeNotFound     = toolapi.CodeProviderNotFound
+	CodeInvalid      = toolapi.CodeProviderInvalid
+	CodeRateLimited  = toolapi.CodeRateLimited
+	CodeUnavailable  = toolapi.CodeProviderUnavailable
+	CodeFailed       = toolapi.CodeProviderFailed
 )
 
 // Error is a provider failure an agent can act on.

@@ -34,7 +34,7 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Resu
 	if res.IsError {
 		outcome = res.Code
 		if outcome == "" {
-			outcome = CodeInternal
+			outcome = toolapi.CodeInternal
 		}
 	}
 	msg := fmt.Sprintf("tool=%s outcome=%s duration_ms=%.3f", shown(c.Tool), outcome, float64(took.Microseconds())/1000)
@@ -42,7 +42,7 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Resu
 		msg += " claimed_task=" + shown(a.claimedTask)
 	}
 	taskID, sessionID := a.taskID, a.sessionID
-	if res.Code == CodeSessionNotOnLink {
+	if res.Code == toolapi.CodeSessionNotOnLink {
 		msg += " claimed_session=" + shown(c.SessionID)
 		if len(c.LinkSessions) == 1 {
 			if real, err := d.store.GetSession(ctx, c.LinkSessions[0]); err == nil {

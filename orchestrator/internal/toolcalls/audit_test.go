@@ -43,22 +43,22 @@ func TestEveryCallIsAudited(t *testing.T) {
 	require.False(t, r.IsError, "%s: %s", r.Code, r.Text)
 	wants = append(wants, want{f.session.ID, toolapi.GitHubPRCreate, "ok", f.github.ID, ""})
 	r = f.callAs(plan.ID, f.task.ID, toolapi.GitHubPRReply, args(map[string]any{"thread_id": "1", "body": freeText}))
-	require.Equal(t, CodeReadOnlySession, r.Code)
-	wants = append(wants, want{plan.ID, toolapi.GitHubPRReply, CodeReadOnlySession, "", ""})
+	require.Equal(t, toolapi.CodeReadOnlySession, r.Code)
+	wants = append(wants, want{plan.ID, toolapi.GitHubPRReply, toolapi.CodeReadOnlySession, "", ""})
 	r = f.callAs(f.session.ID, otherTask.ID, "task_info", nil)
-	require.Equal(t, CodePermissionDenied, r.Code)
-	wants = append(wants, want{f.session.ID, "task_info", CodePermissionDenied, "", " claimed_task=" + otherTask.ID})
+	require.Equal(t, toolapi.CodePermissionDenied, r.Code)
+	wants = append(wants, want{f.session.ID, "task_info", toolapi.CodePermissionDenied, "", " claimed_task=" + otherTask.ID})
 	r = f.callOffLink(otherSession.ID, otherTask.ID, toolapi.GitHubPRReply, args(map[string]any{"thread_id": "1", "body": freeText}), f.session.ID)
-	require.Equal(t, CodeSessionNotOnLink, r.Code)
-	wants = append(wants, want{f.session.ID, toolapi.GitHubPRReply, CodeSessionNotOnLink, "",
+	require.Equal(t, toolapi.CodeSessionNotOnLink, r.Code)
+	wants = append(wants, want{f.session.ID, toolapi.GitHubPRReply, toolapi.CodeSessionNotOnLink, "",
 		" claimed_session=" + otherSession.ID + ": session " + otherSession.ID + " on link of session " + f.session.ID})
 	r = f.callAs(f.session.ID, f.task.ID, "ghp_"+freeText+" with spaces", nil)
-	require.Equal(t, CodeUnknownTool, r.Code)
-	wants = append(wants, want{f.session.ID, "(malformed)", CodeUnknownTool, "", ""})
+	require.Equal(t, toolapi.CodeUnknownTool, r.Code)
+	wants = append(wants, want{f.session.ID, "(malformed)", toolapi.CodeUnknownTool, "", ""})
 	// A call on a link that carries no session the orchestrator knows is
 	// logged: there is no task to record it on.
 	r = f.callOffLink(otherSession.ID, otherTask.ID, "task_info", nil)
-	require.Equal(t, CodeSessionNotOnLink, r.Code)
+	require.Equal(t, toolapi.CodeSessionNotOnLink, r.Code)
 	assert.Contains(t, f.logs.String(), "tool call on no known session")
 
 	events, err := f.st.Events(ctx, f.task.ID, 0, 1000)

@@ -17,12 +17,18 @@ import (
 )
 
 // matrixTools enumerates every tool the dispatcher answers, from its own
-// tables (not from a list kept by the test), and checks them against the
+// dispatch (not from a list kept by the test), and checks them against the
 // surface an agent can be shown, so a new tool cannot escape the matrix.
 func matrixTools(t *testing.T) []string {
 	t.Helper()
-	taskTools := slices.Sorted(maps.Keys(tools))
-	provTools := slices.Sorted(maps.Keys(providerTools))
+	var taskTools, provTools []string
+	for name, b := range builtins {
+		if b.task != nil {
+			taskTools = append(taskTools, name)
+		} else {
+			provTools = append(provTools, name)
+		}
+	}
 	require.Len(t, taskTools, 4, "task tools answered by the dispatcher: %v", taskTools)
 	require.Len(t, provTools, 14, "provider tools answered by the dispatcher: %v", provTools)
 	all := slices.Sorted(slices.Values(append(taskTools, provTools...)))
@@ -97,10 +103,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"task_add_sources": func() map[string]any { return map[string]any{"repository_ids": []string{extra.ID}} },
 	}
 	for _, p := range []struct {
-		tools    [7]string
+		group    toolapi.Group
 		repo     model.Repository
 		reviewer string
-	}{{toolapi.GitHubTools, f.github, "carol"}, {toolapi.GitLabTools, f.gitlab, "erin"}} {
+	}{{toolapi.GroupGitHub, f.github, "carol"}, {toolapi.GroupGitLab, f.gitlab, "erin"}} {
 		repo := p.repo.ID
 		with := func(kv ...any) func() map[string]any {
 			return func() map[string]any {
@@ -115,13 +121,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 				return m
 			}
 		}
-		right[p.tools[0]] = with("branch", "fix-login", "title", "Fix login")
-		right[p.tools[1]] = with()
-		right[p.tools[2]] = with()
-		right[p.tools[3]] = with("thread_id", func() string { return thread[repo] }, "body", "fixed")
-		right[p.tools[4]] = with("reviewers", []string{p.reviewer})
-		right[p.tools[5]] = with()
-		right[p.tools[6]] = with("auto_merge", true)
+		right[p.group.Like(toolapi.GitHubPRCreate)] = with("branch", "fix-login", "title", "Fix login")
+		right[p.group.Like(toolapi.GitHubPRStatus)] = with()
+		right[p.group.Like(toolapi.GitHubPRComments)] = with()
+		right[p.group.Like(toolapi.GitHubPRReply)] = with("thread_id", func() string { return thread[repo] }, "body", "fixed")
+		right[p.group.Like(toolapi.GitHubPRRequestReviewers)] = with("reviewers", []string{p.reviewer})
+		right[p.group.Like(toolapi.GitHubPRAutomation)] = with()
+		right[p.group.Like(toolapi.GitHubPRSetAutomation)] = with("auto_merge", true)
 	}
 	require.ElementsMatch(t, all, slices.Collect(maps.Keys(right)), "every tool has valid arguments for the right task")
 
@@ -137,20 +143,20 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	columns := []column{
 		{name: "not on link (the right session, on another agentctl's link)", session: f.session.ID, task: f.task.ID,
-			code: CodeSessionNotOnLink, offLink: true},
-		{name: "other task (task_id of another task)", session: f.session.ID, task: otherTask.ID, code: CodePermissionDenied},
-		{name: "other task (session of another task)", session: otherSession.ID, task: f.task.ID, code: CodePermissionDenied},
-		{name: "no session", session: "sess_doesnotexist", task: f.task.ID, code: CodeUnknownSession},
-		{name: "no session (empty id)", session: "", task: f.task.ID, code: CodeUnknownSession},
-		{name: "revoked session (stopped)", session: stopped.ID, task: f.task.ID, code: CodeSessionEnded},
-		{name: "revoked session (failed)", session: failed.ID, task: f.task.ID, code: CodeSessionEnded},
-		{name: "provider not on task", code: CodeProviderNotAttached, providerOnly: true, withoutRepoArgs: true},
+			code: toolapi.CodeSessionNotOnLink, offLink: true},
+		{name: "other task (task_id of another task)", session: f.session.ID, task: otherTask.ID, code: toolapi.CodePermissionDenied},
+		{name: "other task (session of another task)", session: otherSession.ID, task: f.task.ID, code: toolapi.CodePermissionDenied},
+		{name: "no session", session: "sess_doesnotexist", task: f.task.ID, code: toolapi.CodeUnknownSession},
+		{name: "no session (empty id)", session: "", task: f.task.ID, code: toolapi.CodeUnknownSession},
+		{name: "revoked session (stopped)", session: stopped.ID, task: f.task.ID, code: toolapi.CodeSessionEnded},
+		{name: "revoked session (failed)", session: failed.ID, task: f.task.ID, code: toolapi.CodeSessionEnded},
+		{name: "provider not on task", code: toolapi.CodeProviderNotAttached, providerOnly: true, withoutRepoArgs: true},
 	}
 
 	requests := func() int { return len(f.gh.Requests()) + len(f.gl.Requests()) }
 	refused, allowed := 0, 0
 	for _, tool := range all {
-		_, isProvider := providerTools[tool]
+		isProvider := builtins[tool].task == nil
 		for _, col := range columns {
 			if col.providerOnly && !isProvider {
 				continue // a task tool needs no provider: nothing to refuse
@@ -160,7 +166,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			if col.name == "provider not on task" {
 				// The session of a task that lacks the tool's provider.
 				session, task = ghOnlySession.ID, ghOnly.ID
-				if providerTools[tool].provider == "github" {
+				if builtins[tool].provider.provider == "github" {
 					session, task = glOnlySession.ID, glOnly.ID
 				}
 			}
@@ -187,15 +193,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 	// The right task: allowed and answered, in an order where each tool
 	// has what it needs (a change request before its status).
-	order := append(append(slices.Clone(toolapi.TaskTools), toolapi.GitHubTools[:]...), toolapi.GitLabTools[:]...)
-	require.ElementsMatch(t, all, order)
-	// The tools that must call the provider's API to answer.
+	// The table's order: task tools, GitHub's, then GitLab's.
+	var order []string
+	// The tools that must call the provider's API to answer: the table
+	// says they can be refused with its answers.
 	callsAPI := map[string]bool{}
-	for _, ts := range [][7]string{toolapi.GitHubTools, toolapi.GitLabTools} {
-		for _, tool := range ts[:5] {
-			callsAPI[tool] = true
-		}
+	for _, tool := range toolapi.Tools() {
+		order = append(order, tool.Name)
+		callsAPI[tool.Name] = slices.Contains(tool.Codes, toolapi.CodeProviderUnauthorized)
 	}
+	require.ElementsMatch(t, all, order)
 	for _, tool := range order {
 		switch tool {
 		case toolapi.GitHubPRReply:
@@ -241,7 +248,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			continue
 		}
 		assert.True(t, res.IsError, "%s × plan mode was allowed: %s", tool, res.Text)
-		assert.Equal(t, CodeReadOnlySession, res.Code, "%s × plan mode: %s", tool, res.Text)
+		assert.Equal(t, toolapi.CodeReadOnlySession, res.Code, "%s × plan mode: %s", tool, res.Text)
 		assert.Equal(t, before, requests(), "%s × plan mode reached a provider", tool)
 		planRefused++
 	}
@@ -251,5 +258,5 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"unknown or empty session; stopped or failed session; provider not on task, for the %d provider tools only; plan mode): "+
 		"%d allowed and answered, %d refused with their codes, 0 refused calls reached a provider; "+
 		"plan mode: %d write tools refused read_only_session by the orchestrator, %d read-only tools answered",
-		len(all), 2+len(columns), len(providerTools), allowed+planAllowed, refused+planRefused, planRefused, planAllowed)
+		len(all), 2+len(columns), len(toolapi.Surface("github", "gitlab"))-len(toolapi.Surface()), allowed+planAllowed, refused+planRefused, planRefused, planAllowed)
 }

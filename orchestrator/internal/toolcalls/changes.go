@@ -17,16 +17,23 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
-// providerTool is a tool on one provider's change requests.
+// providerTool is how the dispatcher answers a provider tool (a GitHub or
+// GitLab tool of toolapi's table), derived from its table entry.
 type providerTool struct {
+	// provider is the tool's group's.
 	provider providers.Provider
-	// needsChange: the tool acts on the task's existing change request.
+	// needsChange: the tool acts on the task's existing change request
+	// (the table says it can refuse no_change_request).
 	needsChange bool
-	// repoOnly: repository_id is the tool's only argument; anything else
-	// is refused, as agentctl's schema does.
+	// repoOnly: repository_id is the tool's only argument (its argument
+	// type is RepoArgs); anything else is refused, as agentctl's schema
+	// does.
 	repoOnly bool
-	handle   func(ctx context.Context, c *changeCall, args json.RawMessage) Result
+	handle   changeHandler
 }
+
+// changeHandler answers a provider tool on its target repository.
+type changeHandler func(ctx context.Context, c *changeCall, args json.RawMessage) Result
 
 // changeCall is an authorized provider call: the repository it targets,
 // the API client with the resolved credential, the task's change request
@@ -39,22 +46,17 @@ type changeCall struct {
 	change model.ChangeRequest
 }
 
-// providerTools answers the symmetrical GitHub and GitLab tools.
-var providerTools = map[string]providerTool{}
-
-func init() {
-	for _, p := range []struct {
-		provider providers.Provider
-		names    [7]string
-	}{{providers.GitHub, toolapi.GitHubTools}, {providers.GitLab, toolapi.GitLabTools}} {
-		providerTools[p.names[0]] = providerTool{provider: p.provider, handle: createChange}
-		providerTools[p.names[1]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: changeStatus}
-		providerTools[p.names[2]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: listComments}
-		providerTools[p.names[3]] = providerTool{provider: p.provider, needsChange: true, handle: reply}
-		providerTools[p.names[4]] = providerTool{provider: p.provider, needsChange: true, handle: requestReviewers}
-		providerTools[p.names[5]] = providerTool{provider: p.provider, needsChange: true, repoOnly: true, handle: automation}
-		providerTools[p.names[6]] = providerTool{provider: p.provider, needsChange: true, handle: setAutomation}
-	}
+// changeHandlers answers the provider tools, by the GitHub tool's name:
+// its GitLab counterpart (toolapi's table says which) is answered by the
+// same handler on its own provider.
+var changeHandlers = map[string]changeHandler{
+	toolapi.GitHubPRCreate:           createChange,
+	toolapi.GitHubPRStatus:           changeStatus,
+	toolapi.GitHubPRComments:         listComments,
+	toolapi.GitHubPRReply:            reply,
+	toolapi.GitHubPRRequestReviewers: requestReviewers,
+	toolapi.GitHubPRAutomation:       automation,
+	toolapi.GitHubPRSetAutomation:    setAutomation,
 }
 
 // handleProvider runs the provider checks in order — the repository is
@@ -67,10 +69,10 @@ func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t p
 	var sel toolapi.RepoArgs
 	if t.repoOnly {
 		if err := decode(args, &sel); err != nil {
-			return fail(CodeInvalidArguments, "%v", err)
+			return fail(toolapi.CodeInvalidArguments, "%v", err)
 		}
 	} else if err := json.Unmarshal(args, &sel); err != nil {
-		return fail(CodeInvalidArguments, "repository_id must be a string")
+		return fail(toolapi.CodeInvalidArguments, "repository_id must be a string")
 	}
 	repo, res, ok := d.targetRepository(s.task, t.provider, sel.RepositoryID)
 	if !ok {
@@ -85,7 +87,7 @@ func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t p
 func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t providerTool, repo model.Repository, args json.RawMessage) Result {
 	conn, err := d.conns.Lookup(ctx, s.task.WorkspaceID, t.provider)
 	if errors.Is(err, connections.ErrNotConnected) {
-		return fail(CodeNotConnected, "the workspace is not connected to %s; ask the operator to run "+
+		return fail(toolapi.CodeNotConnected, "the workspace is not connected to %s; ask the operator to run "+
 			"'toolscope workspace connect %s --provider %s'", t.provider, s.task.WorkspaceID, t.provider)
 	} else if err != nil {
 		return d.internal(ctx, call, err)
@@ -95,11 +97,11 @@ func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t pro
 	var fe *forge.Error
 	switch {
 	case errors.As(err, &ce):
-		return fail(CodeCredentialUnavailable, "%v; ask the operator to fix the connection", ce)
+		return fail(toolapi.CodeCredentialUnavailable, "%v; ask the operator to fix the connection", ce)
 	case errors.As(err, &fe):
 		return fail(fe.Code, "%s", fe.Message)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return fail(forge.CodeUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
+		return fail(toolapi.CodeProviderUnavailable, "the call ended while it waited for a place among the connection's calls in flight (%v); retry", err)
 	case err != nil:
 		return d.internal(ctx, call, err)
 	}
@@ -108,7 +110,7 @@ func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t pro
 	if t.needsChange {
 		c.change, err = d.store.ChangeRequest(ctx, s.task.ID, repo.ID)
 		if errors.Is(err, errdefs.ErrNotFound) {
-			return fail(CodeNoChangeRequest, "the task has no %s on %s/%s yet; create one first", kind(t.provider), repo.Host, repo.Path)
+			return fail(toolapi.CodeNoChangeRequest, "the task has no %s on %s/%s yet; create one first", kind(t.provider), repo.Host, repo.Path)
 		} else if err != nil {
 			return d.internal(ctx, call, err)
 		}
@@ -127,12 +129,12 @@ func (d *Dispatcher) targetRepository(task model.Task, p providers.Provider, id 
 				continue
 			}
 			if got, ok := providers.Normalize(r.Provider); !ok || got != p {
-				return model.Repository{}, fail(CodeProviderMismatch, "repository %s is a %q repository, not %s; use the tools of its provider",
+				return model.Repository{}, fail(toolapi.CodeProviderMismatch, "repository %s is a %q repository, not %s; use the tools of its provider",
 					id, r.Provider, p), false
 			}
 			return r.Repository, Result{}, true
 		}
-		return model.Repository{}, fail(CodeRepositoryNotAttached, "repository %q is not attached to this task; task_info lists its repositories", id), false
+		return model.Repository{}, fail(toolapi.CodeRepositoryNotAttached, "repository %q is not attached to this task; task_info lists its repositories", id), false
 	}
 	var matches []model.Repository
 	for _, r := range task.Repositories {
@@ -142,7 +144,7 @@ func (d *Dispatcher) targetRepository(task model.Task, p providers.Provider, id 
 	}
 	switch len(matches) {
 	case 0:
-		return model.Repository{}, fail(CodeProviderNotAttached, "no %s repository is attached to this task (its providers: %s); "+
+		return model.Repository{}, fail(toolapi.CodeProviderNotAttached, "no %s repository is attached to this task (its providers: %s); "+
 			"attach one with task_add_sources or use the tools of an attached provider", p, describe(task.Providers.Set)), false
 	case 1:
 		return matches[0], Result{}, true
@@ -151,7 +153,7 @@ func (d *Dispatcher) targetRepository(task model.Task, p providers.Provider, id 
 	for _, m := range matches {
 		ids = append(ids, m.ID)
 	}
-	return model.Repository{}, fail(CodeAmbiguousRepository, "the task has %d %s repositories; pass repository_id (one of %s)",
+	return model.Repository{}, fail(toolapi.CodeAmbiguousRepository, "the task has %d %s repositories; pass repository_id (one of %s)",
 		len(matches), p, strings.Join(ids, ", ")), false
 }
 
@@ -166,7 +168,7 @@ type textArg struct {
 func checkText(args ...textArg) (Result, bool) {
 	for _, a := range args {
 		if err := a.kind.Check(a.field, a.value); err != nil {
-			return fail(CodeInvalidArguments, "%v", err), true
+			return fail(toolapi.CodeInvalidArguments, "%v", err), true
 		}
 	}
 	return Result{}, false
@@ -187,7 +189,7 @@ func (c *changeCall) providerFailure(err error) Result {
 		return fail(fe.Code, "%s", fe.Message)
 	}
 	c.d.log.Error("provider call failed", "repository_id", c.repo.ID, "error", err.Error())
-	return fail(CodeInternal, "the provider call failed; retry later")
+	return fail(toolapi.CodeInternal, "the provider call failed; retry later")
 }
 
 func kind(p providers.Provider) string {
@@ -216,13 +218,13 @@ func (c *changeCall) stored() toolapi.ChangeRequest {
 func createChange(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 	var in toolapi.CreateArgs
 	if err := decode(args, &in); err != nil {
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
 	switch {
 	case strings.TrimSpace(in.Branch) == "":
-		return fail(CodeInvalidArguments, "branch is required: the pushed branch with the changes")
+		return fail(toolapi.CodeInvalidArguments, "branch is required: the pushed branch with the changes")
 	case strings.TrimSpace(in.Title) == "":
-		return fail(CodeInvalidArguments, "title is required")
+		return fail(toolapi.CodeInvalidArguments, "title is required")
 	}
 	if r, bad := checkText(
 		textArg{textlimit.Branch, "branch", in.Branch},
@@ -234,7 +236,7 @@ func createChange(ctx context.Context, c *changeCall, args json.RawMessage) Resu
 	}
 	p := mustProvider(c.repo.Provider)
 	if existing, err := c.d.store.ChangeRequest(ctx, c.scope.task.ID, c.repo.ID); err == nil {
-		return fail(CodeAlreadyExists, "the task already has %s #%d on this repository (%s)", kind(p), existing.Number, existing.URL)
+		return fail(toolapi.CodeAlreadyExists, "the task already has %s #%d on this repository (%s)", kind(p), existing.Number, existing.URL)
 	}
 	ch, err := c.client.Create(ctx, forge.Repo{Path: c.repo.Path}, forge.CreateInput{
 		Branch: in.Branch, Base: in.Base, Title: in.Title, Body: in.Body, Draft: in.Draft,
@@ -247,7 +249,7 @@ func createChange(ctx context.Context, c *changeCall, args json.RawMessage) Resu
 		SourceBranch: ch.Source, TargetBranch: ch.Target, Automation: model.DefaultAutomation,
 	}); err != nil {
 		c.d.log.Error("record a created change request", "task_id", c.scope.task.ID, "url", ch.URL, "error", err.Error())
-		return fail(CodeInternal, "the %s was created (%s) but toolscope could not record it", kind(p), ch.URL)
+		return fail(toolapi.CodeInternal, "the %s was created (%s) but toolscope could not record it", kind(p), ch.URL)
 	}
 	out := c.summary(ch.Number, ch.URL, ch.Title, ch.State, ch.Draft, ch.Source, ch.Target)
 	return Result{Text: fmt.Sprintf("Created %s #%d: %s", kind(p), ch.Number, ch.URL), Structured: out}
@@ -280,10 +282,10 @@ func listComments(ctx context.Context, c *changeCall, _ json.RawMessage) Result 
 func reply(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 	var in toolapi.ReplyArgs
 	if err := decode(args, &in); err != nil {
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
 	if strings.TrimSpace(in.ThreadID) == "" || strings.TrimSpace(in.Body) == "" {
-		return fail(CodeInvalidArguments, "thread_id and body are required")
+		return fail(toolapi.CodeInvalidArguments, "thread_id and body are required")
 	}
 	if r, bad := checkText(textArg{textlimit.Name, "thread_id", in.ThreadID}, textArg{textlimit.Text, "body", in.Body}); bad {
 		return r
@@ -298,14 +300,14 @@ func reply(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 func requestReviewers(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 	var in toolapi.ReviewersArgs
 	if err := decode(args, &in); err != nil {
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
 	if len(in.Reviewers) == 0 {
-		return fail(CodeInvalidArguments, "reviewers: name at least one username")
+		return fail(toolapi.CodeInvalidArguments, "reviewers: name at least one username")
 	}
 	for i, r := range in.Reviewers {
 		if strings.TrimSpace(r) == "" {
-			return fail(CodeInvalidArguments, "reviewers[%d]: is blank; name a username", i)
+			return fail(toolapi.CodeInvalidArguments, "reviewers[%d]: is blank; name a username", i)
 		}
 		if r, bad := checkText(textArg{textlimit.Name, fmt.Sprintf("reviewers[%d]", i), r}); bad {
 			return r
@@ -336,7 +338,7 @@ func automation(_ context.Context, c *changeCall, _ json.RawMessage) Result {
 func setAutomation(ctx context.Context, c *changeCall, args json.RawMessage) Result {
 	var in toolapi.SetAutomationArgs
 	if err := decode(args, &in); err != nil {
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
 	cr, err := c.d.store.UpdateAutomation(ctx, c.scope.task.ID, c.repo.ID, func(a *model.Automation) {
 		set := func(dst *bool, v *bool) {
@@ -351,7 +353,7 @@ func setAutomation(ctx context.Context, c *changeCall, args json.RawMessage) Res
 		set(&a.AutoFixChecks, in.AutoFixChecks)
 	})
 	if err != nil {
-		return fail(CodeInternal, "the settings could not be saved; retry")
+		return fail(toolapi.CodeInternal, "the settings could not be saved; retry")
 	}
 	return automationResult(c, cr)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -144,7 +145,7 @@ func TestPlanModeCatalogCalls(t *testing.T) {
 
 	r := f.callAs(plan.ID, f.task.ID, "kb__deploy", json.RawMessage(`{}`))
 	assert.True(t, r.IsError, r.Text)
-	assert.Equal(t, CodeReadOnlySession, r.Code, r.Text)
+	assert.Equal(t, toolapi.CodeReadOnlySession, r.Code, r.Text)
 	assert.Empty(t, server.CallNames(), "the refused call never reached the server")
 
 	r = f.callAs(plan.ID, f.task.ID, "kb__lookup", json.RawMessage(`{}`))
@@ -153,5 +154,5 @@ func TestPlanModeCatalogCalls(t *testing.T) {
 	require.False(t, r.IsError, "a task session may call it: %s: %s", r.Code, r.Text)
 	assert.Equal(t, []string{"lookup", "deploy"}, server.CallNames())
 	testutil.Figure(t, "catalog: plan mode", "a plan session's call to a catalog tool not marked read-only is refused %s with 0 calls at the server; "+
-		"its read-only tool is answered; a task session's call to the same write tool is answered", CodeReadOnlySession)
+		"its read-only tool is answered; a task session's call to the same write tool is answered", toolapi.CodeReadOnlySession)
 }

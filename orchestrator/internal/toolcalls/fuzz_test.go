@@ -32,9 +32,7 @@ import (
 // fuzzToolNames is every tool the dispatcher answers, from its own
 // tables, sorted: the order FuzzToolArguments picks a tool by.
 func fuzzToolNames() []string {
-	names := append(slices.Collect(maps.Keys(tools)), slices.Collect(maps.Keys(providerTools))...)
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(builtins))
 }
 
 // TestFuzzToolNamesAreTheSurface: the tools FuzzToolArguments drives are
@@ -51,10 +49,10 @@ func TestFuzzToolNamesAreTheSurface(t *testing.T) {
 // fuzzCodes is the stable set of refusal codes: the dispatcher's and
 // package forge's.
 var fuzzCodes = map[string]bool{
-	CodeUnknownSession: true, CodePermissionDenied: true, CodeSessionEnded: true, CodeUnknownTool: true,
-	CodeInvalidArguments: true, CodeProviderNotAttached: true, CodeNotConnected: true, CodeCredentialUnavailable: true,
-	CodeRepositoryNotAttached: true, CodeProviderMismatch: true, CodeAmbiguousRepository: true, CodeNoChangeRequest: true,
-	CodeAlreadyExists: true, CodeInternal: true,
+	toolapi.CodeUnknownSession: true, toolapi.CodePermissionDenied: true, toolapi.CodeSessionEnded: true, toolapi.CodeUnknownTool: true,
+	toolapi.CodeInvalidArguments: true, toolapi.CodeProviderNotAttached: true, toolapi.CodeNotConnected: true, toolapi.CodeCredentialUnavailable: true,
+	toolapi.CodeRepositoryNotAttached: true, toolapi.CodeProviderMismatch: true, toolapi.CodeAmbiguousRepository: true, toolapi.CodeNoChangeRequest: true,
+	toolapi.CodeAlreadyExists: true, toolapi.CodeInternal: true,
 	forge.CodeUnauthorized: true, forge.CodeForbidden: true, forge.CodeNotFound: true, forge.CodeInvalid: true,
 	forge.CodeRateLimited: true, forge.CodeUnavailable: true, forge.CodeFailed: true,
 }
@@ -62,10 +60,10 @@ var fuzzCodes = map[string]bool{
 // beforeTheProvider are the refusals decided before any provider call:
 // a call refused with one of them must not have reached GitHub or GitLab.
 var beforeTheProvider = map[string]bool{
-	CodeUnknownSession: true, CodePermissionDenied: true, CodeSessionEnded: true, CodeUnknownTool: true,
-	CodeInvalidArguments: true, CodeProviderNotAttached: true, CodeNotConnected: true, CodeCredentialUnavailable: true,
-	CodeRepositoryNotAttached: true, CodeProviderMismatch: true, CodeAmbiguousRepository: true, CodeNoChangeRequest: true,
-	CodeAlreadyExists: true,
+	toolapi.CodeUnknownSession: true, toolapi.CodePermissionDenied: true, toolapi.CodeSessionEnded: true, toolapi.CodeUnknownTool: true,
+	toolapi.CodeInvalidArguments: true, toolapi.CodeProviderNotAttached: true, toolapi.CodeNotConnected: true, toolapi.CodeCredentialUnavailable: true,
+	toolapi.CodeRepositoryNotAttached: true, toolapi.CodeProviderMismatch: true, toolapi.CodeAmbiguousRepository: true, toolapi.CodeNoChangeRequest: true,
+	toolapi.CodeAlreadyExists: true,
 }
 
 const (
@@ -238,14 +236,14 @@ func toolSeeds(tb testing.TB) []testutil.FuzzSeed {
 			`{"repository_ids":[` + strings.Join(many, ",") + `]}`, `{"repository_ids":["@repo.docs"],"task_id":"task_other"}`},
 	}
 	for _, group := range []struct {
-		tools                    [7]string
+		group                    toolapi.Group
 		repo, other, reviewer    string
 		create, thread, provider string
 	}{
-		{toolapi.GitHubTools, "@repo.github", "@repo.gitlab", "carol", "fix-login", "@thread.github", "github"},
-		{toolapi.GitLabTools, "@repo.gitlab", "@repo.github", "erin", "fix-login", "1", "gitlab"},
+		{toolapi.GroupGitHub, "@repo.github", "@repo.gitlab", "carol", "fix-login", "@thread.github", "github"},
+		{toolapi.GroupGitLab, "@repo.gitlab", "@repo.github", "erin", "fix-login", "1", "gitlab"},
 	} {
-		byTool[group.tools[0]] = []string{
+		byTool[group.group.Like(toolapi.GitHubPRCreate)] = []string{
 			`{"branch":"fix-login","title":"Fix login","draft":true}`,
 			`{"repository_id":"` + group.repo + `","branch":"fix-login","title":"Fix","base":"main","body":"**b**"}`,
 			`{"repository_id":"` + group.other + `","branch":"fix-login","title":"x"}`,
@@ -254,14 +252,14 @@ func toolSeeds(tb testing.TB) []testutil.FuzzSeed {
 			`{"branch":"fix-login","title":"` + huge + `"}`, `{"branch":"fix-login","title":"x","task_id":"task_other"}`,
 			`{"branch":"fix-login","title":"x","body":` + deep + `}`,
 		}
-		byTool[group.tools[1]] = []string{`{"repository_id":"` + group.repo + `"}`, `{"repository_id":"` + group.other + `"}`}
-		byTool[group.tools[2]] = []string{`{"repository_id":"` + group.repo + `"}`}
-		byTool[group.tools[3]] = []string{`{"thread_id":"` + group.thread + `","body":"fixed"}`, `{"thread_id":1,"body":"x"}`,
+		byTool[group.group.Like(toolapi.GitHubPRStatus)] = []string{`{"repository_id":"` + group.repo + `"}`, `{"repository_id":"` + group.other + `"}`}
+		byTool[group.group.Like(toolapi.GitHubPRComments)] = []string{`{"repository_id":"` + group.repo + `"}`}
+		byTool[group.group.Like(toolapi.GitHubPRReply)] = []string{`{"thread_id":"` + group.thread + `","body":"fixed"}`, `{"thread_id":1,"body":"x"}`,
 			`{"thread_id":"` + group.thread + `"}`, `{"thread_id":"999999","body":"x"}`, `{"thread_id":"` + group.thread + `","body":{"a":1}}`}
-		byTool[group.tools[4]] = []string{`{"reviewers":["` + group.reviewer + `"]}`, `{"reviewers":"` + group.reviewer + `"}`,
+		byTool[group.group.Like(toolapi.GitHubPRRequestReviewers)] = []string{`{"reviewers":["` + group.reviewer + `"]}`, `{"reviewers":"` + group.reviewer + `"}`,
 			`{"reviewers":[]}`, `{"reviewers":[null]}`, `{"reviewers":["nobody-at-all"]}`, `{"reviewers":["G\u0130THUB"]}`}
-		byTool[group.tools[5]] = []string{`{"repository_id":"` + group.repo + `"}`}
-		byTool[group.tools[6]] = []string{`{"auto_merge":true,"prompt_on_closed":false}`, `{"auto_merge":"yes"}`, `{"auto_merge":null}`,
+		byTool[group.group.Like(toolapi.GitHubPRAutomation)] = []string{`{"repository_id":"` + group.repo + `"}`}
+		byTool[group.group.Like(toolapi.GitHubPRSetAutomation)] = []string{`{"auto_merge":true,"prompt_on_closed":false}`, `{"auto_merge":"yes"}`, `{"auto_merge":null}`,
 			`{"prompt_on_merged":1}`, `{"auto_fix_checks":true,"repository_id":"` + group.repo + `"}`}
 	}
 	// The arguments every tool must survive go to a task tool, a tool
@@ -282,7 +280,7 @@ func toolSeeds(tb testing.TB) []testutil.FuzzSeed {
 // FuzzToolArguments calls every tool the dispatcher answers with
 // arbitrary arguments, as the fixture's running session: tool picks the
 // tool, args are the raw arguments. No call may panic; a refused call has
-// a code from the stable set, and one refused before the provider made no
+// a code from the stable set that the tool table gives the tool, and one refused before the provider made no
 // request to it; no result or log line carries a token; every provider a
 // result names is allowlisted.
 func FuzzToolArguments(f *testing.F) {
@@ -314,7 +312,10 @@ func FuzzToolArguments(f *testing.F) {
 			if !fuzzCodes[res.Code] {
 				t.Fatalf("%s refused with code %q, not a stable code: %s", name, res.Code, res.Text)
 			}
-			if res.Code == CodeInternal {
+			if !slices.Contains(builtins[name].Refusals(), res.Code) {
+				t.Fatalf("%s refused with code %q, which toolapi's table does not give it: %s", name, res.Code, res.Text)
+			}
+			if res.Code == toolapi.CodeInternal {
 				t.Fatalf("%s failed inside the orchestrator: %s\n%s", name, res.Text, x.logs.String()[x.seen:])
 			}
 			if beforeTheProvider[res.Code] && x.providerRequests() != before {

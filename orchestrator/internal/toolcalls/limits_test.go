@@ -59,7 +59,7 @@ func TestArgumentsAreCheckedAsStrictlyAsAgentctlsSchemas(t *testing.T) {
 	} {
 		r := f.call(c.tool, c.args)
 		assert.True(t, r.IsError, "%s %v: %s", c.tool, c.args, r.Text)
-		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %v: %s", c.tool, c.args, r.Text)
+		assert.Equal(t, toolapi.CodeInvalidArguments, r.Code, "%s %v: %s", c.tool, c.args, r.Text)
 	}
 	assert.Equal(t, before, f.gh.Requests(), "no refused call reached the provider")
 }
@@ -92,7 +92,7 @@ func TestFreeTextArgumentsAreBounded(t *testing.T) {
 	} {
 		r := f.call(c.tool, c.args)
 		require.True(t, r.IsError, "%s %v: %s", c.tool, c.field, r.Text)
-		assert.Equal(t, CodeInvalidArguments, r.Code, "%s %s: %s", c.tool, c.field, r.Text)
+		assert.Equal(t, toolapi.CodeInvalidArguments, r.Code, "%s %s: %s", c.tool, c.field, r.Text)
 		assert.True(t, strings.HasPrefix(r.Text, "invalid "+c.field+": "), "%s: %s", c.field, r.Text)
 	}
 	assert.Equal(t, before, f.gh.Requests(), "no refused call reached GitHub")

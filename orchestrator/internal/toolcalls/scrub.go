@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // result encodes res for agentctl, with its text and structured result
@@ -16,7 +17,7 @@ func (d *Dispatcher) result(res Result) executors.ToolResult {
 	if res.Structured != nil {
 		b, err := json.Marshal(res.Structured)
 		if err != nil {
-			return executors.ToolResult{IsError: true, Code: CodeInternal, Text: "the answer could not be encoded"}
+			return executors.ToolResult{IsError: true, Code: toolapi.CodeInternal, Text: "the answer could not be encoded"}
 		}
 		out.Structured = s.JSON(b)
 	}

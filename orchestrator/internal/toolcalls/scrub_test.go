@@ -120,19 +120,19 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 	}
 	i := 0
 	for _, p := range []struct {
-		tools     [7]string
+		group     toolapi.Group
 		fake      failer
 		thread    string
 		reviewers string // the method of the first request of requesting reviewers
-	}{{toolapi.GitHubTools, f.gh, ghThread, http.MethodPost}, {toolapi.GitLabTools, gl, glThread, http.MethodGet}} {
+	}{{toolapi.GroupGitHub, f.gh, ghThread, http.MethodPost}, {toolapi.GroupGitLab, gl, glThread, http.MethodGet}} {
 		for _, c := range []struct {
 			tool, method string
 			args         map[string]any
 		}{
-			{p.tools[1], http.MethodGet, nil},
-			{p.tools[2], http.MethodGet, nil},
-			{p.tools[3], http.MethodPost, map[string]any{"thread_id": p.thread, "body": "done"}},
-			{p.tools[4], p.reviewers, map[string]any{"reviewers": []string{"erin"}}},
+			{p.group.Like(toolapi.GitHubPRStatus), http.MethodGet, nil},
+			{p.group.Like(toolapi.GitHubPRComments), http.MethodGet, nil},
+			{p.group.Like(toolapi.GitHubPRReply), http.MethodPost, map[string]any{"thread_id": p.thread, "body": "done"}},
+			{p.group.Like(toolapi.GitHubPRRequestReviewers), p.reviewers, map[string]any{"reviewers": []string{"erin"}}},
 		} {
 			for range 2 {
 				s := statuses[i%len(statuses)]
@@ -141,8 +141,8 @@ func TestProviderEchoesNeverReachTheAgent(t *testing.T) {
 				failing(s.code, c.tool, c.args)
 			}
 		}
-		assert.False(t, call(p.tools[5], nil).IsError)
-		assert.False(t, call(p.tools[6], map[string]any{"auto_merge": true}).IsError)
+		assert.False(t, call(p.group.Like(toolapi.GitHubPRAutomation), nil).IsError)
+		assert.False(t, call(p.group.Like(toolapi.GitHubPRSetAutomation), map[string]any{"auto_merge": true}).IsError)
 	}
 
 	secrets := map[string]string{"github token": githubToken, "gitlab legacy token": legacy, "planted token": planted}

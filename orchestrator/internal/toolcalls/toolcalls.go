@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,13 +40,13 @@ import (
 // Call is a tool call as its backend delivers it: executors.ToolCall, the
 // one definition. OnLink says its session was created or re-adopted by
 // this orchestrator on the agentctl link the call came on; a call without
-// it is refused with CodeSessionNotOnLink.
+// it is refused with session_not_on_link.
 type Call = executors.ToolCall
 
 // Result is the answer to a call.
 type Result struct {
 	IsError    bool
-	Code       string // stable, machine-readable; set when IsError
+	Code       string // stable, machine-readable (toolapi.Code*); set when IsError
 	Text       string
 	Structured any // marshalled as the structured result, if set
 
@@ -52,29 +54,6 @@ type Result struct {
 	// audit record.
 	repository string
 }
-
-// Stable error codes.
-const (
-	CodeUnknownSession        = "unknown_session"
-	CodePermissionDenied      = "permission_denied"
-	CodeSessionEnded          = "session_ended"
-	CodeUnknownTool           = "unknown_tool"
-	CodeInvalidArguments      = "invalid_arguments"
-	CodeProviderNotAttached   = "provider_not_attached"
-	CodeNotConnected          = "provider_not_connected"
-	CodeCredentialUnavailable = "credential_unavailable"
-	CodeRepositoryNotAttached = "repository_not_attached"
-	CodeProviderMismatch      = "provider_mismatch"
-	CodeAmbiguousRepository   = "ambiguous_repository"
-	CodeNoChangeRequest       = "no_change_request"
-	CodeAlreadyExists         = "already_exists"
-	CodeInternal              = "internal"
-	// CodeSessionNotOnLink: the call claims a session this orchestrator
-	// did not create (or re-adopt) on the agentctl link it came on.
-	CodeSessionNotOnLink = "session_not_on_link"
-	// CodeReadOnlySession: a plan-mode session called a tool that writes.
-	CodeReadOnlySession = "read_only_session"
-)
 
 func fail(code, format string, args ...any) Result {
 	return Result{IsError: true, Code: code, Text: fmt.Sprintf(format, args...)}
@@ -116,20 +95,76 @@ type scope struct {
 	task    model.Task
 }
 
-// tools are the task tools; the provider tools are in providerTools.
-var tools = map[string]handler{
-	"task_info":        noArguments(taskInfo),
-	"session_info":     noArguments(sessionInfo),
-	"task_add_sources": addSources,
-	"task_inbox":       noArguments(inbox),
+// builtin is how the dispatcher answers one tool of toolapi's table: a
+// task tool with its handler, or a provider tool.
+type builtin struct {
+	toolapi.Tool
+	task     handler
+	provider providerTool
+}
+
+// builtins is the dispatch by name, derived from toolapi's table: every
+// built-in tool and nothing else (dispatch panics at start-up on a table
+// tool without a handler, or a handler of no tool).
+var builtins = dispatch()
+
+// taskTools answers the task tools. A tool the table says takes no
+// arguments is refused any (see noArguments).
+var taskTools = map[string]handler{
+	toolapi.TaskInfoTool:    taskInfo,
+	toolapi.SessionInfoTool: sessionInfo,
+	toolapi.TaskInboxTool:   inbox,
+	toolapi.AddSourcesTool:  addSources,
+}
+
+func dispatch() map[string]builtin {
+	out := map[string]builtin{}
+	used := map[string]bool{}
+	for _, t := range toolapi.Tools() {
+		b := builtin{Tool: t}
+		if p, ok := t.Group.Provider(); ok {
+			handle, key := changeHandlers[t.Name], t.Name
+			if handle == nil {
+				handle, key = changeHandlers[t.Counterpart], t.Counterpart
+			}
+			if handle == nil {
+				panic("toolcalls: no handler for provider tool " + t.Name)
+			}
+			used[key] = true
+			b.provider = providerTool{provider: p, handle: handle,
+				needsChange: slices.Contains(t.Codes, toolapi.CodeNoChangeRequest),
+				repoOnly:    t.Args == reflect.TypeFor[toolapi.RepoArgs]()}
+		} else {
+			h := taskTools[t.Name]
+			if h == nil {
+				panic("toolcalls: no handler for task tool " + t.Name)
+			}
+			if t.Args == nil {
+				h = noArguments(h)
+			}
+			b.task = h
+		}
+		out[t.Name] = b
+	}
+	for name := range changeHandlers {
+		if !used[name] {
+			panic("toolcalls: handler of " + name + ", which is not a provider tool of toolapi's table")
+		}
+	}
+	for name := range taskTools {
+		if t, ok := toolapi.Lookup(name); !ok || t.Group != toolapi.GroupTask {
+			panic("toolcalls: handler of " + name + ", which is not a task tool of toolapi's table")
+		}
+	}
+	return out
 }
 
 // noArguments wraps a task tool that takes no arguments: anything given
-// is refused, as agentctl's schemas do.
+// is refused, as agentctl's schema does.
 func noArguments(h handler) handler {
 	return func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result {
 		if err := decode(args, &struct{}{}); err != nil {
-			return fail(CodeInvalidArguments, "this tool takes no arguments: %v", err)
+			return fail(toolapi.CodeInvalidArguments, "this tool takes no arguments: %v", err)
 		}
 		return h(ctx, d, s, args)
 	}
@@ -138,7 +173,7 @@ func noArguments(h handler) handler {
 func inbox(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
 	prompts, err := d.store.TakePrompts(ctx, s.task.ID)
 	if err != nil {
-		return fail(CodeInternal, "the inbox could not be read; retry")
+		return fail(toolapi.CodeInternal, "the inbox could not be read; retry")
 	}
 	out := toolapi.Inbox{Messages: []toolapi.InboxMessage{}}
 	var lines []string
@@ -171,22 +206,22 @@ func (d *Dispatcher) SetSourceAdder(add SourceAdder) { d.addSources = add }
 func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result {
 	var in toolapi.AddSourcesArgs
 	if err := decode(args, &in); err != nil {
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
 	if d.addSources == nil {
-		return fail(CodeInternal, "this orchestrator cannot attach sources")
+		return fail(toolapi.CodeInternal, "this orchestrator cannot attach sources")
 	}
 	ctx = model.WithActor(ctx, model.Actor{Kind: model.ActorSession, Name: s.session.ID})
 	out, err := d.addSources(ctx, s.session.ID, s.task.ID, in.RepositoryIDs)
 	switch {
 	case errors.Is(err, store.ErrSourceAdditionDenied):
-		return fail(CodeSourceAdditionDenied, "%v", err)
+		return fail(toolapi.CodeSourceAdditionDenied, "%v", err)
 	case errors.Is(err, errdefs.ErrInvalidArgument), errors.Is(err, errdefs.ErrNotFound):
-		return fail(CodeInvalidArguments, "%v", err)
+		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	case errors.Is(err, errdefs.ErrAlreadyExists):
-		return fail(CodeAlreadyExists, "%v", err)
+		return fail(toolapi.CodeAlreadyExists, "%v", err)
 	case err != nil:
-		return d.internal(ctx, Call{TaskID: s.task.ID, Tool: "task_add_sources"}, err)
+		return d.internal(ctx, Call{TaskID: s.task.ID, Tool: toolapi.AddSourcesTool}, err)
 	}
 	if req := out.Request; req != nil {
 		return Result{
@@ -227,12 +262,12 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 	if !c.OnLink {
 		// Identity is the link's, not the message's: whatever this call
 		// claims, it came on an agentctl that does not carry that session.
-		return fail(CodeSessionNotOnLink, "session %q was not started by the orchestrator on this agentctl; "+
+		return fail(toolapi.CodeSessionNotOnLink, "session %q was not started by the orchestrator on this agentctl; "+
 			"this agentctl's sessions can use tools only as themselves", c.SessionID)
 	}
 	sess, err := d.store.GetSession(ctx, c.SessionID)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return fail(CodeUnknownSession, "session %q is not known to the orchestrator", c.SessionID)
+		return fail(toolapi.CodeUnknownSession, "session %q is not known to the orchestrator", c.SessionID)
 	} else if err != nil {
 		return d.internal(ctx, c, err)
 	}
@@ -242,10 +277,10 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 	a.taskID, a.sessionID = sess.TaskID, sess.ID
 	if sess.TaskID != c.TaskID {
 		a.claimedTask = c.TaskID
-		return fail(CodePermissionDenied, "session %q does not work on task %q", c.SessionID, c.TaskID)
+		return fail(toolapi.CodePermissionDenied, "session %q does not work on task %q", c.SessionID, c.TaskID)
 	}
 	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
-		return fail(CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
+		return fail(toolapi.CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
 	}
 	args := c.Arguments
 	if len(args) > toolapi.MaxArgumentBytes {
@@ -255,28 +290,29 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 		args = json.RawMessage(`{}`)
 	}
 	if !json.Valid(args) || !strings.HasPrefix(strings.TrimSpace(string(args)), "{") {
-		return fail(CodeInvalidArguments, "arguments must be a JSON object")
+		return fail(toolapi.CodeInvalidArguments, "arguments must be a JSON object")
 	}
 	task, err := d.store.GetTask(ctx, sess.TaskID)
 	if err != nil {
 		return d.internal(ctx, c, err)
 	}
 	s := scope{session: sess, task: task}
-	_, builtin := tools[c.Tool]
-	_, provider := providerTools[c.Tool]
-	if (builtin || provider) && readOnlySession(sess) && !toolapi.ReadOnly(c.Tool) {
-		return readOnlyRefusal(c.Tool)
-	}
-	if h, ok := tools[c.Tool]; ok {
-		return h(ctx, d, s, args)
-	}
-	if pt, ok := providerTools[c.Tool]; ok {
-		return d.handleProvider(ctx, c, s, pt, args)
+	if b, ok := builtins[c.Tool]; ok {
+		// The mode check and the provider check come from the table: its
+		// read-only flag says what a plan session may call, its group
+		// which provider the tool acts on.
+		if readOnlySession(sess) && !b.ReadOnly {
+			return readOnlyRefusal(c.Tool)
+		}
+		if b.task != nil {
+			return b.task(ctx, d, s, args)
+		}
+		return d.handleProvider(ctx, c, s, b.provider, args)
 	}
 	if res, ok := d.handleExternal(ctx, c, s, args); ok {
 		return res
 	}
-	return fail(CodeUnknownTool, "there is no tool %q", c.Tool)
+	return fail(toolapi.CodeUnknownTool, "there is no tool %q", c.Tool)
 }
 
 // readOnlySession reports whether a session may call read-only tools
@@ -285,13 +321,13 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 func readOnlySession(s model.Session) bool { return s.Mode != model.ModeTask }
 
 func readOnlyRefusal(tool string) Result {
-	return fail(CodeReadOnlySession, "%s changes things, and this session is in plan mode (read-only tools only); "+
+	return fail(toolapi.CodeReadOnlySession, "%s changes things, and this session is in plan mode (read-only tools only); "+
 		"launch a task-mode session to use it", tool)
 }
 
 func (d *Dispatcher) internal(ctx context.Context, c Call, err error) Result {
 	d.log.ErrorContext(ctx, "tool call failed", "session_id", c.SessionID, "tool", c.Tool, "error", err.Error())
-	return fail(CodeInternal, "the orchestrator could not answer; retry later")
+	return fail(toolapi.CodeInternal, "the orchestrator could not answer; retry later")
 }
 
 func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
@@ -306,7 +342,7 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 	}
 	all, err := d.store.ListRepositories(ctx, s.task.WorkspaceID)
 	if err != nil {
-		return fail(CodeInternal, "the workspace's repositories could not be read")
+		return fail(toolapi.CodeInternal, "the workspace's repositories could not be read")
 	}
 	for _, r := range all {
 		if !attached[r.ID] {
@@ -332,7 +368,7 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 func sessionInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
 	ws, err := d.store.GetWorkspace(ctx, s.task.WorkspaceID)
 	if err != nil {
-		return fail(CodeInternal, "the workspace could not be read")
+		return fail(toolapi.CodeInternal, "the workspace could not be read")
 	}
 	info := toolapi.SessionInfo{
 		SessionID: s.session.ID, TaskID: s.task.ID, WorkspaceID: ws.ID, Mode: string(s.session.Mode),

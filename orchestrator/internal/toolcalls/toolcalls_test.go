@@ -158,19 +158,19 @@ func TestRefusalsNeverReachTheProvider(t *testing.T) {
 		res  Result
 		code string
 	}{
-		{"unknown session", f.callAs("sess_nope", f.task.ID, toolapi.GitHubPRStatus, nil), CodeUnknownSession},
-		{"session claims another task", f.callAs(f.session.ID, ghOnly.ID, toolapi.GitHubPRStatus, nil), CodePermissionDenied},
+		{"unknown session", f.callAs("sess_nope", f.task.ID, toolapi.GitHubPRStatus, nil), toolapi.CodeUnknownSession},
+		{"session claims another task", f.callAs(f.session.ID, ghOnly.ID, toolapi.GitHubPRStatus, nil), toolapi.CodePermissionDenied},
 		{"github-only task calls a gitlab tool", f.callAs(ghSession.ID, ghOnly.ID, toolapi.GitLabMRCreate,
-			json.RawMessage(`{"branch":"fix-login","title":"x"}`)), CodeProviderNotAttached},
+			json.RawMessage(`{"branch":"fix-login","title":"x"}`)), toolapi.CodeProviderNotAttached},
 		{"repository of another task", f.call(toolapi.GitHubPRCreate, map[string]any{"repository_id": other.ID, "branch": "fix-login", "title": "x"}),
-			CodeRepositoryNotAttached},
+			toolapi.CodeRepositoryNotAttached},
 		{"repository of the other provider", f.call(toolapi.GitHubPRCreate, map[string]any{"repository_id": f.gitlab.ID, "branch": "fix-login", "title": "x"}),
-			CodeProviderMismatch},
+			toolapi.CodeProviderMismatch},
 		{"unknown argument", f.call(toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login", "title": "x", "task_id": "task_other"}),
-			CodeInvalidArguments},
-		{"missing title", f.call(toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login"}), CodeInvalidArguments},
-		{"no pull request yet", f.call(toolapi.GitHubPRStatus, nil), CodeNoChangeRequest},
-		{"unknown tool", f.call("github_pr_merge_everything", nil), CodeUnknownTool},
+			toolapi.CodeInvalidArguments},
+		{"missing title", f.call(toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login"}), toolapi.CodeInvalidArguments},
+		{"no pull request yet", f.call(toolapi.GitHubPRStatus, nil), toolapi.CodeNoChangeRequest},
+		{"unknown tool", f.call("github_pr_merge_everything", nil), toolapi.CodeUnknownTool},
 	}
 	for _, c := range cases {
 		assert.True(t, c.res.IsError, c.name)
@@ -184,12 +184,12 @@ func TestRefusalsNeverReachTheProvider(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 	res := f.call(toolapi.GitLabMRCreate, map[string]any{"repository_id": f.gitlab.ID, "branch": "fix-login", "title": "x"})
-	assert.Equal(t, CodeProviderMismatch, res.Code, res.Text)
+	assert.Equal(t, toolapi.CodeProviderMismatch, res.Code, res.Text)
 
 	// Missing credential: named, not shown.
 	delete(f.env, "GH_TOKEN")
 	res = f.call(toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login", "title": "x"})
-	assert.Equal(t, CodeCredentialUnavailable, res.Code)
+	assert.Equal(t, toolapi.CodeCredentialUnavailable, res.Code)
 	assert.Contains(t, res.Text, "GH_TOKEN")
 
 	assert.Empty(t, f.gh.Requests(), "no refused call reached GitHub")
@@ -202,20 +202,20 @@ func TestPullAndMergeRequests(t *testing.T) {
 	f := newFixture(t)
 	for _, p := range []struct {
 		name     string
-		tools    [7]string
+		group    toolapi.Group
 		reviewer string
 		provider string
 	}{
-		{"github", toolapi.GitHubTools, "carol", "github"},
-		{"gitlab", toolapi.GitLabTools, "erin", "gitlab"},
+		{"github", toolapi.GroupGitHub, "carol", "github"},
+		{"gitlab", toolapi.GroupGitLab, "erin", "gitlab"},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			created := structured[toolapi.ChangeRequest](t, f.call(p.tools[0], map[string]any{"branch": "fix-login", "title": "Fix login", "draft": true}))
+			created := structured[toolapi.ChangeRequest](t, f.call(p.group.Like(toolapi.GitHubPRCreate), map[string]any{"branch": "fix-login", "title": "Fix login", "draft": true}))
 			assert.Equal(t, int64(1), created.Number)
 			assert.Equal(t, "main", created.TargetBranch)
 			assert.Equal(t, p.provider, created.Provider)
-			again := f.call(p.tools[0], map[string]any{"branch": "fix-login", "title": "Fix login"})
-			assert.Equal(t, CodeAlreadyExists, again.Code, "one change request per task and repository")
+			again := f.call(p.group.Like(toolapi.GitHubPRCreate), map[string]any{"branch": "fix-login", "title": "Fix login"})
+			assert.Equal(t, toolapi.CodeAlreadyExists, again.Code, "one change request per task and repository")
 
 			var thread string
 			if p.provider == "github" {
@@ -228,23 +228,23 @@ func TestPullAndMergeRequests(t *testing.T) {
 				f.gl.Update("acme/web", 1, func(mr *forgetest.GitLabMR) { mr.Pipeline, mr.ApprovedBy = "success", []string{"frank"} })
 				thread = f.gl.AddDiscussion("acme/web", 1, "frank", "nit", "login.go", 3)
 			}
-			st := structured[toolapi.ChangeStatus](t, f.call(p.tools[1], nil))
+			st := structured[toolapi.ChangeStatus](t, f.call(p.group.Like(toolapi.GitHubPRStatus), nil))
 			assert.Equal(t, "passing", st.Checks)
 			assert.True(t, st.Approved)
 			assert.Equal(t, 1, st.UnresolvedThreads)
 
-			comments := structured[toolapi.Comments](t, f.call(p.tools[2], map[string]any{}))
+			comments := structured[toolapi.Comments](t, f.call(p.group.Like(toolapi.GitHubPRComments), map[string]any{}))
 			require.Len(t, comments.Comments, 1)
 			assert.Equal(t, thread, comments.Comments[0].ThreadID)
-			replied := structured[toolapi.Comment](t, f.call(p.tools[3], map[string]any{"thread_id": thread, "body": "fixed"}))
+			replied := structured[toolapi.Comment](t, f.call(p.group.Like(toolapi.GitHubPRReply), map[string]any{"thread_id": thread, "body": "fixed"}))
 			assert.Equal(t, thread, replied.ThreadID)
 
-			reviewers := structured[toolapi.ReviewersResult](t, f.call(p.tools[4], map[string]any{"reviewers": []string{p.reviewer}}))
+			reviewers := structured[toolapi.ReviewersResult](t, f.call(p.group.Like(toolapi.GitHubPRRequestReviewers), map[string]any{"reviewers": []string{p.reviewer}}))
 			assert.Equal(t, []string{p.reviewer}, reviewers.RequestedReviewers)
 
-			auto := structured[toolapi.AutomationResult](t, f.call(p.tools[5], nil))
+			auto := structured[toolapi.AutomationResult](t, f.call(p.group.Like(toolapi.GitHubPRAutomation), nil))
 			assert.Equal(t, toolapi.Automation{PromptOnReviewRequested: true, PromptOnMerged: true, PromptOnClosed: true}, auto.Automation)
-			auto = structured[toolapi.AutomationResult](t, f.call(p.tools[6], map[string]any{"auto_merge": true, "prompt_on_closed": false}))
+			auto = structured[toolapi.AutomationResult](t, f.call(p.group.Like(toolapi.GitHubPRSetAutomation), map[string]any{"auto_merge": true, "prompt_on_closed": false}))
 			assert.Equal(t, toolapi.Automation{AutoMerge: true, PromptOnReviewRequested: true, PromptOnMerged: true}, auto.Automation)
 			assert.Equal(t, int64(1), auto.ChangeRequest.Number)
 		})
@@ -310,7 +310,7 @@ func TestTaskAndSessionInfo(t *testing.T) {
 		return nil, nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, CodeSessionEnded, f.call("task_info", nil).Code)
+	assert.Equal(t, toolapi.CodeSessionEnded, f.call("task_info", nil).Code)
 }
 
 // testActor makes the tests' changes.

@@ -1,0 +1,17 @@
+package registry_test
+
+import (
+	"testing"
+
+	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/providers"
+)
+
+// BenchmarkBuild: the registry of a task-mode session with both providers,
+// as agentctl builds it on every pushed set.
+func BenchmarkBuild(b *testing.B) {
+	both := providers.Of("github", "gitlab")
+	for b.Loop() {
+		registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: both})
+	}
+}
