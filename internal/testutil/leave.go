@@ -40,7 +40,7 @@ func LeaveNothing(m *testing.M, cleanup ...func()) int {
 		fmt.Fprintf(os.Stderr, "leave nothing: become a child subreaper: %v\n", errno)
 		return 1
 	}
-	before := sessionDirs()
+	before := sessionDirs(os.TempDir())
 	code := m.Run()
 	// The builds' directories, known before cleanup removes them: a
 	// container that mounts one is this package's.
@@ -76,7 +76,7 @@ func checkLeftovers(wait time.Duration, before map[string]bool, mounted []string
 			return err
 		}
 		left = started(ps, os.Getpid(), builds.dirs())
-		dirs = leftSessionDirs(before, ps)
+		dirs = leftSessionDirs(os.TempDir(), before, ps)
 		containers, err = leftContainers(mounted)
 		if err != nil {
 			errs = append(errs, err)

@@ -51,11 +51,15 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 // tests ran, that no live process names, is left behind; one a live
 // process (another package's agentctl) names is not.
 func TestLeftSessionDirsAreFound(t *testing.T) {
-	before := sessionDirs()
-	left, err := os.MkdirTemp("", "toolscope-sessions-")
+	// Its own root: other test packages (and other runs on the machine)
+	// make and remove session directories in the shared temporary
+	// directory while this test runs.
+	root := t.TempDir()
+	before := sessionDirs(root)
+	left, err := os.MkdirTemp(root, "toolscope-sessions-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(left) })
-	inUse, err := os.MkdirTemp("", "toolscope-sessions-")
+	inUse, err := os.MkdirTemp(root, "toolscope-sessions-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(inUse) })
 	holder := exec.Command("sh", "-c", `read x`, inUse) // names inUse until its stdin closes
@@ -66,7 +70,7 @@ func TestLeftSessionDirsAreFound(t *testing.T) {
 
 	ps, err := processes()
 	require.NoError(t, err)
-	assert.Equal(t, []string{left}, leftSessionDirs(before, ps))
+	assert.Equal(t, []string{left}, leftSessionDirs(root, before, ps))
 }
 
 // TestLeftContainersAreFound: a container labelled as toolscope's that

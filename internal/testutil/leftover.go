@@ -20,10 +20,10 @@ import (
 // it ends).
 const SessionsDirPattern = "toolscope-sessions-*"
 
-// sessionDirs returns the SessionsDirPattern directories in the
-// temporary directory.
-func sessionDirs() map[string]bool {
-	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), SessionsDirPattern))
+// sessionDirs returns the SessionsDirPattern directories in root (the
+// temporary directory, for the guard).
+func sessionDirs(root string) map[string]bool {
+	matches, _ := filepath.Glob(filepath.Join(root, SessionsDirPattern))
 	out := map[string]bool{}
 	for _, m := range matches {
 		out[m] = true
@@ -34,9 +34,9 @@ func sessionDirs() map[string]bool {
 // leftSessionDirs returns the SessionsDirPattern directories made since
 // before that no live process names (a live agentctl of another test
 // package's session names its own), sorted.
-func leftSessionDirs(before map[string]bool, ps []procs.Process) []string {
+func leftSessionDirs(root string, before map[string]bool, ps []procs.Process) []string {
 	var left []string
-	for dir := range sessionDirs() {
+	for dir := range sessionDirs(root) {
 		if before[dir] {
 			continue
 		}
