@@ -16,9 +16,9 @@ import (
 //     "?" outside string literals.
 //   - new row ids: the driver for PostgreSQL has no LastInsertId, so
 //     inserts that need the id use RETURNING, which both dialects accept.
-//   - untyped parameters: PostgreSQL cannot type "? = ''" (an optional
-//     filter); such parameters are written CAST(? AS TEXT), which both
-//     accept.
+//   - untyped parameters: PostgreSQL cannot type a parameter compared
+//     with an empty string literal (an optional filter); such parameters
+//     are written CAST(? AS TEXT), which both accept.
 //   - booleans: both schemas keep them as 0/1 integers (SQLite has no
 //     boolean type); SQLite's driver stores a Go bool as 0/1, pgx refuses
 //     it for a BIGINT column, so args converts bools for PostgreSQL.

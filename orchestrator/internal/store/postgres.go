@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -132,6 +133,10 @@ func redactParseError(err error) string {
 		return pe.Unwrap().Error()
 	}
 	if errors.As(err, &pe) {
+		// "cannot parse `<url>`: <what>": keep what.
+		if i := strings.LastIndex(pe.Error(), "`: "); i >= 0 {
+			return pe.Error()[i+3:]
+		}
 		return "malformed"
 	}
 	return err.Error()
