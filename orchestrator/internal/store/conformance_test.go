@@ -185,6 +185,19 @@ func TestPostgresStartErrors(t *testing.T) {
 	require.ErrorIs(t, err, errdefs.ErrInvalidArgument, "a password in the URL")
 	assert.NotContains(t, err.Error(), "hunter2")
 
+	err = openErr(store.Options{DatabaseURL: "postgres://u@db.example/x?password=hunter2"})
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument, "a password as a URL parameter")
+	err = openErr(store.Options{DatabaseURL: "host=db.example password=hunter2"})
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument, "a password as a keyword")
+	err = openErr(store.Options{DatabaseURL: "postgres://u:hunter2@db.example:notaport/x"})
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument, "a malformed URL with a password")
+	assert.NotContains(t, err.Error(), "hunter2")
+
+	t.Setenv("PGPASSWORD", "from-the-environment") // pgx's own lookup is not a password in the URL
+	s, err := store.Open(ctx, t.TempDir(), store.Options{DatabaseURL: c.NewDatabase(t)})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
 	err = openErr(store.Options{DatabaseURL: "postgres://u@/x?host=" + t.TempDir() + "&connect_timeout=5"})
 	require.ErrorIs(t, err, errdefs.ErrUnavailable, "no server there")
 	assert.Contains(t, err.Error(), "cannot be reached")

@@ -37,11 +37,13 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		// pgx's message may quote the URL; say only what is wrong.
 		return nil, errdefs.InvalidField("database", "not a PostgreSQL connection URL (postgres://user@host:port/database): %v", redactParseError(err))
 	}
-	if cfg.Password != "" {
+	if holdsPassword(opts.DatabaseURL) {
 		return nil, errdefs.InvalidField("database",
 			"the URL holds a password; give it as a reference instead (--database-password-env NAME)")
 	}
-	cfg.Password = opts.DatabasePassword
+	if opts.DatabasePassword != "" {
+		cfg.Password = opts.DatabasePassword // else pgx's own: $PGPASSWORD, ~/.pgpass
+	}
 	name := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 
 	src, err := fs.Sub(postgresMigrations, "migrations_postgres")
@@ -140,4 +142,19 @@ func redactParseError(err error) string {
 		return "malformed"
 	}
 	return err.Error()
+}
+
+// holdsPassword reports whether a connection string (a URL, or
+// keyword=value pairs) itself holds a password.
+func holdsPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		_, set := u.User.Password()
+		return set || u.Query().Has("password")
+	}
+	for _, f := range strings.Fields(dsn) {
+		if strings.HasPrefix(f, "password=") {
+			return true
+		}
+	}
+	return false
 }
