@@ -33,7 +33,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var logLevel, dbPasswordEnv, dbPasswordFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite",
+		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite or PostgreSQL",
 		Long: `Run the orchestrator until interrupted. It serves the public gRPC API, with
 gRPC health checking and server reflection, on the Unix socket
 <data-dir>/toolscope.sock (mode 0600, in a 0700 directory): the account the

@@ -1,5 +1,7 @@
 // Package store persists the orchestrator's records in an embedded SQLite
-// database (modernc.org/sqlite, pure Go) under a data directory.
+// database (modernc.org/sqlite, pure Go) under a data directory, or in a
+// PostgreSQL database (Options.DatabaseURL; postgres.go, dialect.go and
+// ADR 0021 say what differs).
 //
 // The schema is versioned by goose migrations embedded in the binary. The
 // database runs in WAL mode with foreign keys on and a busy timeout; all
@@ -88,8 +90,8 @@ type Options struct {
 	DatabasePassword string
 }
 
-// Store is the orchestrator's SQLite database. It is safe for concurrent
-// use.
+// Store is the orchestrator's database, SQLite or PostgreSQL. It is safe
+// for concurrent use.
 type Store struct {
 	// mu makes commit order and publish order the same: OnCommit sees
 	// events in sequence order. Writes are serialized by w anyway.

@@ -82,6 +82,9 @@ func StopShared() {
 // BinDir returns the directory holding initdb and postgres.
 func BinDir() (string, error) {
 	if d := os.Getenv(EnvBin); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("no initdb in $%s (%s)", EnvBin, d)
+		}
 		return d, nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
