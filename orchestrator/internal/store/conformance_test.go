@@ -205,6 +205,12 @@ func TestPostgresStartErrors(t *testing.T) {
 	err = openErr(store.Options{DatabaseURL: strings.Replace(c.URL("postgres"), "/postgres?", "/nosuchdb?", 1)})
 	require.ErrorIs(t, err, errdefs.ErrUnavailable, "no such database")
 
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = store.Open(canceled, t.TempDir(), store.Options{DatabaseURL: c.NewDatabase(t)})
+	require.ErrorIs(t, err, context.Canceled, "the caller's cancellation stays itself")
+	assert.NotErrorIs(t, err, errdefs.ErrUnavailable)
+
 	url := c.NewDatabase(t)
 	db, err := sql.Open("pgx", url)
 	require.NoError(t, err)
@@ -214,4 +220,40 @@ func TestPostgresStartErrors(t *testing.T) {
 	err = openErr(store.Options{DatabaseURL: url})
 	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition, "another application's database")
 	assert.Contains(t, err.Error(), "not a toolscope database")
+}
+
+// BenchmarkWriteAndReadPerStore: one write transaction (CreateTask) and
+// one read (GetTask) per store, for the cost of PostgreSQL's advisory
+// write lock and REPEATABLE READ reads next to SQLite's one writer.
+func BenchmarkWriteAndReadPerStore(b *testing.B) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			opts := store.Options{}
+			if name == "postgres" {
+				opts.DatabaseURL = pgtest.Shared(b).NewDatabase(b)
+			}
+			ctx := context.Background()
+			s, err := store.Open(ctx, b.TempDir(), opts)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = s.Close() })
+			ws, err := s.CreateWorkspace(ctx, "bench")
+			require.NoError(b, err)
+			r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+			require.NoError(b, err)
+			b.Run("write", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: "t"}, r.ID)
+					require.NoError(b, err)
+				}
+			})
+			task, err := s.CreateTask(ctx, model.Task{WorkspaceID: ws.ID, Title: "t"}, r.ID)
+			require.NoError(b, err)
+			b.Run("read", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.GetTask(ctx, task.ID)
+					require.NoError(b, err)
+				}
+			})
+		})
+	}
 }

@@ -114,6 +114,9 @@ func checkExistingPostgres(ctx context.Context, c conn, name string, latest int6
 // isPostgresUnavailable reports a PostgreSQL server that cannot be reached
 // or refuses the connection (wrong host, port, user, password or database).
 func isPostgresUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's deadline, not the database's: keep it as it is
+	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	return errors.As(err, &ce) || errors.As(err, &ne)
