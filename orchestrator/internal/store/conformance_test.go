@@ -27,14 +27,22 @@ func TestMain(m *testing.M) { os.Exit(testutil.LeaveNothing(m, pgtest.StopShared
 // relies on, checked against SQLite and PostgreSQL alike.
 type backend struct {
 	name string
-	open func(t *testing.T, rec *recorder) *store.Store
+	// options returns the options of a new, empty database; a store
+	// opened with them in the same data directory again finds its data.
+	options func(t *testing.T) store.Options
+}
+
+// open opens a fresh store of b.
+func (b backend) open(t *testing.T, rec *recorder) *store.Store {
+	t.Helper()
+	return openOptions(t, t.TempDir(), rec, b.options(t))
 }
 
 var backends = []backend{
-	{"sqlite", func(t *testing.T, rec *recorder) *store.Store { return open(t, t.TempDir(), rec) }},
-	{"postgres", func(t *testing.T, rec *recorder) *store.Store {
+	{"sqlite", func(*testing.T) store.Options { return store.Options{} }},
+	{"postgres", func(t *testing.T) store.Options {
 		t.Helper()
-		return openOptions(t, t.TempDir(), rec, store.Options{DatabaseURL: pgtest.Shared(t).NewDatabase(t)})
+		return store.Options{DatabaseURL: pgtest.Shared(t).NewDatabase(t)}
 	}},
 }
 

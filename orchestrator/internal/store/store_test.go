@@ -247,48 +247,51 @@ func TestBadInputIsRefusedWithNamedErrors(t *testing.T) {
 }
 
 func TestDataSurvivesARestart(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "nested", "data dir") // created on open; a space in the path
-	s, err := store.Open(ctx, dir, store.Options{})
-	require.NoError(t, err)
-	f := newFixture(t, s, "acme")
-	conn, err := s.SetConnection(ctx, f.ws.ID, model.Connection{
-		Provider: providers.GitLab, APIBaseURL: "https://gitlab.example.com/api/v4",
-		Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"},
-	})
-	require.NoError(t, err)
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
-	require.NoError(t, err)
-	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
-	require.NoError(t, err)
-	sess, err := s.CreateSession(ctx, model.Session{
-		TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
-		AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
-		Applied: task.Providers,
-	})
-	require.NoError(t, err)
-	events, err := s.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		dir := filepath.Join(t.TempDir(), "nested", "data dir") // created on open; a space in the path
+		opts := b.options(t)
+		s, err := store.Open(ctx, dir, opts)
+		require.NoError(t, err)
+		f := newFixture(t, s, "acme")
+		conn, err := s.SetConnection(ctx, f.ws.ID, model.Connection{
+			Provider: providers.GitLab, APIBaseURL: "https://gitlab.example.com/api/v4",
+			Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"},
+		})
+		require.NoError(t, err)
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
+		require.NoError(t, err)
+		task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
+		require.NoError(t, err)
+		sess, err := s.CreateSession(ctx, model.Session{
+			TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
+			AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
+			Applied: task.Providers,
+		})
+		require.NoError(t, err)
+		events, err := s.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
 
-	s2 := open(t, dir, nil)
-	ws, err := s2.GetWorkspace(ctx, f.ws.ID)
-	require.NoError(t, err)
-	assert.Equal(t, "acme", ws.Name)
-	assert.Equal(t, []model.Connection{conn}, ws.Connections)
-	gotTask, err := s2.GetTask(ctx, task.ID)
-	require.NoError(t, err)
-	assert.Equal(t, task, gotTask)
-	gotSess, err := s2.GetSession(ctx, sess.ID)
-	require.NoError(t, err)
-	assert.Equal(t, sess, gotSess)
-	gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	assert.Equal(t, events, gotEvents)
-	v, err := s2.SchemaVersion(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, int64(9), v)
+		s2 := openOptions(t, dir, nil, opts)
+		ws, err := s2.GetWorkspace(ctx, f.ws.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "acme", ws.Name)
+		assert.Equal(t, []model.Connection{conn}, ws.Connections)
+		gotTask, err := s2.GetTask(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, task, gotTask)
+		gotSess, err := s2.GetSession(ctx, sess.ID)
+		require.NoError(t, err)
+		assert.Equal(t, sess, gotSess)
+		gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		assert.Equal(t, events, gotEvents)
+		v, err := s2.SchemaVersion(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(9), v)
+	})
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
