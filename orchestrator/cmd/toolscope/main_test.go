@@ -35,6 +35,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
+	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
 const asMain = "TOOLSCOPE_TEST_AS_MAIN"
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, func() { _ = os.RemoveAll(dir) }))
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, pgtest.StopShared, func() { _ = os.RemoveAll(dir) }))
 }
 
 func command(ctx context.Context, args ...string) *exec.Cmd {
@@ -99,7 +100,9 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	case line := <-ready:
 		var r struct{ Socket, Addr, Database string }
 		require.NoError(t, json.Unmarshal([]byte(line), &r), "ready line %q; logs: %s", line, logs)
-		assert.Equal(t, filepath.Join(dataDir, "toolscope.db"), r.Database)
+		if !slices.Contains(args, "--database") {
+			assert.Equal(t, filepath.Join(dataDir, "toolscope.db"), r.Database)
+		}
 		assert.Equal(t, filepath.Join(dataDir, "toolscope.sock"), r.Socket)
 		o.addr, o.socket, o.tcp = "unix://"+r.Socket, r.Socket, r.Addr
 	case <-time.After(60 * time.Second):
@@ -244,6 +247,11 @@ func TestCLIScenario(t *testing.T) {
 }
 
 func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
+	private := func() string { // a data directory no other user can read: serve warns of any other
+		d := t.TempDir()
+		require.NoError(t, os.Chmod(d, 0o700))
+		return d
+	}
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	ws := srv.id(t, "workspace", "workspace", "create", "acme")
@@ -283,6 +291,17 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
+		// PostgreSQL (--database): each mistake stops the start, before any database is needed.
+		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@db.example:notaport/x"}, cli.ExitUsage,
+			"invalid database: not a PostgreSQL connection URL (postgres://user@host:port/database): invalid port"},
+		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u:hunter2@db.example/x"}, cli.ExitUsage,
+			"invalid database: the URL holds a password; give it as a reference instead"},
+		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@db.example/x", "--database-password-env", "TOOLSCOPE_TEST_UNSET"}, cli.ExitUsage,
+			"invalid database password reference: environment variable TOOLSCOPE_TEST_UNSET is not set"},
+		{[]string{"serve", "--data-dir", private(), "--database-password-file", "/nonexistent"}, cli.ExitUsage,
+			"invalid database password reference: given without a PostgreSQL database"},
+		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@/x?host=" + t.TempDir() + "&connect_timeout=5"}, cli.ExitUnavailable,
+			"cannot be reached"},
 	}
 	damaged := t.TempDir()
 	require.NoError(t, os.Chmod(damaged, 0o700))

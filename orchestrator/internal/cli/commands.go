@@ -23,6 +23,7 @@ import (
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/orchestrator/internal/console"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -30,15 +31,17 @@ import (
 
 func (a *app) serveCmd() *cobra.Command {
 	var cfg server.Config
-	var logLevel string
+	var logLevel, dbPasswordEnv, dbPasswordFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite",
+		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite or PostgreSQL",
 		Long: `Run the orchestrator until interrupted. It serves the public gRPC API, with
 gRPC health checking and server reflection, on the Unix socket
 <data-dir>/toolscope.sock (mode 0600, in a 0700 directory): the account the
 orchestrator runs as (and root) connects there with no setup and has the admin
-role. Records live in an SQLite database under --data-dir.
+role. Records live in an SQLite database under --data-dir, or in the PostgreSQL
+database --database names (its password from --database-password-env or
+--database-password-file, never in the URL).
 
 --listen ADDR also serves TCP. Every caller there authenticates, with an API
 token ('toolscope token create') or a client certificate (--client-ca; see
@@ -54,6 +57,12 @@ them.`,
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("invalid --log-level %q: use debug, info, warn or error", logLevel)
+			}
+			switch {
+			case dbPasswordEnv != "":
+				cfg.DatabasePassword = model.CredentialRef{Kind: model.CredentialEnv, Ref: dbPasswordEnv}
+			case dbPasswordFile != "":
+				cfg.DatabasePassword = model.CredentialRef{Kind: model.CredentialFile, Ref: dbPasswordFile}
 			}
 			if cfg.DBMaxReaders < 1 {
 				return usagef("invalid --db-max-readers %d: give at least 1", cfg.DBMaxReaders)
@@ -112,6 +121,10 @@ them.`,
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
 	cmd.Flags().DurationVar(&cfg.PushTimeout, "push-timeout", service.DefaultPushTimeout, "bound on one push of a session's tool surface to its agentctl")
 	cmd.Flags().DurationVar(&cfg.RepairBackoff, "repair-backoff", service.DefaultRepairBackoff, "longest wait between two failed attempts to bring a session to its tool surface")
+	cmd.Flags().StringVar(&cfg.Database, "database", "", "PostgreSQL connection URL without a password (postgres://user@host:port/db?sslmode=verify-full) used instead of the SQLite database in --data-dir (default $"+server.EnvDatabase+")")
+	cmd.Flags().StringVar(&dbPasswordEnv, "database-password-env", "", "environment variable holding the PostgreSQL password")
+	cmd.Flags().StringVar(&dbPasswordFile, "database-password-file", "", "file holding the PostgreSQL password")
+	cmd.MarkFlagsMutuallyExclusive("database-password-env", "database-password-file")
 	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")

@@ -38,6 +38,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -62,6 +63,13 @@ type Config struct {
 	// DataDir holds the SQLite database and the Unix socket;
 	// DefaultDataDir() if empty. It is created 0700.
 	DataDir string
+	// Database, if set (else $TOOLSCOPE_DATABASE), is a PostgreSQL
+	// connection URL used instead of the SQLite database in DataDir. It
+	// must hold no password: DatabasePassword refers to it.
+	Database string
+	// DatabasePassword, if its Kind is set, is the reference (environment
+	// variable or file) to the PostgreSQL password, resolved at start.
+	DatabasePassword model.CredentialRef
 	// Agentctl is the agentctl binary the local executor runs; if empty,
 	// an agentctl next to the running binary, then on PATH. Without one the
 	// local executor is off and says why.
@@ -134,6 +142,31 @@ func FindAgentctl() (string, error) {
 		return "", errors.New("no agentctl next to this binary or on PATH (build it with 'make build', or pass --agentctl)")
 	}
 	return path, nil
+}
+
+// EnvDatabase names the environment variable that gives the PostgreSQL
+// connection URL when Config.Database is empty.
+const EnvDatabase = "TOOLSCOPE_DATABASE"
+
+// database returns the PostgreSQL URL and its password ("" and "": the
+// SQLite database in the data directory). The password is resolved from
+// its reference now, so a missing one stops the start with a clear error,
+// and is recorded in the scrub set like every resolved credential.
+func database(cfg Config, creds credentials.Resolver) (dbURL, password string, err error) {
+	dbURL = cfg.Database
+	if dbURL == "" {
+		dbURL = os.Getenv(EnvDatabase)
+	}
+	if cfg.DatabasePassword.Kind == "" {
+		return dbURL, "", nil
+	}
+	if dbURL == "" {
+		return "", "", fmt.Errorf("invalid database password reference: given without a PostgreSQL database (--database): %w", errdefs.ErrInvalidArgument)
+	}
+	if password, err = creds.Resolve(cfg.DatabasePassword); err != nil {
+		return "", "", fmt.Errorf("invalid database password reference: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return dbURL, password, nil
 }
 
 // DefaultDataDir returns $TOOLSCOPE_DATA_DIR, else $XDG_DATA_HOME/toolscope,
@@ -282,8 +315,11 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, cfg.DataDir, store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets,
-		MaxReaders: cfg.DBMaxReaders})
+	dbOpts := store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets, MaxReaders: cfg.DBMaxReaders}
+	if dbOpts.DatabaseURL, dbOpts.DatabasePassword, err = database(cfg, creds); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DataDir, dbOpts)
 	if err != nil {
 		return err
 	}

@@ -368,7 +368,7 @@ func (s *Store) ListCatalogTools(ctx context.Context, server string) (out []mode
 			}
 			serverID = p.ID
 		}
-		out, err = queryTools(ctx, q, `WHERE ? = '' OR t.provider_id = ? ORDER BY t.exposed_name`, serverID, serverID)
+		out, err = queryTools(ctx, q, `WHERE CAST(? AS TEXT) = '' OR t.provider_id = ? ORDER BY t.exposed_name`, serverID, serverID)
 		return err
 	})
 	return out, err

@@ -24,15 +24,12 @@ func (t *tx) emit(ctx context.Context, e model.Event) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.ExecContext(ctx, `
+	var seq int64
+	err = t.QueryRowContext(ctx, `
 		INSERT INTO task_events (task_id, kind, session_id, repository_ids, providers, generation, message, actor, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`, // RETURNING: PostgreSQL's driver has no LastInsertId
 		e.TaskID, string(e.Kind), e.SessionID, string(ids), e.Providers.Set.String(), e.Providers.Generation,
-		e.Message, e.Actor.String(), formatTime(e.Time))
-	if err != nil {
-		return err
-	}
-	seq, err := res.LastInsertId()
+		e.Message, e.Actor.String(), formatTime(e.Time)).Scan(&seq)
 	if err != nil {
 		return err
 	}

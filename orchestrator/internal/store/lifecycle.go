@@ -93,12 +93,11 @@ func (s *Store) Act(ctx context.Context, taskID, repoID string, cp model.Checkpo
 // once, before an agent can read it.
 func (t *tx) prompt(ctx context.Context, taskID string, p *model.Prompt) error {
 	p.Text = t.scrub.String(p.Text)
-	res, err := t.ExecContext(ctx, `INSERT INTO task_prompts (task_id, text, link, created_at) VALUES (?, ?, ?, ?)`,
-		taskID, p.Text, p.Link, formatTime(t.now))
+	err := t.QueryRowContext(ctx, `INSERT INTO task_prompts (task_id, text, link, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
+		taskID, p.Text, p.Link, formatTime(t.now)).Scan(&p.ID) // RETURNING: PostgreSQL's driver has no LastInsertId
 	if err != nil {
 		return err
 	}
-	p.ID, _ = res.LastInsertId()
 	p.TaskID, p.CreatedAt = taskID, t.now
 	return nil
 }

@@ -378,7 +378,7 @@ func loadSourceRequest(ctx context.Context, q queryer, id string) (model.SourceR
 func querySourceRequests(ctx context.Context, q queryer, f SourceRequestFilter) ([]model.SourceRequest, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+sourceRequestColumns+`
 		FROM source_requests r JOIN tasks t ON t.id = r.task_id
-		WHERE (? = '' OR r.task_id = ?) AND (? = '' OR t.workspace_id = ?) AND (? = '' OR r.state = ?)
+		WHERE (CAST(? AS TEXT) = '' OR r.task_id = ?) AND (CAST(? AS TEXT) = '' OR t.workspace_id = ?) AND (CAST(? AS TEXT) = '' OR r.state = ?)
 		ORDER BY r.created_at, r.id`,
 		f.TaskID, f.TaskID, f.WorkspaceID, f.WorkspaceID, string(f.State), string(f.State))
 	if err != nil {

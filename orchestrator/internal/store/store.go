@@ -1,5 +1,7 @@
 // Package store persists the orchestrator's records in an embedded SQLite
-// database (modernc.org/sqlite, pure Go) under a data directory.
+// database (modernc.org/sqlite, pure Go) under a data directory, or in a
+// PostgreSQL database (Options.DatabaseURL; postgres.go, dialect.go and
+// ADR 0021 say what differs).
 //
 // The schema is versioned by goose migrations embedded in the binary. The
 // database runs in WAL mode with foreign keys on and a busy timeout; all
@@ -79,17 +81,24 @@ type Options struct {
 	// ReaderIdleTime closes a reader connection idle that long;
 	// DefaultReaderIdleTime if zero.
 	ReaderIdleTime time.Duration
+	// DatabaseURL, if set, is a PostgreSQL connection URL
+	// (postgres://user@host:port/db?sslmode=...) to use instead of the
+	// SQLite file in the data directory. It must not hold a password.
+	DatabaseURL string
+	// DatabasePassword is the PostgreSQL password, resolved by the caller
+	// from a reference (never given on a command line).
+	DatabasePassword string
 }
 
-// Store is the orchestrator's SQLite database. It is safe for concurrent
-// use.
+// Store is the orchestrator's database, SQLite or PostgreSQL. It is safe
+// for concurrent use.
 type Store struct {
 	// mu makes commit order and publish order the same: OnCommit sees
 	// events in sequence order. Writes are serialized by w anyway.
 	mu   sync.Mutex
-	w    *sql.DB // the one writer
-	r    *sql.DB // readers
-	path string
+	w    conn   // the one writer
+	r    conn   // readers
+	path string // the SQLite file, or the PostgreSQL URL without secrets
 	opts Options
 }
 
@@ -111,6 +120,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	}
 	if opts.ReaderIdleTime <= 0 {
 		opts.ReaderIdleTime = DefaultReaderIdleTime
+	}
+	if opts.DatabaseURL != "" {
+		return openPostgres(ctx, opts)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, hostError(dataDir, err)
@@ -141,8 +153,8 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.MaxReaders)
 	r.SetMaxIdleConns(opts.MaxReaders)
 	r.SetConnMaxIdleTime(opts.ReaderIdleTime)
-	s := &Store{w: w, r: r, path: path, opts: opts}
-	if err := s.migrate(ctx, src); err != nil {
+	s := &Store{w: conn{w, dialectSQLite}, r: conn{r, dialectSQLite}, path: path, opts: opts}
+	if err := s.migrate(ctx, src, goose.DialectSQLite3); err != nil {
 		_ = s.Close()
 		if h := hostError(path, err); h != err {
 			return nil, h
@@ -308,8 +320,8 @@ func quickCheck(ctx context.Context, db *sql.DB) ([]string, error) {
 	return problems, nil
 }
 
-func (s *Store) migrate(ctx context.Context, src fs.FS) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.w, src, goose.WithDisableGlobalRegistry(true))
+func (s *Store) migrate(ctx context.Context, src fs.FS, d goose.Dialect, opts ...goose.ProviderOption) error {
+	p, err := goose.NewProvider(d, s.w.DB, src, append(opts, goose.WithDisableGlobalRegistry(true))...)
 	if err != nil {
 		return err
 	}
@@ -329,7 +341,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 
 // tx is a write transaction that collects the events it appends.
 type tx struct {
-	*sql.Tx
+	sqlTx
 	now    time.Time
 	events []model.Event
 	scrub  *scrub.Scrubber // for what agents and watchers read: event messages, prompts
@@ -344,7 +356,14 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 	if err != nil {
 		return hostError(s.path, err)
 	}
-	t := &tx{Tx: sqlTx, now: time.Now().UTC(), scrub: s.opts.Secrets.Scrubber()}
+	if s.w.d == dialectPostgres {
+		// One writer at a time across processes, as SQLite's one writer.
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, writeLockKey); err != nil {
+			_ = sqlTx.Rollback()
+			return hostError(s.path, err)
+		}
+	}
+	t := &tx{sqlTx: sqlTx, now: time.Now().UTC(), scrub: s.opts.Secrets.Scrubber()}
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return hostError(s.path, err)
@@ -362,9 +381,13 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 // read runs fn in one read-only transaction on the reader pool, so a
 // method that reads with several statements sees one snapshot.
 func (s *Store) read(ctx context.Context, fn func(q queryer) error) error {
-	t, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	txOpts := &sql.TxOptions{ReadOnly: true}
+	if s.r.d == dialectPostgres {
+		txOpts.Isolation = sql.LevelRepeatableRead // one snapshot, as SQLite's read transactions
+	}
+	t, err := s.r.BeginTx(ctx, txOpts)
 	if err != nil {
-		return err
+		return hostError(s.path, err)
 	}
 	defer func() { _ = t.Rollback() }()
 	return fn(t)
@@ -407,6 +430,8 @@ func hostError(path string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case isPostgresUnavailable(err):
+		return fmt.Errorf("database %s cannot be reached (%v); check that it runs and accepts this user: %w", path, err, errdefs.ErrUnavailable)
 	case errors.Is(err, syscall.EROFS):
 		return fmt.Errorf("%s is on a read-only file system; make it writable: %w", path, errdefs.ErrUnavailable)
 	case errors.Is(err, syscall.EACCES):
@@ -446,7 +471,8 @@ func isConstraint(err error, code int) bool {
 }
 
 func isUnique(err error) bool {
-	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) ||
+		isPostgresCode(err, pgUniqueViolation)
 }
 
 // placeholders returns "?, ?, ..." with n marks.

@@ -79,266 +79,283 @@ func newFixture(t *testing.T, s *store.Store, name string) fixture {
 }
 
 func TestProviderSetIsTheUnionOfEveryAttachedRepository(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
 
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "fix login"}, f.github.ID)
-	require.NoError(t, err)
-	assert.Equal(t, "github", task.Providers.Set.String())
-	assert.Equal(t, uint64(1), task.Providers.Generation)
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "fix login"}, f.github.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "github", task.Providers.Set.String())
+		assert.Equal(t, uint64(1), task.Providers.Generation)
 
-	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID, f.unknown.ID}, testActor)
-	require.NoError(t, err)
-	assert.Equal(t, "github,gitlab", task.Providers.Set.String())
-	assert.Equal(t, uint64(2), task.Providers.Generation, "one batch, one generation")
-	require.Len(t, task.Repositories, 4)
-	for i, want := range []model.Repository{f.github, f.gitlab, f.local, f.unknown} {
-		assert.Equal(t, want.ID, task.Repositories[i].ID)
-		assert.Equal(t, i, task.Repositories[i].Position)
-		assert.Equal(t, i == 0, task.Repositories[i].Primary)
-	}
-	assert.Equal(t, "GitLab ", task.Repositories[1].Provider, "provider is stored exactly as given")
-	assert.Equal(t, "Bitbucket", task.Repositories[3].Provider)
+		task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID, f.unknown.ID}, testActor)
+		require.NoError(t, err)
+		assert.Equal(t, "github,gitlab", task.Providers.Set.String())
+		assert.Equal(t, uint64(2), task.Providers.Generation, "one batch, one generation")
+		require.Len(t, task.Repositories, 4)
+		for i, want := range []model.Repository{f.github, f.gitlab, f.local, f.unknown} {
+			assert.Equal(t, want.ID, task.Repositories[i].ID)
+			assert.Equal(t, i, task.Repositories[i].Position)
+			assert.Equal(t, i == 0, task.Repositories[i].Primary)
+		}
+		assert.Equal(t, "GitLab ", task.Repositories[1].Provider, "provider is stored exactly as given")
+		assert.Equal(t, "Bitbucket", task.Repositories[3].Provider)
 
-	joined, err := s.TaskProviders(ctx, task.ID)
-	require.NoError(t, err)
-	assert.Equal(t, task.Providers, joined, "the joined query and the loaded task agree")
+		joined, err := s.TaskProviders(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, task.Providers, joined, "the joined query and the loaded task agree")
+	})
 }
 
 func TestPrimaryRepositoryDoesNotOverrideTheUnion(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
 
-	cases := []struct {
-		name    string
-		primary model.Repository
-		added   []model.Repository
-		want    string
-	}{
-		{"local primary, github added", f.local, []model.Repository{f.github}, "github"},
-		{"gitlab primary, github added", f.gitlab, []model.Repository{f.github}, "github,gitlab"},
-		{"unknown primary, nothing added", f.unknown, nil, ""},
-		{"local primary, unknown added", f.local, []model.Repository{f.unknown}, ""},
-	}
-	for _, c := range cases {
-		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: c.name}, c.primary.ID)
-		require.NoError(t, err, c.name)
-		if len(c.added) > 0 {
-			var ids []string
-			for _, r := range c.added {
-				ids = append(ids, r.ID)
-			}
-			_, err = s.AddSources(ctx, task.ID, ids, testActor)
-			require.NoError(t, err, c.name)
+		cases := []struct {
+			name    string
+			primary model.Repository
+			added   []model.Repository
+			want    string
+		}{
+			{"local primary, github added", f.local, []model.Repository{f.github}, "github"},
+			{"gitlab primary, github added", f.gitlab, []model.Repository{f.github}, "github,gitlab"},
+			{"unknown primary, nothing added", f.unknown, nil, ""},
+			{"local primary, unknown added", f.local, []model.Repository{f.unknown}, ""},
 		}
-		set, err := s.TaskProviders(ctx, task.ID)
-		require.NoError(t, err, c.name)
-		assert.Equal(t, c.want, set.Set.String(), c.name)
-	}
+		for _, c := range cases {
+			task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: c.name}, c.primary.ID)
+			require.NoError(t, err, c.name)
+			if len(c.added) > 0 {
+				var ids []string
+				for _, r := range c.added {
+					ids = append(ids, r.ID)
+				}
+				_, err = s.AddSources(ctx, task.ID, ids, testActor)
+				require.NoError(t, err, c.name)
+			}
+			set, err := s.TaskProviders(ctx, task.ID)
+			require.NoError(t, err, c.name)
+			assert.Equal(t, c.want, set.Set.String(), c.name)
+		}
+	})
 }
 
 func TestAddSourcesIsAllOrNothing(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rec := &recorder{}
-	s := open(t, t.TempDir(), rec)
-	f := newFixture(t, s, "acme")
-	other := newFixture(t, s, "other")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
-	require.NoError(t, err)
-	before := len(rec.snapshot())
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		rec := &recorder{}
+		s := b.open(t, rec)
+		f := newFixture(t, s, "acme")
+		other := newFixture(t, s, "other")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
+		before := len(rec.snapshot())
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, "repo_missing"}, testActor)
-	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	assert.Contains(t, err.Error(), `"repo_missing"`)
-	assert.Contains(t, err.Error(), "repository_ids[1]")
+		_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, "repo_missing"}, testActor)
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		assert.Contains(t, err.Error(), `"repo_missing"`)
+		assert.Contains(t, err.Error(), "repository_ids[1]")
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, other.github.ID}, testActor)
-	assert.ErrorIs(t, err, errdefs.ErrInvalidArgument)
-	assert.Equal(t, "repository_ids[1]", errdefs.FieldOf(err))
+		_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, other.github.ID}, testActor)
+		assert.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+		assert.Equal(t, "repository_ids[1]", errdefs.FieldOf(err))
 
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.github.ID}, testActor)
-	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
-	assert.Contains(t, err.Error(), f.github.ID)
+		_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.github.ID}, testActor)
+		assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
+		assert.Contains(t, err.Error(), f.github.ID)
 
-	_, err = s.AddSources(ctx, "task_missing", []string{f.gitlab.ID}, testActor)
-	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	assert.Contains(t, err.Error(), `"task_missing"`)
+		_, err = s.AddSources(ctx, "task_missing", []string{f.gitlab.ID}, testActor)
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		assert.Contains(t, err.Error(), `"task_missing"`)
 
-	got, err := s.GetTask(ctx, task.ID)
-	require.NoError(t, err)
-	assert.Len(t, got.Repositories, 1, "no failed batch attached anything")
-	assert.Equal(t, uint64(1), got.Providers.Generation, "no failed batch moved the generation")
-	assert.Len(t, rec.snapshot(), before, "no failed batch published an event")
+		got, err := s.GetTask(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Len(t, got.Repositories, 1, "no failed batch attached anything")
+		assert.Equal(t, uint64(1), got.Providers.Generation, "no failed batch moved the generation")
+		assert.Len(t, rec.snapshot(), before, "no failed batch published an event")
+	})
 }
 
 func TestConcurrentBatchesEndWithTheUnionOfBoth(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
+		require.NoError(t, err)
 
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, repo := range []model.Repository{f.github, f.gitlab} {
-		wg.Go(func() { _, errs[i] = s.AddSources(ctx, task.ID, []string{repo.ID}, testActor) })
-	}
-	wg.Wait()
-	require.NoError(t, errs[0])
-	require.NoError(t, errs[1])
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, repo := range []model.Repository{f.github, f.gitlab} {
+			wg.Go(func() { _, errs[i] = s.AddSources(ctx, task.ID, []string{repo.ID}, testActor) })
+		}
+		wg.Wait()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
 
-	set, err := s.TaskProviders(ctx, task.ID)
-	require.NoError(t, err)
-	assert.Equal(t, "github,gitlab", set.Set.String())
-	assert.Equal(t, uint64(3), set.Generation)
+		set, err := s.TaskProviders(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "github,gitlab", set.Set.String())
+		assert.Equal(t, uint64(3), set.Generation)
+	})
 }
 
 func TestBadInputIsRefusedWithNamedErrors(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
 
-	_, err := s.CreateWorkspace(ctx, "acme")
-	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
+		_, err := s.CreateWorkspace(ctx, "acme")
+		assert.ErrorIs(t, err, errdefs.ErrAlreadyExists)
 
-	_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "GitHub.com", Path: "ACME/api"})
-	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "host and path compare case-insensitively")
-	assert.Contains(t, err.Error(), f.github.ID)
+		_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "GitHub.com", Path: "ACME/api"})
+		assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "host and path compare case-insensitively")
+		assert.Contains(t, err.Error(), f.github.ID)
 
-	other, err := s.CreateWorkspace(ctx, "other")
-	require.NoError(t, err)
-	_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: other.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
-	assert.NoError(t, err, "the same repository may live in another workspace")
+		other, err := s.CreateWorkspace(ctx, "other")
+		require.NoError(t, err)
+		_, err = s.CreateRepository(ctx, model.Repository{WorkspaceID: other.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+		assert.NoError(t, err, "the same repository may live in another workspace")
 
-	for name, call := range map[string]func() error{
-		"workspace":  func() error { _, err := s.GetWorkspace(ctx, "ws_nope"); return err },
-		"repository": func() error { _, err := s.GetRepository(ctx, "repo_nope"); return err },
-		"task":       func() error { _, err := s.GetTask(ctx, "task_nope"); return err },
-		"session":    func() error { _, err := s.GetSession(ctx, "sess_nope"); return err },
-		"repos of":   func() error { _, err := s.ListRepositories(ctx, "ws_gone"); return err },
-		"tasks of":   func() error { _, err := s.ListTasks(ctx, "ws_gone"); return err },
-		"events of":  func() error { _, err := s.Events(ctx, "task_gone", 0, 10); return err },
-		"task on":    func() error { _, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID}, "repo_nope"); return err },
-		"connection": func() error { return s.RemoveConnection(ctx, f.ws.ID, providers.GitLab) },
-	} {
-		err := call()
-		assert.ErrorIs(t, err, errdefs.ErrNotFound, name)
-		assert.Regexp(t, `"(ws|repo|task|sess)_(nope|gone)"|no gitlab connection`, err.Error(), name)
-	}
-	_, err = s.CreateTask(ctx, model.Task{WorkspaceID: other.ID}, f.github.ID)
-	assert.Equal(t, "repository_id", errdefs.FieldOf(err), "primary repository from another workspace")
+		for name, call := range map[string]func() error{
+			"workspace":  func() error { _, err := s.GetWorkspace(ctx, "ws_nope"); return err },
+			"repository": func() error { _, err := s.GetRepository(ctx, "repo_nope"); return err },
+			"task":       func() error { _, err := s.GetTask(ctx, "task_nope"); return err },
+			"session":    func() error { _, err := s.GetSession(ctx, "sess_nope"); return err },
+			"repos of":   func() error { _, err := s.ListRepositories(ctx, "ws_gone"); return err },
+			"tasks of":   func() error { _, err := s.ListTasks(ctx, "ws_gone"); return err },
+			"events of":  func() error { _, err := s.Events(ctx, "task_gone", 0, 10); return err },
+			"task on":    func() error { _, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID}, "repo_nope"); return err },
+			"connection": func() error { return s.RemoveConnection(ctx, f.ws.ID, providers.GitLab) },
+		} {
+			err := call()
+			assert.ErrorIs(t, err, errdefs.ErrNotFound, name)
+			assert.Regexp(t, `"(ws|repo|task|sess)_(nope|gone)"|no gitlab connection`, err.Error(), name)
+		}
+		_, err = s.CreateTask(ctx, model.Task{WorkspaceID: other.ID}, f.github.ID)
+		assert.Equal(t, "repository_id", errdefs.FieldOf(err), "primary repository from another workspace")
+	})
 }
 
 func TestDataSurvivesARestart(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "nested", "data dir") // created on open; a space in the path
-	s, err := store.Open(ctx, dir, store.Options{})
-	require.NoError(t, err)
-	f := newFixture(t, s, "acme")
-	conn, err := s.SetConnection(ctx, f.ws.ID, model.Connection{
-		Provider: providers.GitLab, APIBaseURL: "https://gitlab.example.com/api/v4",
-		Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"},
-	})
-	require.NoError(t, err)
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
-	require.NoError(t, err)
-	task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
-	require.NoError(t, err)
-	sess, err := s.CreateSession(ctx, model.Session{
-		TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
-		AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
-		Applied: task.Providers,
-	})
-	require.NoError(t, err)
-	events, err := s.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		dir := filepath.Join(t.TempDir(), "nested", "data dir") // created on open; a space in the path
+		opts := b.options(t)
+		s, err := store.Open(ctx, dir, opts)
+		require.NoError(t, err)
+		f := newFixture(t, s, "acme")
+		conn, err := s.SetConnection(ctx, f.ws.ID, model.Connection{
+			Provider: providers.GitLab, APIBaseURL: "https://gitlab.example.com/api/v4",
+			Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "GITLAB_TOKEN"},
+		})
+		require.NoError(t, err)
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t", Description: "d"}, f.github.ID)
+		require.NoError(t, err)
+		task, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
+		require.NoError(t, err)
+		sess, err := s.CreateSession(ctx, model.Session{
+			TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
+			AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
+			Applied: task.Providers,
+		})
+		require.NoError(t, err)
+		events, err := s.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
 
-	s2 := open(t, dir, nil)
-	ws, err := s2.GetWorkspace(ctx, f.ws.ID)
-	require.NoError(t, err)
-	assert.Equal(t, "acme", ws.Name)
-	assert.Equal(t, []model.Connection{conn}, ws.Connections)
-	gotTask, err := s2.GetTask(ctx, task.ID)
-	require.NoError(t, err)
-	assert.Equal(t, task, gotTask)
-	gotSess, err := s2.GetSession(ctx, sess.ID)
-	require.NoError(t, err)
-	assert.Equal(t, sess, gotSess)
-	gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	assert.Equal(t, events, gotEvents)
-	v, err := s2.SchemaVersion(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, int64(9), v)
+		s2 := openOptions(t, dir, nil, opts)
+		ws, err := s2.GetWorkspace(ctx, f.ws.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "acme", ws.Name)
+		assert.Equal(t, []model.Connection{conn}, ws.Connections)
+		gotTask, err := s2.GetTask(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, task, gotTask)
+		gotSess, err := s2.GetSession(ctx, sess.ID)
+		require.NoError(t, err)
+		assert.Equal(t, sess, gotSess)
+		gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		assert.Equal(t, events, gotEvents)
+		v, err := s2.SchemaVersion(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(9), v)
+	})
 }
 
 func TestEventsArePublishedAfterCommitInOrder(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rec := &recorder{}
-	s := open(t, t.TempDir(), rec)
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
-	require.NoError(t, err)
-	_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID}, testActor)
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		rec := &recorder{}
+		s := b.open(t, rec)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
+		_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID, f.local.ID}, testActor)
+		require.NoError(t, err)
 
-	published := rec.snapshot()
-	stored, err := s.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	assert.Equal(t, stored, published)
-	require.Len(t, stored, 2)
-	assert.Equal(t, model.EventTaskCreated, stored[0].Kind)
-	assert.Equal(t, model.EventSourcesAdded, stored[1].Kind)
-	assert.Equal(t, []string{f.gitlab.ID, f.local.ID}, stored[1].RepositoryIDs)
-	assert.Equal(t, "github,gitlab", stored[1].Providers.Set.String())
-	assert.Less(t, stored[0].Seq, stored[1].Seq)
+		published := rec.snapshot()
+		stored, err := s.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		assert.Equal(t, stored, published)
+		require.Len(t, stored, 2)
+		assert.Equal(t, model.EventTaskCreated, stored[0].Kind)
+		assert.Equal(t, model.EventSourcesAdded, stored[1].Kind)
+		assert.Equal(t, []string{f.gitlab.ID, f.local.ID}, stored[1].RepositoryIDs)
+		assert.Equal(t, "github,gitlab", stored[1].Providers.Set.String())
+		assert.Less(t, stored[0].Seq, stored[1].Seq)
 
-	after, err := s.Events(ctx, task.ID, stored[0].Seq, 100)
-	require.NoError(t, err)
-	assert.Equal(t, stored[1:], after)
+		after, err := s.Events(ctx, task.ID, stored[0].Seq, 100)
+		require.NoError(t, err)
+		assert.Equal(t, stored[1:], after)
+	})
 }
 
 func TestUpdateSessionWritesNothingWhenItFails(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rec := &recorder{}
-	s := open(t, t.TempDir(), rec)
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
-	require.NoError(t, err)
-	sess, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
-	require.NoError(t, err)
-	before := len(rec.snapshot())
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		rec := &recorder{}
+		s := b.open(t, rec)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
+		sess, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+		require.NoError(t, err)
+		before := len(rec.snapshot())
 
-	_, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
-		s.State = model.SessionRunning
-		return nil, fmt.Errorf("executor refused: %w", errdefs.ErrUnavailable)
-	})
-	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
-	got, err := s.GetSession(ctx, sess.ID)
-	require.NoError(t, err)
-	assert.Equal(t, model.SessionPending, got.State)
+		_, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
+			s.State = model.SessionRunning
+			return nil, fmt.Errorf("executor refused: %w", errdefs.ErrUnavailable)
+		})
+		assert.ErrorIs(t, err, errdefs.ErrUnavailable)
+		got, err := s.GetSession(ctx, sess.ID)
+		require.NoError(t, err)
+		assert.Equal(t, model.SessionPending, got.State)
 
-	got, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
-		s.State, s.NeedsRepair, s.StatusMessage = model.SessionRunning, true, "push failed"
-		return []model.Event{{Kind: model.EventSessionStarted, Message: "started"}}, nil
+		got, err = s.UpdateSession(ctx, sess.ID, func(s *model.Session) ([]model.Event, error) {
+			s.State, s.NeedsRepair, s.StatusMessage = model.SessionRunning, true, "push failed"
+			return []model.Event{{Kind: model.EventSessionStarted, Message: "started"}}, nil
+		})
+		require.NoError(t, err)
+		assert.True(t, got.NeedsRepair)
+		evs := rec.snapshot()[before:]
+		require.Len(t, evs, 1)
+		assert.Equal(t, sess.ID, evs[0].SessionID)
+		assert.Equal(t, task.ID, evs[0].TaskID)
 	})
-	require.NoError(t, err)
-	assert.True(t, got.NeedsRepair)
-	evs := rec.snapshot()[before:]
-	require.Len(t, evs, 1)
-	assert.Equal(t, sess.ID, evs[0].SessionID)
-	assert.Equal(t, task.ID, evs[0].TaskID)
 }
 
 func TestNewerSchemaIsRefusedWithoutTouchingTheFile(t *testing.T) {
@@ -432,80 +449,86 @@ func TestUnusableDataIsRefused(t *testing.T) {
 // TestReadsSeeOneSnapshot reads a task while batches land: its generation,
 // repositories and provider set must always belong to the same commit.
 func TestReadsSeeOneSnapshot(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.local.ID)
+		require.NoError(t, err)
 
-	const batches = 60
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(done)
-		for i := range batches {
-			r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "local", Path: fmt.Sprintf("/src/%d", i)})
-			if !assert.NoError(t, err) {
-				return
+		const batches = 60
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			defer close(done)
+			for i := range batches {
+				r, err := s.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "local", Path: fmt.Sprintf("/src/%d", i)})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if _, err := s.AddSources(ctx, task.ID, []string{r.ID}, testActor); !assert.NoError(t, err) {
+					return
+				}
 			}
-			if _, err := s.AddSources(ctx, task.ID, []string{r.ID}, testActor); !assert.NoError(t, err) {
+		})
+		reads := 0
+		for {
+			select {
+			case <-done:
+				wg.Wait()
+				t.Logf("%d consistent reads during %d batches", reads, batches)
 				return
+			default:
 			}
+			got, err := s.GetTask(ctx, task.ID)
+			require.NoError(t, err)
+			// Generation g means g-1 batches of one repository each.
+			require.Equal(t, int(got.Providers.Generation), len(got.Repositories), "torn read")
+			list, err := s.ListTasks(ctx, f.ws.ID)
+			require.NoError(t, err)
+			require.Equal(t, int(list[0].Providers.Generation), len(list[0].Repositories), "torn list")
+			reads++
 		}
 	})
-	reads := 0
-	for {
-		select {
-		case <-done:
-			wg.Wait()
-			t.Logf("%d consistent reads during %d batches", reads, batches)
-			return
-		default:
-		}
-		got, err := s.GetTask(ctx, task.ID)
-		require.NoError(t, err)
-		// Generation g means g-1 batches of one repository each.
-		require.Equal(t, int(got.Providers.Generation), len(got.Repositories), "torn read")
-		list, err := s.ListTasks(ctx, f.ws.ID)
-		require.NoError(t, err)
-		require.Equal(t, int(list[0].Providers.Generation), len(list[0].Repositories), "torn list")
-		reads++
-	}
 }
 
 func TestEventsRefuseAnImpossibleSequence(t *testing.T) {
-	t.Parallel()
-	s := open(t, t.TempDir(), nil)
-	_, err := s.Events(context.Background(), "task_x", 1<<63, 10)
-	assert.Equal(t, "after_sequence", errdefs.FieldOf(err))
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		s := b.open(t, nil)
+		_, err := s.Events(context.Background(), "task_x", 1<<63, 10)
+		assert.Equal(t, "after_sequence", errdefs.FieldOf(err))
+	})
 }
 
 func TestChangeRequestsAndAutomation(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), nil)
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
 
-	_, err = s.ChangeRequest(ctx, task.ID, f.github.ID)
-	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	cr, err := s.RecordChangeRequest(ctx, model.ChangeRequest{TaskID: task.ID, RepositoryID: f.github.ID, Provider: providers.GitHub,
-		Number: 7, URL: "https://github.example/acme/api/pull/7", Title: "Fix", SourceBranch: "fix", TargetBranch: "main",
-		Automation: model.DefaultAutomation})
-	require.NoError(t, err)
-	_, err = s.RecordChangeRequest(ctx, cr)
-	assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "one change request per task and repository")
+		_, err = s.ChangeRequest(ctx, task.ID, f.github.ID)
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		cr, err := s.RecordChangeRequest(ctx, model.ChangeRequest{TaskID: task.ID, RepositoryID: f.github.ID, Provider: providers.GitHub,
+			Number: 7, URL: "https://github.example/acme/api/pull/7", Title: "Fix", SourceBranch: "fix", TargetBranch: "main",
+			Automation: model.DefaultAutomation})
+		require.NoError(t, err)
+		_, err = s.RecordChangeRequest(ctx, cr)
+		assert.ErrorIs(t, err, errdefs.ErrAlreadyExists, "one change request per task and repository")
 
-	updated, err := s.UpdateAutomation(ctx, task.ID, f.github.ID, func(a *model.Automation) { a.AutoMerge, a.PromptOnClosed = true, false })
-	require.NoError(t, err)
-	assert.Equal(t, model.Automation{AutoMerge: true, PromptOnReviewRequested: true, PromptOnMerged: true}, updated.Automation)
-	got, err := s.ChangeRequest(ctx, task.ID, f.github.ID)
-	require.NoError(t, err)
-	assert.Equal(t, updated, got)
-	_, err = s.UpdateAutomation(ctx, task.ID, f.gitlab.ID, func(*model.Automation) {})
-	assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		updated, err := s.UpdateAutomation(ctx, task.ID, f.github.ID, func(a *model.Automation) { a.AutoMerge, a.PromptOnClosed = true, false })
+		require.NoError(t, err)
+		assert.Equal(t, model.Automation{AutoMerge: true, PromptOnReviewRequested: true, PromptOnMerged: true}, updated.Automation)
+		got, err := s.ChangeRequest(ctx, task.ID, f.github.ID)
+		require.NoError(t, err)
+		assert.Equal(t, updated, got)
+		_, err = s.UpdateAutomation(ctx, task.ID, f.gitlab.ID, func(*model.Automation) {})
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	})
 }
 
 // testActor makes the tests' changes.
@@ -627,35 +650,37 @@ func TestDamagedDatabasesAreRefusedWithoutWritingToThem(t *testing.T) {
 // session without a handle is deleted, with its event on the task; a
 // session that ran is kept.
 func TestAbandonSessionForgetsOnlyALaunchThatNeverStarted(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := open(t, t.TempDir(), &recorder{})
-	f := newFixture(t, s, "acme")
-	task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
-	require.NoError(t, err)
-	never, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
-	require.NoError(t, err)
-	ran, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
-	require.NoError(t, err)
-	_, err = s.UpdateSession(ctx, ran.ID, func(m *model.Session) ([]model.Event, error) {
-		m.State, m.Handle = model.SessionFailed, model.Handle{Version: 1, State: []byte(`{"pid":1}`)}
-		return nil, nil
-	})
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, &recorder{})
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
+		never, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+		require.NoError(t, err)
+		ran, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+		require.NoError(t, err)
+		_, err = s.UpdateSession(ctx, ran.ID, func(m *model.Session) ([]model.Event, error) {
+			m.State, m.Handle = model.SessionFailed, model.Handle{Version: 1, State: []byte(`{"pid":1}`)}
+			return nil, nil
+		})
+		require.NoError(t, err)
 
-	require.NoError(t, s.AbandonSession(ctx, never.ID, model.Event{Kind: model.EventSessionEnded, Message: "launch failed, no session kept: refused"}))
-	_, err = s.GetSession(ctx, never.ID)
-	assert.ErrorIs(t, err, errdefs.ErrNotFound)
-	err = s.AbandonSession(ctx, ran.ID, model.Event{Kind: model.EventSessionEnded, Message: "x"})
-	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
-	list, err := s.ListSessions(ctx, task.ID)
-	require.NoError(t, err)
-	require.Len(t, list, 1)
-	assert.Equal(t, ran.ID, list[0].ID)
-	evs, err := s.Events(ctx, task.ID, 0, 100)
-	require.NoError(t, err)
-	last := evs[len(evs)-1]
-	assert.Equal(t, never.ID, last.SessionID)
-	assert.Equal(t, model.EventSessionEnded, last.Kind)
-	assert.Contains(t, last.Message, "no session kept")
+		require.NoError(t, s.AbandonSession(ctx, never.ID, model.Event{Kind: model.EventSessionEnded, Message: "launch failed, no session kept: refused"}))
+		_, err = s.GetSession(ctx, never.ID)
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		err = s.AbandonSession(ctx, ran.ID, model.Event{Kind: model.EventSessionEnded, Message: "x"})
+		assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+		list, err := s.ListSessions(ctx, task.ID)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, ran.ID, list[0].ID)
+		evs, err := s.Events(ctx, task.ID, 0, 100)
+		require.NoError(t, err)
+		last := evs[len(evs)-1]
+		assert.Equal(t, never.ID, last.SessionID)
+		assert.Equal(t, model.EventSessionEnded, last.Kind)
+		assert.Contains(t, last.Message, "no session kept")
+	})
 }

@@ -61,7 +61,7 @@ func TestSourcePolicyMigrationKeepsExistingBehaviour(t *testing.T) {
 	_, err = st.w.ExecContext(ctx, `UPDATE workspaces SET agent_sources = 'sometimes' WHERE id = 'ws_old'`)
 	assert.Error(t, err, "the schema admits only the three policies")
 
-	_, err = provider(st.w).DownTo(ctx, 6)
+	_, err = provider(st.w.DB).DownTo(ctx, 6)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 }

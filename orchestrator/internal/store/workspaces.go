@@ -127,7 +127,7 @@ func workspaceExists(ctx context.Context, q queryer, id string) error {
 func connections(ctx context.Context, q queryer, workspaceID string) (map[string][]model.Connection, error) {
 	rows, err := q.QueryContext(ctx, `
 		SELECT workspace_id, provider, api_base_url, credential_kind, credential_ref, username, validated_at
-		FROM connections WHERE ? = '' OR workspace_id = ? ORDER BY workspace_id, provider`, workspaceID, workspaceID)
+		FROM connections WHERE CAST(? AS TEXT) = '' OR workspace_id = ? ORDER BY workspace_id, provider`, workspaceID, workspaceID)
 	if err != nil {
 		return nil, err
 	}
