@@ -1,7 +1,7 @@
 // Package store persists the orchestrator's records in an embedded SQLite
 // database (modernc.org/sqlite, pure Go) under a data directory, or in a
 // PostgreSQL database (Options.DatabaseURL; postgres.go, dialect.go and
-// ADR 0021 say what differs).
+// ADR 0023 say what differs).
 //
 // The schema is versioned by goose migrations embedded in the binary. The
 // database runs in WAL mode with foreign keys on and a busy timeout; all

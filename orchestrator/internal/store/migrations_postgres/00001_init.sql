@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00001_init.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00001_init.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- SQLite's COLLATE NOCASE: a case-insensitive ICU collation.

@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00002_session_image.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00002_session_image.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- The container image of a docker session ('' for other executors).

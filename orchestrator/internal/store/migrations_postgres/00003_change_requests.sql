@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00003_change_requests.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00003_change_requests.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- The pull request (GitHub) or merge request (GitLab) a task opened on one

@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00004_lifecycle.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00004_lifecycle.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- What the lifecycle already acted on, per change request, so each

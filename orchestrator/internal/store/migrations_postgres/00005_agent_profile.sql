@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00005_agent_profile.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00005_agent_profile.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- The agent profile a session runs, so resume relaunches the same agent.

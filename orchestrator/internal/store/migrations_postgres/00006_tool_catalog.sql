@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00006_tool_catalog.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00006_tool_catalog.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- External MCP servers whose tools the catalog governs. Secrets are

@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00007_api_tokens.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00007_api_tokens.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- API tokens for callers over TCP. Only the SHA-256 of the secret is kept;

@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00008_source_policy.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00008_source_policy.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- A workspace's policy for repositories its agents attach themselves

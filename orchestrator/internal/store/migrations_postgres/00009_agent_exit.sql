@@ -1,4 +1,4 @@
--- PostgreSQL translation of ../migrations/00009_agent_exit.sql (ADR 0021): BIGINT for
+-- PostgreSQL translation of ../migrations/00009_agent_exit.sql (ADR 0023): BIGINT for
 -- INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT, no STRICT.
 -- +goose Up
 -- The exit code of a session's agent process, once the orchestrator
