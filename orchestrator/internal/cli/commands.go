@@ -206,6 +206,7 @@ it authenticates as; that username is recorded and shown by session_info.`,
 	connect.Flags().StringVar(&baseURL, "base-url", "", "API base URL for GitHub Enterprise or self-managed GitLab (default: the public API)")
 	connect.Flags().StringVar(&tokenEnv, "token-env", "", "name of the environment variable holding the token")
 	connect.Flags().StringVar(&tokenFile, "token-file", "", "absolute path of a file holding the token")
+	mapFields(connect, "api_base_url", "--base-url")
 	connect.Flags().BoolVar(&noValidate, "no-validate", false, "record the connection without asking the provider who the token belongs to")
 	var dprovider string
 	disconnect := &cobra.Command{
@@ -251,6 +252,7 @@ from --url when not given.`,
 	add.Flags().StringVar(&in.Host, "host", "", "host, for example github.com")
 	add.Flags().StringVar(&in.Path, "path", "", "owner/name, group/project path, or a local path")
 	add.Flags().StringVar(&in.RemoteUrl, "url", "", "clone URL (https, ssh or git@host:path)")
+	mapFields(add, "path", "--url", "remote_url", "--url")
 	get := &cobra.Command{
 		Use: "get REPOSITORY", Short: "Show a repository", Args: exactArgs("REPOSITORY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -301,6 +303,7 @@ func (a *app) taskCmd() *cobra.Command {
 	create.Flags().StringVar(&in.Title, "title", "", "what the task is about")
 	create.Flags().StringVar(&in.Description, "description", "", "longer description")
 	create.Flags().StringVar(&in.RepositoryId, "repo", "", "primary repository id")
+	mapFields(create, "repository_id", "--repo")
 	get := &cobra.Command{
 		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: exactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -373,6 +376,7 @@ func (a *app) sourceCmd() *cobra.Command {
 		},
 	}
 	add.Flags().StringSliceVar(&repos, "repo", nil, "repository id; repeat or separate with commas")
+	mapFields(add, "repository_ids", "--repo")
 	cmd.AddCommand(add)
 	cmd.AddCommand(a.sourceRequestCmds()...)
 	return cmd
