@@ -449,6 +449,8 @@ func (a *app) sessionCmd() *cobra.Command {
 	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
 	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")
 	launch.Flags().StringArrayVar(&passEnv, "env", nil, "NAME of a variable of the executor's environment the agent gets as well; repeatable (the value is never stored or shown)")
+	mapFields(launch, "agent.pass_env", "--env", "agent.working_dir", "--workdir", "agent.profile", "--agent", "agent.model", "--model",
+		"agent.credential_env", "--credential-env", "agent.argv", "AGENT COMMAND")
 	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started and the whole environment allowlist, and start nothing")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
@@ -542,7 +544,7 @@ func (a *app) sessionCmd() *cobra.Command {
 					return err
 				}
 				if a.json {
-					b, err := jsonLine.Marshal(resp)
+					b, err := marshalJSON(resp, "")
 					if err != nil {
 						return err
 					}
@@ -605,7 +607,7 @@ func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID str
 			continue
 		}
 		if a.json {
-			b, err := jsonLine.Marshal(e)
+			b, err := marshalJSON(e, "")
 			if err != nil {
 				return printed, err
 			}
@@ -659,6 +661,7 @@ func (a *app) eventsCmd() *cobra.Command {
 	}
 	watch.Flags().Uint64Var(&after, "after", 0, "start after this sequence number")
 	watch.Flags().StringArrayVar(&kindNames, "kind", nil, "print only events of this kind, e.g. tool.called (repeatable)")
+	mapFields(watch, "after_sequence", "--after", "kind", "--kind")
 	cmd.AddCommand(watch)
 	return cmd
 }

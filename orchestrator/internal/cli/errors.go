@@ -165,7 +165,8 @@ const fieldsAnnotation = "toolscope/fields"
 // mapFields records, once per command, which flag the user typed for each
 // request field the server may name in an error: pairs of field, flag
 // ("path", "--url"); a field also covers its elements and parts
-// ("server.stdio.env" covers "server.stdio.env[1].name"). A field with no entry that matches a flag of the
+// ("server.stdio.env" covers "server.stdio.env[1].name", shown as the
+// flag's second use, "--env #2"). A field with no entry that matches a flag of the
 // command by name (workspace_id: --workspace-id or --workspace) needs none.
 func mapFields(cmd *cobra.Command, pairs ...string) {
 	if cmd.Annotations == nil {
@@ -182,7 +183,18 @@ func mapFields(cmd *cobra.Command, pairs ...string) {
 func flagFor(cmd *cobra.Command, field string) string {
 	for _, line := range strings.Split(cmd.Annotations[fieldsAnnotation], "\n") {
 		f, flag, ok := strings.Cut(line, "=")
-		if ok && (f == field || strings.HasPrefix(field, f+"[") || strings.HasPrefix(field, f+".")) {
+		if !ok {
+			continue
+		}
+		if field == f || strings.HasPrefix(field, f+".") {
+			return flag
+		}
+		// The n-th element of a repeated field is the flag's n-th use.
+		if rest, ok := strings.CutPrefix(field, f+"["); ok {
+			var i int
+			if _, err := fmt.Sscanf(rest, "%d]", &i); err == nil {
+				return fmt.Sprintf("%s #%d", flag, i+1)
+			}
 			return flag
 		}
 	}

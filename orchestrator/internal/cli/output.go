@@ -6,21 +6,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 )
 
-var jsonOut = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}
-
-// jsonLine is for streams: one object per line.
-var jsonLine = protojson.MarshalOptions{UseProtoNames: true}
-
 // emit prints msg as JSON with --json, else calls human.
 func (a *app) emit(msg proto.Message, human func(w io.Writer)) error {
 	if a.json {
-		b, err := jsonOut.Marshal(msg)
+		b, err := marshalJSON(msg, "  ")
 		if err != nil {
 			return err
 		}
