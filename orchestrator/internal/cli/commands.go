@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -238,6 +239,7 @@ gitlab (case-insensitive) give a task provider tools. Host and path are taken
 from --url when not given.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.warnProvider(in.Provider)
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.repositories(conn).CreateRepository(ctx, &in)
 				if err != nil {
@@ -563,9 +565,9 @@ func (a *app) sessionCmd() *cobra.Command {
 }
 
 func printPlan(w io.Writer, p *pb.LaunchPlan) {
-	fmt.Fprintf(w, "would start\t%s\n", strings.Join(p.GetArgv(), " "))
-	for k, v := range p.GetEnv() {
-		fmt.Fprintf(w, "  env\t%s=%s\n", k, v)
+	fmt.Fprintf(w, "would start\t%s\n", shellJoin(p.GetArgv()))
+	for _, k := range slices.Sorted(maps.Keys(p.GetEnv())) {
+		fmt.Fprintf(w, "  env\t%s=%s\n", k, shellQuote(p.GetEnv()[k]))
 	}
 	fmt.Fprintf(w, "  env\tTOOLSCOPE_MCP_URL, TOOLSCOPE_MCP_TOKEN, TOOLSCOPE_MCP_CONFIG, TOOLSCOPE_SESSION_ID, TOOLSCOPE_TASK_ID (set by agentctl; HOME too, the session directory, when the agent runs under a uid of its own)\n")
 	fmt.Fprintf(w, "  passes through\t%s (names only; values come from the executor's environment, nothing else of it reaches the agent)\n",

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -21,9 +22,31 @@ func (a *app) emit(msg proto.Message, human func(w io.Writer)) error {
 		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
 		return err
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	human(tw)
-	return tw.Flush()
+	return writeTable(a.stdout, human)
+}
+
+// writeTable runs print on a tabwriter, the one every table goes through,
+// and writes its lines to w without trailing spaces.
+func writeTable(w io.Writer, print func(w io.Writer)) error {
+	if print == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	print(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		trimmed := strings.TrimRight(line, " \t\n")
+		out.WriteString(trimmed)
+		if strings.HasSuffix(line, "\n") {
+			out.WriteByte('\n')
+		}
+	}
+	_, err := w.Write(out.Bytes())
+	return err
 }
 
 func providerList(p *pb.ProviderSet) string {
@@ -151,4 +174,23 @@ func formatEvent(e *pb.TaskEvent) string {
 		fmt.Fprintf(&b, "  %s", e.GetMessage())
 	}
 	return b.String()
+}
+
+// shellJoin is argv as one line a POSIX shell reads back as argv, for
+// output meant to be copied (dry runs).
+func shellJoin(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote is s as one shell word: as is when it holds only characters
+// no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -29,6 +29,7 @@ type app struct {
 	tlsCert     string
 	tlsKey      string
 	json        bool
+	quiet       bool
 	timeout     time.Duration
 	stdout      io.Writer
 	stderr      io.Writer
@@ -69,6 +70,7 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 	pf.StringVar(&a.tlsCert, "tls-cert", "", "client certificate for TLS (TCP); its Subject carries the role")
 	pf.StringVar(&a.tlsKey, "tls-key", "", "its private key")
 	pf.BoolVar(&a.json, "json", false, "print results as JSON, for scripts")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print no warnings")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each API call")
 
 	root.AddCommand(
