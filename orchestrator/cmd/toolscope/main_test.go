@@ -395,3 +395,46 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// TestListingsSpanWorkspacesAndWarnOnTypos: task, repo and session
+// listings cover every workspace unless filtered; a provider typo is
+// stored as given but warned about with the nearest name (--quiet
+// silences it); a dry run prints a command line a shell reads back.
+func TestListingsSpanWorkspacesAndWarnOnTypos(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	var wss, tasks []string
+	for _, name := range []string{"acme", "globex"} {
+		ws := srv.id(t, "workspace", "workspace", "create", name)
+		repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/"+name+"/api")
+		wss = append(wss, ws)
+		tasks = append(tasks, srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix "+name, "--repo", repo))
+	}
+	all := srv.ok(t, "task", "list")
+	assert.Contains(t, all, tasks[0])
+	assert.Contains(t, all, tasks[1])
+	one := srv.ok(t, "task", "list", "--workspace", wss[1])
+	assert.NotContains(t, one, tasks[0])
+	assert.Contains(t, one, tasks[1])
+	repos := srv.ok(t, "repo", "list")
+	assert.Contains(t, repos, "github.com/acme/api")
+	assert.Contains(t, repos, "github.com/globex/api")
+	for _, line := range strings.Split(all+repos, "\n") {
+		assert.Equal(t, strings.TrimRight(line, " "), line, "no trailing spaces")
+	}
+	assert.Equal(t, 1, strings.Count(srv.ok(t, "session", "list", "--state", "running"), "\n"), "the header only")
+	assert.Equal(t, 1, strings.Count(srv.ok(t, "session", "list", "--task", tasks[0]), "\n"), "the header only")
+	r := srv.run(t, "session", "list", "--state", "sleeping")
+	assert.Equal(t, cli.ExitUsage, r.code, r.stderr)
+
+	r = srv.run(t, "repo", "add", "--workspace", wss[0], "--provider", "githb", "--url", "https://github.com/acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "toolscope: warning: provider \"githb\" is not one the task gets tools for (stored as given); did you mean \"github\"?\n", r.stderr)
+	assert.Contains(t, r.stdout, "githb", "stored as given")
+	r = srv.run(t, "--quiet", "repo", "add", "--workspace", wss[0], "--provider", "gitlba", "--url", "https://gitlab.com/acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+
+	out := srv.ok(t, "session", "launch", tasks[0], "--dry-run", "--", "codex", "exec", "fix the login bug", "it's")
+	assert.Contains(t, out, `codex exec 'fix the login bug' 'it'\''s'`)
+}

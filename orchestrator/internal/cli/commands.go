@@ -269,10 +269,15 @@ from --url when not given.`,
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list --workspace WORKSPACE", Short: "List a workspace's repositories", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the repositories of every workspace, or of one", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: ws})
+				resp := &pb.ListRepositoriesResponse{}
+				err := a.eachWorkspace(ctx, conn, ws, func(id string) error {
+					r, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id})
+					resp.Repositories = append(resp.Repositories, r.GetRepositories()...)
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -280,7 +285,7 @@ from --url when not given.`,
 			})
 		},
 	}
-	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	list.Flags().StringVar(&ws, "workspace", "", "only this workspace's (default: every workspace's)")
 	cmd.AddCommand(add, get, list)
 	return cmd
 }
@@ -335,23 +340,23 @@ func (a *app) taskCmd() *cobra.Command {
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list --workspace WORKSPACE", Short: "List a workspace's tasks", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the tasks of every workspace, or of one", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: ws})
+				resp, err := a.listTasks(ctx, conn, ws)
 				if err != nil {
 					return err
 				}
 				return a.emit(resp, func(w io.Writer) {
-					fmt.Fprintln(w, "ID\tTITLE\tREPOSITORIES\tPROVIDERS")
+					fmt.Fprintln(w, "ID\tWORKSPACE\tTITLE\tREPOSITORIES\tPROVIDERS")
 					for _, t := range resp.GetTasks() {
-						fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.GetId(), t.GetTitle(), len(t.GetRepositories()), providerList(t.GetProviderSet()))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", t.GetId(), t.GetWorkspaceId(), t.GetTitle(), len(t.GetRepositories()), providerList(t.GetProviderSet()))
 					}
 				})
 			})
 		},
 	}
-	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	list.Flags().StringVar(&ws, "workspace", "", "only this workspace's (default: every workspace's)")
 	cmd.AddCommand(create, get, providersCmd, list)
 	return cmd
 }
@@ -484,18 +489,53 @@ func (a *app) sessionCmd() *cobra.Command {
 			r, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
 			return r.GetSession(), err
 		})
+	var listTask, listState string
 	list := &cobra.Command{
-		Use: "list TASK", Short: "List a task's sessions", Args: exactArgs("TASK"),
+		Use: "list [--task TASK] [--state STATE]", Short: "List the sessions of every task, or of one",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 || len(args) == 1 && listTask != "" {
+				return usagef("session list takes the task as --task TASK (or one argument), got %d argument(s)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				listTask = args[0]
+			}
+			state, ok := sessionStateNamed(listState)
+			if !ok {
+				return usagef("invalid --state %q: use pending, running, stopped or failed", listState)
+			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: args[0]})
-				if err != nil {
-					return err
+				taskIDs := []string{listTask}
+				if listTask == "" {
+					tasks, err := a.listTasks(ctx, conn, "")
+					if err != nil {
+						return err
+					}
+					taskIDs = taskIDs[:0]
+					for _, t := range tasks.GetTasks() {
+						taskIDs = append(taskIDs, t.GetId())
+					}
+				}
+				resp := &pb.ListSessionsResponse{}
+				for _, id := range taskIDs {
+					r, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
+					if err != nil {
+						return err
+					}
+					for _, s := range r.GetSessions() {
+						if state == pb.SessionState_SESSION_STATE_UNSPECIFIED || s.GetState() == state {
+							resp.Sessions = append(resp.Sessions, s)
+						}
+					}
 				}
 				return a.emit(resp, func(w io.Writer) { printSessions(w, resp.GetSessions()) })
 			})
 		},
 	}
+	list.Flags().StringVar(&listTask, "task", "", "only this task's sessions (default: every task's)")
+	list.Flags().StringVar(&listState, "state", "", "only sessions in this state: pending, running, stopped or failed")
 	mcpConfig := &cobra.Command{
 		Use: "mcp-config SESSION", Short: "Print how to attach any MCP client or inspector to a running session",
 		Args: exactArgs("SESSION"),

@@ -194,3 +194,16 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// sessionStateNamed is the state a --state value names ("" names none).
+func sessionStateNamed(name string) (pb.SessionState, bool) {
+	if name == "" {
+		return pb.SessionState_SESSION_STATE_UNSPECIFIED, true
+	}
+	for s, n := range sessionStates {
+		if strings.EqualFold(strings.TrimSpace(name), n) {
+			return s, true
+		}
+	}
+	return 0, false
+}

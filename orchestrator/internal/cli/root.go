@@ -142,3 +142,33 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// eachWorkspace calls fn with workspace, or when it is "" with every
+// workspace the caller may list, in the server's order: listings span
+// all workspaces by default, as kubectl's --all-namespaces does on request.
+func (a *app) eachWorkspace(ctx context.Context, conn *grpc.ClientConn, workspace string, fn func(id string) error) error {
+	if workspace != "" {
+		return fn(workspace)
+	}
+	list, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
+	if err != nil {
+		return err
+	}
+	for _, ws := range list.GetWorkspaces() {
+		if err := fn(ws.GetId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listTasks is the tasks of workspace, or of every workspace when "".
+func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) (*pb.ListTasksResponse, error) {
+	resp := &pb.ListTasksResponse{}
+	err := a.eachWorkspace(ctx, conn, workspace, func(id string) error {
+		r, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})
+		resp.Tasks = append(resp.Tasks, r.GetTasks()...)
+		return err
+	})
+	return resp, err
+}
