@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -437,4 +438,50 @@ func TestListingsSpanWorkspacesAndWarnOnTypos(t *testing.T) {
 
 	out := srv.ok(t, "session", "launch", tasks[0], "--dry-run", "--", "codex", "exec", "fix the login bug", "it's")
 	assert.Contains(t, out, `codex exec 'fix the login bug' 'it'\''s'`)
+}
+
+// TestServeHintFitsTheDatabaseAndATakenPortFailsFast: the first hint of
+// `serve` suggests creating a workspace on an empty database and listing
+// tasks on a populated one; a taken --listen port fails before anything
+// is printed or migrated, naming the flag to change.
+func TestServeHintFitsTheDatabaseAndATakenPortFailsFast(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hint := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := command(ctx, "serve", "--data-dir", dir)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		var try string
+		lines := bufio.NewScanner(stdout)
+		for try == "" && lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "try: ") {
+				try = lines.Text()
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		_, _ = io.Copy(io.Discard, stdout)
+		require.NoError(t, cmd.Wait())
+		return try
+	}
+	socket := filepath.Join(dir, "toolscope.sock")
+	assert.Equal(t, "try: toolscope --server unix://"+socket+" workspace create demo", hint())
+	srv := startServer(t, dir)
+	srv.id(t, "workspace", "workspace", "create", "acme")
+	srv.stop(t)
+	assert.Equal(t, "try: toolscope --server unix://"+socket+" task list", hint())
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	fresh := t.TempDir()
+	r := runEnv(t, nil, "serve", "--data-dir", fresh, "--listen", taken.Addr().String())
+	assert.Equal(t, cli.ExitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "set --listen to another address")
+	assert.Empty(t, r.stdout, "nothing printed before the port is bound")
+	_, err = os.Stat(filepath.Join(fresh, "toolscope.db"))
+	assert.True(t, os.IsNotExist(err), "no database created before the port is bound")
 }

@@ -78,10 +78,14 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 				if r.Addr != "" {
 					fmt.Fprintf(a.stdout, "and on %s (TCP: API token or client certificate required)\n", r.Addr)
 				}
+				hint := "workspace create demo"
+				if r.Workspaces > 0 {
+					hint = "task list"
+				}
 				if def, err := server.DefaultDataDir(); err == nil && server.SocketPath(def) == r.Socket {
-					fmt.Fprintf(a.stdout, "try: toolscope workspace create demo\n")
+					fmt.Fprintf(a.stdout, "try: toolscope %s\n", hint)
 				} else {
-					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s workspace create demo\n", r.Socket)
+					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s %s\n", r.Socket, hint)
 				}
 			})
 		},
