@@ -484,4 +484,9 @@ func TestServeHintFitsTheDatabaseAndATakenPortFailsFast(t *testing.T) {
 	assert.Empty(t, r.stdout, "nothing printed before the port is bound")
 	_, err = os.Stat(filepath.Join(fresh, "toolscope.db"))
 	assert.True(t, os.IsNotExist(err), "no database created before the port is bound")
+
+	r = runEnv(t, nil, "demo", "--no-context", "--listen", taken.Addr().String())
+	assert.Equal(t, cli.ExitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "set --listen to another address")
+	assert.Empty(t, r.stdout, "the demo's introduction is not printed before the port is known free")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -207,6 +208,9 @@ func flagFor(cmd *cobra.Command, field string) string {
 	return ""
 }
 
+// numberSyntax is strconv's part of pflag's message for a bad number.
+var numberSyntax = regexp.MustCompile(`: strconv\.Parse\w+: parsing "[^"]*": invalid syntax()`)
+
 // commandName is cmd's path without the program name ("task get").
 func commandName(cmd *cobra.Command) string {
 	if !cmd.HasParent() {
@@ -222,7 +226,7 @@ func commandName(cmd *cobra.Command) string {
 // subcommand prints its help.
 func conventions(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usagef("%s: %v", commandName(cmd), err)
+		return usagef("%s: %s", commandName(cmd), numberSyntax.ReplaceAllString(err.Error(), ": not a whole number$1"))
 	})
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {
