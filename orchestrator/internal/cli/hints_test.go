@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 )
 
 func TestProviderTyposWarnWithTheNearestName(t *testing.T) {
@@ -59,4 +61,16 @@ func TestTablesHaveNoTrailingSpaces(t *testing.T) {
 		fmt.Fprintln(w, "sess_22\tfailed\tagent exited")
 	}))
 	assert.Equal(t, "ID       STATE    STATUS\nsess_1   running\nsess_22  failed   agent exited\n", out.String())
+}
+
+// TestSourceAddPushRowsKeepTheirOwnColumns: a push row below the task's
+// repositories does not widen their columns.
+func TestSourceAddPushRowsKeepTheirOwnColumns(t *testing.T) {
+	task := &pb.Task{Id: "task_1", Title: "fix", WorkspaceId: "ws_1", ProviderSet: &pb.ProviderSet{Providers: []string{"github"}, Generation: 2},
+		Repositories: []*pb.TaskRepository{{Position: 1, Primary: true, Repository: &pb.Repository{Id: "repo_1", Provider: "github", Host: "github.com", Path: "acme/api"}}}}
+	pushes := []*pb.SessionPush{{SessionId: "sess_1", Ok: true, Applied: &pb.ProviderSet{Providers: []string{"github"}, Generation: 2}}}
+	var out bytes.Buffer
+	require.NoError(t, writeTable(&out, func(w io.Writer) { printTask(w, task); printPushes(w, pushes) }))
+	assert.Contains(t, out.String(), "\n    1  repo_1  github  github.com/acme/api  primary\n", out.String())
+	assert.Contains(t, out.String(), "\n    pushed to session  sess_1  github (generation 2)\n", out.String())
 }
