@@ -199,7 +199,7 @@ func TestCatalogPushToAnUnreachableHostIsRecordedAndRepaired(t *testing.T) {
 
 	// The host is back (empty); resume relaunches with the tool.
 	startRemoteDaemon(t, agentctl, certs, port)
-	assert.Contains(t, srv.ok(t, "--json", "session", "resume", sid), "SESSION_STATE_RUNNING")
+	assert.Contains(t, srv.ok(t, "--json", "session", "resume", sid), "running")
 	assert.Nil(t, srv.session(t, sid)["needs_repair"], "repaired")
 	var cfg struct {
 		URL         string `json:"url"`

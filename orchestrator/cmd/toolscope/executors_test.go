@@ -44,9 +44,9 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 	assert.Contains(t, r.stderr, "mutual TLS")
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
-	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
-	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, s["pushed_provider_set"])
-	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "SESSION_STATE_STOPPED")
+	assert.Equal(t, "running", s["state"])
+	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": float64(1)}, s["pushed_provider_set"])
+	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "stopped")
 }
 
 func freePort(t *testing.T) string {
@@ -103,10 +103,10 @@ func TestDockerExecutorThroughTheCLI(t *testing.T) {
 	}
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
-	assert.Equal(t, "SESSION_STATE_RUNNING", s["state"])
+	assert.Equal(t, "running", s["state"])
 	id := s["id"].(string)
-	assert.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, id)["state"])
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", id), "SESSION_STATE_STOPPED")
+	assert.Equal(t, "running", srv.session(t, id)["state"])
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", id), "stopped")
 
 	r = srv.run(t, "session", "launch", task, "--executor", "docker", "--image", "toolscope-no-such-image:0")
 	assert.Equal(t, 5, r.code, "a missing image is a failed precondition: %s", r.stderr)

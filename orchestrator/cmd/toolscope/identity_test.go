@@ -123,7 +123,7 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 	eventsA := watchEvents(t, srv, taskA, func(seen []map[string]any) bool { return len(seen) == 5 }, "--kind", "tool.called")
 	messages := make([]string, len(eventsA))
 	for i, e := range eventsA {
-		assert.Equal(t, "TASK_EVENT_KIND_TOOL_CALLED", e["kind"])
+		assert.Equal(t, "tool.called", e["kind"])
 		assert.Equal(t, sessA, e["session_id"], "recorded as the link's session")
 		messages[i] = e["message"].(string)
 		assert.NotContains(t, messages[i], "pwned", "no argument text")
@@ -142,10 +142,10 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 	// not one tool.called among it.
 	srv.ok(t, "session", "stop", sessB)
 	eventsB := watchEvents(t, srv, taskB, func(seen []map[string]any) bool {
-		return seen[len(seen)-1]["kind"] == "TASK_EVENT_KIND_SESSION_ENDED"
+		return seen[len(seen)-1]["kind"] == "session.ended"
 	})
 	for _, e := range eventsB {
-		assert.NotEqual(t, "TASK_EVENT_KIND_TOOL_CALLED", e["kind"], "nothing recorded on the task the calls claimed: %v", e)
+		assert.NotEqual(t, "tool.called", e["kind"], "nothing recorded on the task the calls claimed: %v", e)
 	}
 	testutil.Figure(t, "call identity end to end", "a plan session's agent with its agentctl's secret: 5 of 5 forged calls refused "+
 		"(3 session_not_on_link: another workspace's running session's id, an id never issued; read_only_session for its own id "+

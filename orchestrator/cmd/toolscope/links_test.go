@@ -42,7 +42,7 @@ func TestARestoredCopyDoesNotTakeOverTheOriginalsSessions(t *testing.T) {
 
 	restored := startServer(t, copyDir, "--agentctl", agentctl)
 	s := restored.session(t, sid)
-	assert.Equal(t, "SESSION_STATE_FAILED", s["state"], "the copy does not hold the original's session")
+	assert.Equal(t, "failed", s["state"], "the copy does not hold the original's session")
 	assert.Contains(t, s["status_message"], "belong to orchestrator", "%v", s["status_message"])
 	assert.Contains(t, s["status_message"], filepath.Join(w.dataDir, "toolscope.db"), "the refusal names the original installation")
 
@@ -54,7 +54,7 @@ func TestARestoredCopyDoesNotTakeOverTheOriginalsSessions(t *testing.T) {
 	assert.Contains(t, r.stderr, "another orchestrator installation")
 	assert.FileExists(t, filepath.Join(w.dataDir, "sessions", sid, "secret"), "the original's session directory is untouched")
 
-	assert.Equal(t, "SESSION_STATE_RUNNING", w.srv.session(t, sid)["state"])
+	assert.Equal(t, "running", w.srv.session(t, sid)["state"])
 	start := time.Now()
 	assert.Equal(t, w.task, taskInfo(t, client).TaskID, "the original still answers its agent")
 	t.Logf("the original answered %s after the copy started", time.Since(start))

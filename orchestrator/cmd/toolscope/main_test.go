@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,11 +215,11 @@ func TestCLIScenario(t *testing.T) {
 
 	var set struct {
 		Providers  []string `json:"providers"`
-		Generation string   `json:"generation"`
+		Generation uint64   `json:"generation"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "task", "providers", task)), &set))
 	assert.Equal(t, []string{"github", "gitlab"}, set.Providers)
-	assert.Equal(t, "2", set.Generation)
+	assert.Equal(t, uint64(2), set.Generation)
 
 	human := srv.ok(t, "task", "get", task)
 	for _, want := range []string{task, "fix login", "github,gitlab", "(generation 2)", "github.com/acme/api", "gitlab.com/acme/platform/web", "/src/scratch", "primary"} {
@@ -269,25 +270,25 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"workspace", "create", "acme"}, cli.ExitAlreadyExists, `workspace named "acme"`},
 		{[]string{"repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/ACME/api"}, cli.ExitAlreadyExists, gh},
 		{[]string{"task", "get", "task_nope"}, cli.ExitNotFound, `task "task_nope"`},
-		{[]string{"source", "add", task, "--repo", gh, "--repo", "repo_nope"}, cli.ExitNotFound, `repository_ids[1]: repository "repo_nope"`},
-		{[]string{"source", "add", task, "--repo", gh, "--repo", gh}, cli.ExitUsage, "invalid repository_ids[1]"},
-		{[]string{"source", "add", task}, cli.ExitUsage, "invalid repository_ids"},
-		{[]string{"task", "create", "--workspace", ws, "--repo", gh}, cli.ExitUsage, "invalid title: is required"},
-		{[]string{"workspace", "connect", ws, "--provider", "gitea", "--token-env", "T"}, cli.ExitUsage, "invalid provider"},
+		{[]string{"source", "add", task, "--repo", gh, "--repo", "repo_nope"}, cli.ExitNotFound, `repository "repo_nope"`},
+		{[]string{"source", "add", task, "--repo", gh, "--repo", gh}, cli.ExitUsage, "invalid --repo #2: "},
+		{[]string{"source", "add", task}, cli.ExitUsage, "invalid --repo: name at least one repository"},
+		{[]string{"task", "create", "--workspace", ws, "--repo", gh}, cli.ExitUsage, "--title is required"},
+		{[]string{"workspace", "connect", ws, "--provider", "gitea", "--token-env", "T"}, cli.ExitUsage, "invalid --provider: "},
 		{[]string{"workspace", "connect", ws, "--provider", "github"}, cli.ExitUsage, "--token-env"},
-		{[]string{"session", "launch", task, "--executor", "nomad"}, cli.ExitUsage, "invalid executor"},
+		{[]string{"session", "launch", task, "--executor", "nomad"}, cli.ExitUsage, "invalid --executor: "},
 		{[]string{"session", "launch", task, "--mode", "turbo"}, cli.ExitUsage, "--mode"},
 		{[]string{"task", "get"}, cli.ExitUsage, "TASK"},
 		{[]string{"session", "launch", task, "claude"}, cli.ExitUsage, "after '--'"},
 		{[]string{"session", "launch", task, "--executor", "remote", "--", "claude"}, cli.ExitUnavailable, "executor backend not available"},
-		{[]string{"session", "launch", task, "--executor", "docker"}, cli.ExitUsage, "invalid image"},
-		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid after_sequence"},
-		{[]string{"events", "watch", task, "--kind", "tool.called", "--kind", "tool.caled"}, cli.ExitUsage, `invalid kind[1]: "tool.caled" is not an event kind; kinds: `},
+		{[]string{"session", "launch", task, "--executor", "docker"}, cli.ExitUsage, "invalid --image: "},
+		{[]string{"events", "watch", task, "--after", "18446744073709551615"}, cli.ExitUsage, "invalid --after: "},
+		{[]string{"events", "watch", task, "--kind", "tool.called", "--kind", "tool.caled"}, cli.ExitUsage, `invalid --kind #2: "tool.caled" is not an event kind; kinds: `},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
 		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "t", "--description", strings.Repeat("d", 100_000)}, cli.ExitUsage,
-			"invalid description: is 100000 characters long; the limit is 65536"},
+			"invalid --description: is 100000 characters long; the limit is 65536"},
 		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "fix \x1b[2Jlogin"}, cli.ExitUsage,
-			"invalid title: contains a control character (U+001B)"},
+			"invalid --title: contains a control character (U+001B)"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
@@ -302,6 +303,17 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 			"invalid database password reference: given without a PostgreSQL database"},
 		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@/x?host=" + t.TempDir() + "&connect_timeout=5"}, cli.ExitUnavailable,
 			"cannot be reached"},
+		// One case per usage-error class (issue 22): each exits 2 with one
+		// line that points at --help.
+		{[]string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate" for "toolscope"`},
+		{[]string{"task", "frobnicate"}, cli.ExitUsage, `unknown command "frobnicate" for "toolscope task"`},
+		{[]string{"task", "get", task, "--bogus", "x"}, cli.ExitUsage, "task get: unknown flag: --bogus"},
+		{[]string{"--timeout", "abc", "task", "get", task}, cli.ExitUsage, `invalid argument "abc" for "--timeout"`},
+		{[]string{"--timeout", "-1s", "task", "get", task}, cli.ExitUsage, "invalid --timeout -1s: give 0 or more"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--poll-interval", "-1m"}, cli.ExitUsage, "invalid --poll-interval -1m0s"},
+		{[]string{"events", "watch", task, "--after", "-1"}, cli.ExitUsage, `invalid argument "-1" for "--after"`},
+		{[]string{"task", "get", task, "extra"}, cli.ExitUsage, "task get takes 1 argument(s) (TASK), got 2"},
+		{[]string{"repo", "add", "--workspace", ws, "--provider", "github"}, cli.ExitUsage, "--url is required"},
 	}
 	damaged := t.TempDir()
 	require.NoError(t, os.Chmod(damaged, 0o700))
@@ -318,6 +330,14 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		assert.Equal(t, c.code, r.code, "toolscope %v: %s", c.args, r.stderr)
 		assert.Contains(t, r.stderr, c.msg, "toolscope %v", c.args)
 		assert.True(t, strings.HasPrefix(r.stderr, "toolscope: "), r.stderr)
+		assert.NotContains(t, r.stderr, "toolscope: toolscope", "no doubled prefix")
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %s", r.stderr)
+		for _, class := range []string{": failed precondition\n", ": unavailable\n", ": invalid argument\n"} {
+			assert.NotContains(t, r.stderr, class, "no class name tacked on")
+		}
+		if c.code == cli.ExitUsage {
+			assert.Contains(t, r.stderr, "--help'", "a usage error points at --help")
+		}
 	}
 	out := srv.ok(t, "task", "get", task)
 	assert.NotContains(t, out, "acme/api", "the failed batches attached nothing")
@@ -348,13 +368,13 @@ func TestEventsWatchFollowsLiveEvents(t *testing.T) {
 		require.NoError(t, json.Unmarshal(lines.Bytes(), &e), lines.Text())
 		return e
 	}
-	assert.Equal(t, "TASK_EVENT_KIND_TASK_CREATED", next()["kind"])
+	assert.Equal(t, "task.created", next()["kind"])
 
 	srv.ok(t, "source", "add", task, "--repo", gl)
 	live := next()
-	assert.Equal(t, "TASK_EVENT_KIND_SOURCES_ADDED", live["kind"])
+	assert.Equal(t, "sources.added", live["kind"])
 	assert.Equal(t, []any{gl}, live["repository_ids"])
-	assert.Equal(t, map[string]any{"providers": []any{"github", "gitlab"}, "generation": "2"}, live["provider_set"])
+	assert.Equal(t, map[string]any{"providers": []any{"github", "gitlab"}, "generation": float64(2)}, live["provider_set"])
 
 	require.NoError(t, watch.Process.Signal(syscall.SIGTERM))
 	assert.NoError(t, watch.Wait(), "watch exits cleanly when interrupted")
@@ -394,4 +414,98 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// TestListingsSpanWorkspacesAndWarnOnTypos: task, repo and session
+// listings cover every workspace unless filtered; a provider typo is
+// stored as given but warned about with the nearest name (--quiet
+// silences it); a dry run prints a command line a shell reads back.
+func TestListingsSpanWorkspacesAndWarnOnTypos(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	var wss, tasks []string
+	for _, name := range []string{"acme", "globex"} {
+		ws := srv.id(t, "workspace", "workspace", "create", name)
+		repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--url", "https://github.com/"+name+"/api")
+		wss = append(wss, ws)
+		tasks = append(tasks, srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix "+name, "--repo", repo))
+	}
+	all := srv.ok(t, "task", "list")
+	assert.Contains(t, all, tasks[0])
+	assert.Contains(t, all, tasks[1])
+	one := srv.ok(t, "task", "list", "--workspace", wss[1])
+	assert.NotContains(t, one, tasks[0])
+	assert.Contains(t, one, tasks[1])
+	repos := srv.ok(t, "repo", "list")
+	assert.Contains(t, repos, "github.com/acme/api")
+	assert.Contains(t, repos, "github.com/globex/api")
+	for _, line := range strings.Split(all+repos, "\n") {
+		assert.Equal(t, strings.TrimRight(line, " "), line, "no trailing spaces")
+	}
+	assert.Equal(t, 1, strings.Count(srv.ok(t, "session", "list", "--state", "running"), "\n"), "the header only")
+	assert.Equal(t, 1, strings.Count(srv.ok(t, "session", "list", "--task", tasks[0]), "\n"), "the header only")
+	r := srv.run(t, "session", "list", "--state", "sleeping")
+	assert.Equal(t, cli.ExitUsage, r.code, r.stderr)
+
+	r = srv.run(t, "repo", "add", "--workspace", wss[0], "--provider", "githb", "--url", "https://github.com/acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "toolscope: warning: provider \"githb\" is not one the task gets tools for (stored as given); did you mean \"github\"?\n", r.stderr)
+	assert.Contains(t, r.stdout, "githb", "stored as given")
+	r = srv.run(t, "--quiet", "repo", "add", "--workspace", wss[0], "--provider", "gitlba", "--url", "https://gitlab.com/acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+
+	out := srv.ok(t, "session", "launch", tasks[0], "--dry-run", "--", "codex", "exec", "fix the login bug", "it's")
+	assert.Contains(t, out, `codex exec 'fix the login bug' 'it'\''s'`)
+}
+
+// TestServeHintFitsTheDatabaseAndATakenPortFailsFast: the first hint of
+// `serve` suggests creating a workspace on an empty database and listing
+// tasks on a populated one; a taken --listen port fails before anything
+// is printed or migrated, naming the flag to change.
+func TestServeHintFitsTheDatabaseAndATakenPortFailsFast(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hint := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := command(ctx, "serve", "--data-dir", dir)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		var try string
+		lines := bufio.NewScanner(stdout)
+		for try == "" && lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "try: ") {
+				try = lines.Text()
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		_, _ = io.Copy(io.Discard, stdout)
+		require.NoError(t, cmd.Wait())
+		return try
+	}
+	socket := filepath.Join(dir, "toolscope.sock")
+	assert.Equal(t, "try: toolscope --server unix://"+socket+" workspace create demo", hint())
+	srv := startServer(t, dir)
+	srv.id(t, "workspace", "workspace", "create", "acme")
+	srv.stop(t)
+	assert.Equal(t, "try: toolscope --server unix://"+socket+" task list", hint())
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	fresh := t.TempDir()
+	r := runEnv(t, nil, "serve", "--data-dir", fresh, "--listen", taken.Addr().String())
+	assert.Equal(t, cli.ExitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "set --listen to another address")
+	assert.Empty(t, r.stdout, "nothing printed before the port is bound")
+	_, err = os.Stat(filepath.Join(fresh, "toolscope.db"))
+	assert.True(t, os.IsNotExist(err), "no database created before the port is bound")
+
+	r = runEnv(t, nil, "demo", "--no-context", "--listen", taken.Addr().String())
+	assert.Equal(t, cli.ExitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "set --listen to another address")
+	assert.Empty(t, r.stdout, "the demo's introduction is not printed before the port is known free")
 }

@@ -82,7 +82,7 @@ func TestAgentSourcesFollowTheWorkspacePolicy(t *testing.T) {
 	// deny: a stable code, the repository named, a person to ask.
 	var set map[string]map[string]any
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "workspace", "set-policy", w.ws, "--agent-sources", "deny")), &set))
-	assert.Equal(t, "AGENT_SOURCE_POLICY_DENY", set["workspace"]["agent_source_policy"])
+	assert.Equal(t, "deny", set["workspace"]["agent_source_policy"])
 	res := callTool(t, c, "task_add_sources", map[string]any{"repository_ids": []string{w.gl}})
 	require.True(t, res.IsError)
 	denied := resultText(res)
@@ -109,7 +109,7 @@ func TestAgentSourcesFollowTheWorkspacePolicy(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "source", "requests", "--task", task)), &listed))
 	require.Len(t, listed.Requests, 1)
 	assert.Equal(t, pending.RequestID, listed.Requests[0]["id"])
-	assert.Equal(t, "SOURCE_REQUEST_STATE_PENDING", listed.Requests[0]["state"])
+	assert.Equal(t, "pending", listed.Requests[0]["state"])
 	assert.Equal(t, "session:"+sid, listed.Requests[0]["requested_by"])
 	human := srv.ok(t, "source", "requests")
 	assert.Contains(t, human, pending.RequestID)
@@ -153,7 +153,7 @@ func TestAgentSourcesFollowTheWorkspacePolicy(t *testing.T) {
 	require.True(t, second.Pending)
 	var rejected map[string]map[string]any
 	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "source", "reject", second.RequestID, "--reason", "tools is out of scope")), &rejected))
-	assert.Equal(t, "SOURCE_REQUEST_STATE_REJECTED", rejected["request"]["state"])
+	assert.Equal(t, "rejected", rejected["request"]["state"])
 	c.ExpectNone(t, "a rejection changes no tool list")
 	inbox = callStructured[toolapi.Inbox](t, c, "task_inbox", nil)
 	require.Len(t, inbox.Messages, 1)

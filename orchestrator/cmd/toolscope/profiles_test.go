@@ -83,7 +83,7 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	for _, bad := range []string{"GH_TOKEN=ghp_abc", "TOOLSCOPE_AGENTCTL_SECRET", "1BAD", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"} {
 		r := srv.run(t, "session", "launch", task, "--env", bad, "--dry-run", "--", "/bin/agent")
 		assert.Equal(t, 2, r.code, "--env %s: %s", bad, r.stderr)
-		assert.Contains(t, r.stderr, "agent.pass_env[0]")
+		assert.Contains(t, r.stderr, "invalid --env #1: ")
 		assert.NotContains(t, r.stderr, "ghp_", "a value is never echoed")
 	}
 }

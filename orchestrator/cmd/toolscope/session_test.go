@@ -138,9 +138,9 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 	var launched map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &launched), "stdout holds only the session")
 	sid := launched["id"].(string)
-	assert.Equal(t, "SESSION_STATE_RUNNING", launched["state"])
-	assert.Equal(t, "SESSION_MODE_PLAN", launched["mode"])
-	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": "1"}, launched["pushed_provider_set"])
+	assert.Equal(t, "running", launched["state"])
+	assert.Equal(t, "plan", launched["mode"])
+	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": float64(1)}, launched["pushed_provider_set"])
 
 	url, token := bridgeConfig(t, dataDir, sid)
 	var mcpConfig struct {
@@ -169,7 +169,7 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 	// The orchestrator restarts; agentctl keeps running and is re-attached.
 	srv.stop(t)
 	srv = startServer(t, dataDir, "--agentctl", agentctl)
-	assert.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, sid)["state"])
+	assert.Equal(t, "running", srv.session(t, sid)["state"])
 	require.Eventually(t, func() bool {
 		res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
 		return err == nil && !res.IsError
@@ -177,7 +177,7 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 
 	// agentctl dies: the session is failed and needs repair.
 	require.NoError(t, syscall.Kill(agentctlPID(t, dataDir, sid), syscall.SIGKILL))
-	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "SESSION_STATE_FAILED" }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "failed" }, 30*time.Second, 20*time.Millisecond)
 	failed := srv.session(t, sid)
 	assert.Equal(t, true, failed["needs_repair"])
 	assert.Contains(t, failed["status_message"], "lost")
@@ -185,14 +185,14 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 
 	// Resume launches it again with the task's current set and clears the mark.
 	resumed := srv.ok(t, "--json", "session", "resume", sid)
-	assert.Contains(t, resumed, "SESSION_STATE_RUNNING")
+	assert.Contains(t, resumed, "running")
 	after := srv.session(t, sid)
 	assert.Nil(t, after["needs_repair"], "repaired")
 	url, token = bridgeConfig(t, dataDir, sid)
 	assert.Equal(t, task, taskInfo(t, mcptest.Connect(t, mcptest.HTTP(url, token), "")).TaskID)
 
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED")
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED", "stopping again succeeds")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "stopped")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "stopped", "stopping again succeeds")
 	events := srv.ok(t, "--json", "session", "list", task)
 	assert.Contains(t, events, sid)
 }

@@ -47,7 +47,7 @@ func TestAgentAttachesAGitLabRepository(t *testing.T) {
 	for _, e := range evs {
 		kinds = append(kinds, e["kind"].(string))
 	}
-	assert.Subset(t, kinds, []string{"TASK_EVENT_KIND_SOURCES_ADDED", "TASK_EVENT_KIND_PROVIDERS_RECOMPUTED", "TASK_EVENT_KIND_PROVIDERS_PUSHED"})
+	assert.Subset(t, kinds, []string{"sources.added", "providers.recomputed", "providers.pushed"})
 }
 
 // TestRestartBetweenCommitAndPushRepairs: a batch is committed while the
@@ -94,7 +94,7 @@ func readEvents(t *testing.T, srv *orchestrator, task string) []map[string]any {
 		var e map[string]any
 		require.NoError(t, dec.Decode(&e))
 		out = append(out, e)
-		if e["kind"] == "TASK_EVENT_KIND_PROVIDERS_PUSHED" && e["message"] != "applied at launched" {
+		if e["kind"] == "providers.pushed" && e["message"] != "applied at launched" {
 			return out
 		}
 	}

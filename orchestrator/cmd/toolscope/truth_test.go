@@ -30,7 +30,7 @@ import (
 // task up to the session's end, returning the last one.
 func stopAndCount(t *testing.T, srv *orchestrator, task, sid string) (int, *pb.TaskEvent) {
 	t.Helper()
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "stopped")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	stream, err := pb.NewEventServiceClient(dial(t, srv.addr)).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: task})
@@ -80,7 +80,7 @@ func TestAnAgentThatExitsIsRecorded(t *testing.T) {
 	assert.NotContains(t, msg, token, "the output is scrubbed")
 
 	got := srv.session(t, sid)
-	assert.Equal(t, "SESSION_STATE_RUNNING", got["state"], "agentctl still serves the session's MCP endpoint")
+	assert.Equal(t, "running", got["state"], "agentctl still serves the session's MCP endpoint")
 	assert.Contains(t, got["status_message"], "agent exited with code 3")
 	assert.EqualValues(t, 3, got["agent_exit_code"])
 	assert.Contains(t, srv.ok(t, "session", "get", sid), "agent exited with code 3", "the text output shows it too")
@@ -125,7 +125,7 @@ func TestAnAgentThatExitsWhileTheOrchestratorIsDownIsRecorded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(fmt.Sprint(srv.session(t, sid)["status_message"]), "agent exited with code 7")
 	}, 30*time.Second, 20*time.Millisecond)
-	assert.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, sid)["state"])
+	assert.Equal(t, "running", srv.session(t, sid)["state"])
 	n, exited := stopAndCount(t, srv, task, sid)
 	assert.Equal(t, 1, n, "recorded once")
 	assert.Contains(t, exited.GetMessage(), "agent exited with code 7; last output:\nbye")
@@ -196,7 +196,7 @@ func TestAZombieAgentctlIsLostAndResumable(t *testing.T) {
 	pid := agentctlPID(t, dataDir, sid)
 	srv.stop(t)
 	srv = startServer(t, dataDir, "--agentctl", agentctl) // re-attaches the orphan
-	require.Equal(t, "SESSION_STATE_RUNNING", srv.session(t, sid)["state"])
+	require.Equal(t, "running", srv.session(t, sid)["state"])
 
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	t.Cleanup(func() { _, _ = syscall.Wait4(pid, nil, 0, nil) })
@@ -207,14 +207,14 @@ func TestAZombieAgentctlIsLostAndResumable(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
 	require.NoError(t, syscall.Kill(pid, 0), "signal 0 is fooled by the zombie")
 
-	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "SESSION_STATE_FAILED" }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "failed" }, 30*time.Second, 20*time.Millisecond)
 	lostAfter := time.Since(killed)
 	r := srv.run(t, "--json", "session", "resume", sid)
 	require.Equal(t, 0, r.code, "resume: %s", r.stderr)
-	assert.Contains(t, r.stdout, "SESSION_STATE_RUNNING")
+	assert.Contains(t, r.stdout, "running")
 	assert.Len(t, liveAgentctls(dataDir, sid), 1, "one agentctl for the session")
 
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "SESSION_STATE_STOPPED")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "stopped")
 	assert.Empty(t, liveAgentctls(dataDir, sid), "stop ends the session's agentctl")
 	testutil.Figure(t, "zombie agentctl", "a killed, unreaped agentctl recorded lost %s after the kill; resume then relaunched it (exit 0)",
 		lostAfter.Round(time.Millisecond))
@@ -240,19 +240,19 @@ func TestAFailedSessionWhoseAgentctlRunsIsStoppedAndResumedOnce(t *testing.T) {
 		srv = startServer(t, dataDir, "--agentctl", agentctl)
 		require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 		got := srv.session(t, sid)
-		require.Equal(t, "SESSION_STATE_FAILED", got["state"], "re-attaching a frozen agentctl fails: %v", got["status_message"])
+		require.Equal(t, "failed", got["state"], "re-attaching a frozen agentctl fails: %v", got["status_message"])
 		require.Equal(t, []int{pid}, liveAgentctls(dataDir, sid), "its agentctl runs on")
 		return pid
 	}
 
 	stopped := srv.launchLocal(t, task)
 	freezeAcrossRestart(stopped)
-	assert.Contains(t, srv.ok(t, "--json", "session", "stop", stopped), "SESSION_STATE_STOPPED")
+	assert.Contains(t, srv.ok(t, "--json", "session", "stop", stopped), "stopped")
 	assert.Empty(t, liveAgentctls(dataDir, stopped), "stop ends a failed session's agentctl")
 
 	resumed := srv.launchLocal(t, task)
 	old := freezeAcrossRestart(resumed)
-	assert.Contains(t, srv.ok(t, "--json", "session", "resume", resumed), "SESSION_STATE_RUNNING")
+	assert.Contains(t, srv.ok(t, "--json", "session", "resume", resumed), "running")
 	live := liveAgentctls(dataDir, resumed)
 	assert.Len(t, live, 1, "never two agentctls for one session")
 	assert.NotContains(t, live, old, "the frozen one was replaced")
@@ -361,8 +361,8 @@ func TestARefusedLaunchLeavesNoSession(t *testing.T) {
 	}
 	list := srv.ok(t, "--json", "session", "list", task)
 	assert.NotContains(t, list, "sess_", "refused launches are not listed")
-	assert.NotContains(t, list, "SESSION_STATE_FAILED")
-	assert.NotContains(t, list, "SESSION_STATE_PENDING")
+	assert.NotContains(t, list, "failed")
+	assert.NotContains(t, list, "pending")
 	sessions, err := os.ReadDir(filepath.Join(dataDir, "sessions"))
 	if !errors.Is(err, os.ErrNotExist) {
 		require.NoError(t, err)

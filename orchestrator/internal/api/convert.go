@@ -136,3 +136,14 @@ func toEvent(e model.Event) *pb.TaskEvent {
 		Actor: e.Actor.String(),
 	}
 }
+
+// EventKindName is kind as the orchestrator records it ("providers.pushed"),
+// for output that shows kinds by name; "" for a kind it does not record.
+func EventKindName(kind pb.TaskEventKind) string {
+	for name, k := range eventKinds {
+		if k == kind {
+			return string(name)
+		}
+	}
+	return ""
+}

@@ -42,6 +42,8 @@ func (f *transportFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.env, "env", nil,
 		"NAME=FROM_ENV: the program's variable NAME is read from the orchestrator's variable FROM_ENV when it starts; NAME alone reads the same name; repeat")
 	fl.StringVar(&f.url, "url", "", "absolute http(s) URL of a streamable HTTP MCP server")
+	mapFields(cmd, "server.name", "NAME", "server.stdio.command", "--stdio", "server.stdio.args", "--arg",
+		"server.stdio.working_dir", "--workdir", "server.stdio.env", "--env", "server.http.url", "--url", "server.http.headers", "--header")
 	fl.StringArrayVar(&f.headers, "header", nil,
 		"'Name: [PREFIX ]env:VAR' or 'Name: [PREFIX ]file:/path': a request header from a secret reference, e.g. 'Authorization: Bearer env:DOCS_TOKEN'; repeat")
 }

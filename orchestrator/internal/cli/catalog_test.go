@@ -196,10 +196,10 @@ func TestMCPServerAndToolCommands(t *testing.T) {
 	}{
 		{[]string{"mcp-server", "add", "bad", "--url", srv.URL, "--header", "Authorization: Bearer " + literal}, cli.ExitUsage, "never the secret"},
 		{[]string{"mcp-server", "add", "bad", "--url", srv.URL, "--header", "Authorization: env:" + literal}, cli.ExitUsage,
-			"server.http.headers[0].value.env_var"},
-		{[]string{"mcp-server", "add", "bad", "--stdio", "/bin/sh", "--arg", "--token=" + literal}, cli.ExitUsage, "server.stdio.args[0]"},
+			"invalid --header #1: looks like a token"},
+		{[]string{"mcp-server", "add", "bad", "--stdio", "/bin/sh", "--arg", "--token=" + literal}, cli.ExitUsage, "invalid --arg #1: looks like it holds a token"},
 		{[]string{"mcp-server", "add", "bad"}, cli.ExitUsage, "--stdio PROGRAM or --url URL"},
-		{[]string{"mcp-server", "add", "Bad", "--url", srv.URL}, cli.ExitUsage, "server.name"},
+		{[]string{"mcp-server", "add", "Bad", "--url", srv.URL}, cli.ExitUsage, "invalid NAME: must be 1 to 32"},
 		{[]string{"mcp-server", "add", "docs", "--url", srv.URL}, cli.ExitAlreadyExists, `MCP server named "docs"`},
 		{[]string{"mcp-server", "get", "nope"}, cli.ExitNotFound, `MCP server "nope"`},
 		{[]string{"tool", "assign", "docs__search", "--workspace", "ws_nope"}, cli.ExitNotFound, `workspace "ws_nope"`},

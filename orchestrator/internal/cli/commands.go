@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -99,10 +100,14 @@ them.`,
 				if r.Console != "" {
 					fmt.Fprintf(a.stdout, "web console: %s (log in with an API token: toolscope token create NAME --role member)\n", r.Console)
 				}
+				hint := "workspace create demo"
+				if r.Workspaces > 0 {
+					hint = "task list"
+				}
 				if def, err := server.DefaultDataDir(); err == nil && server.SocketPath(def) == r.Socket {
-					fmt.Fprintf(a.stdout, "try: toolscope workspace create demo\n")
+					fmt.Fprintf(a.stdout, "try: toolscope %s\n", hint)
 				} else {
-					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s workspace create demo\n", r.Socket)
+					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s %s\n", r.Socket, hint)
 				}
 			})
 		},
@@ -236,6 +241,7 @@ it authenticates as; that username is recorded and shown by session_info.`,
 	connect.Flags().StringVar(&baseURL, "base-url", "", "API base URL for GitHub Enterprise or self-managed GitLab (default: the public API)")
 	connect.Flags().StringVar(&tokenEnv, "token-env", "", "name of the environment variable holding the token")
 	connect.Flags().StringVar(&tokenFile, "token-file", "", "absolute path of a file holding the token")
+	mapFields(connect, "api_base_url", "--base-url")
 	connect.Flags().BoolVar(&noValidate, "no-validate", false, "record the connection without asking the provider who the token belongs to")
 	var dprovider string
 	disconnect := &cobra.Command{
@@ -267,6 +273,7 @@ gitlab (case-insensitive) give a task provider tools. Host and path are taken
 from --url when not given.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.warnProvider(in.Provider)
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.repositories(conn).CreateRepository(ctx, &in)
 				if err != nil {
@@ -281,6 +288,7 @@ from --url when not given.`,
 	add.Flags().StringVar(&in.Host, "host", "", "host, for example github.com")
 	add.Flags().StringVar(&in.Path, "path", "", "owner/name, group/project path, or a local path")
 	add.Flags().StringVar(&in.RemoteUrl, "url", "", "clone URL (https, ssh or git@host:path)")
+	mapFields(add, "path", "--url", "remote_url", "--url")
 	get := &cobra.Command{
 		Use: "get REPOSITORY", Short: "Show a repository", Args: exactArgs("REPOSITORY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -295,10 +303,15 @@ from --url when not given.`,
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list --workspace WORKSPACE", Short: "List a workspace's repositories", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the repositories of every workspace, or of one", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: ws})
+				resp := &pb.ListRepositoriesResponse{}
+				err := a.eachWorkspace(ctx, conn, ws, func(id string) error {
+					r, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id})
+					resp.Repositories = append(resp.Repositories, r.GetRepositories()...)
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -306,7 +319,7 @@ from --url when not given.`,
 			})
 		},
 	}
-	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	list.Flags().StringVar(&ws, "workspace", "", "only this workspace's (default: every workspace's)")
 	cmd.AddCommand(add, get, list)
 	return cmd
 }
@@ -331,6 +344,7 @@ func (a *app) taskCmd() *cobra.Command {
 	create.Flags().StringVar(&in.Title, "title", "", "what the task is about")
 	create.Flags().StringVar(&in.Description, "description", "", "longer description")
 	create.Flags().StringVar(&in.RepositoryId, "repo", "", "primary repository id")
+	mapFields(create, "repository_id", "--repo")
 	get := &cobra.Command{
 		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: exactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -360,23 +374,23 @@ func (a *app) taskCmd() *cobra.Command {
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list --workspace WORKSPACE", Short: "List a workspace's tasks", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the tasks of every workspace, or of one", Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: ws})
+				resp, err := a.listTasks(ctx, conn, ws)
 				if err != nil {
 					return err
 				}
 				return a.emit(resp, func(w io.Writer) {
-					fmt.Fprintln(w, "ID\tTITLE\tREPOSITORIES\tPROVIDERS")
+					fmt.Fprintln(w, "ID\tWORKSPACE\tTITLE\tREPOSITORIES\tPROVIDERS")
 					for _, t := range resp.GetTasks() {
-						fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.GetId(), t.GetTitle(), len(t.GetRepositories()), providerList(t.GetProviderSet()))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", t.GetId(), t.GetWorkspaceId(), t.GetTitle(), len(t.GetRepositories()), providerList(t.GetProviderSet()))
 					}
 				})
 			})
 		},
 	}
-	list.Flags().StringVar(&ws, "workspace", "", "workspace id")
+	list.Flags().StringVar(&ws, "workspace", "", "only this workspace's (default: every workspace's)")
 	cmd.AddCommand(create, get, providersCmd, list)
 	return cmd
 }
@@ -403,6 +417,7 @@ func (a *app) sourceCmd() *cobra.Command {
 		},
 	}
 	add.Flags().StringSliceVar(&repos, "repo", nil, "repository id; repeat or separate with commas")
+	mapFields(add, "repository_ids", "--repo")
 	cmd.AddCommand(add)
 	cmd.AddCommand(a.sourceRequestCmds()...)
 	return cmd
@@ -475,6 +490,8 @@ func (a *app) sessionCmd() *cobra.Command {
 	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
 	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")
 	launch.Flags().StringArrayVar(&passEnv, "env", nil, "NAME of a variable of the executor's environment the agent gets as well; repeatable (the value is never stored or shown)")
+	mapFields(launch, "agent.pass_env", "--env", "agent.working_dir", "--workdir", "agent.profile", "--agent", "agent.model", "--model",
+		"agent.credential_env", "--credential-env", "agent.argv", "AGENT COMMAND")
 	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started and the whole environment allowlist, and start nothing")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
@@ -506,18 +523,53 @@ func (a *app) sessionCmd() *cobra.Command {
 			r, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
 			return r.GetSession(), err
 		})
+	var listTask, listState string
 	list := &cobra.Command{
-		Use: "list TASK", Short: "List a task's sessions", Args: exactArgs("TASK"),
+		Use: "list [--task TASK] [--state STATE]", Short: "List the sessions of every task, or of one",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 || len(args) == 1 && listTask != "" {
+				return usagef("session list takes the task as --task TASK (or one argument), got %d argument(s)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				listTask = args[0]
+			}
+			state, ok := sessionStateNamed(listState)
+			if !ok {
+				return usagef("invalid --state %q: use pending, running, stopped or failed", listState)
+			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: args[0]})
-				if err != nil {
-					return err
+				taskIDs := []string{listTask}
+				if listTask == "" {
+					tasks, err := a.listTasks(ctx, conn, "")
+					if err != nil {
+						return err
+					}
+					taskIDs = taskIDs[:0]
+					for _, t := range tasks.GetTasks() {
+						taskIDs = append(taskIDs, t.GetId())
+					}
+				}
+				resp := &pb.ListSessionsResponse{}
+				for _, id := range taskIDs {
+					r, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
+					if err != nil {
+						return err
+					}
+					for _, s := range r.GetSessions() {
+						if state == pb.SessionState_SESSION_STATE_UNSPECIFIED || s.GetState() == state {
+							resp.Sessions = append(resp.Sessions, s)
+						}
+					}
 				}
 				return a.emit(resp, func(w io.Writer) { printSessions(w, resp.GetSessions()) })
 			})
 		},
 	}
+	list.Flags().StringVar(&listTask, "task", "", "only this task's sessions (default: every task's)")
+	list.Flags().StringVar(&listState, "state", "", "only sessions in this state: pending, running, stopped or failed")
 	mcpConfig := &cobra.Command{
 		Use: "mcp-config SESSION", Short: "Print how to attach any MCP client or inspector to a running session",
 		Args: exactArgs("SESSION"),
@@ -568,7 +620,7 @@ func (a *app) sessionCmd() *cobra.Command {
 					return err
 				}
 				if a.json {
-					b, err := jsonLine.Marshal(resp)
+					b, err := marshalJSON(resp, "")
 					if err != nil {
 						return err
 					}
@@ -587,9 +639,9 @@ func (a *app) sessionCmd() *cobra.Command {
 }
 
 func printPlan(w io.Writer, p *pb.LaunchPlan) {
-	fmt.Fprintf(w, "would start\t%s\n", strings.Join(p.GetArgv(), " "))
-	for k, v := range p.GetEnv() {
-		fmt.Fprintf(w, "  env\t%s=%s\n", k, v)
+	fmt.Fprintf(w, "would start\t%s\n", shellJoin(p.GetArgv()))
+	for _, k := range slices.Sorted(maps.Keys(p.GetEnv())) {
+		fmt.Fprintf(w, "  env\t%s=%s\n", k, shellQuote(p.GetEnv()[k]))
 	}
 	fmt.Fprintf(w, "  env\tTOOLSCOPE_MCP_URL, TOOLSCOPE_MCP_TOKEN, TOOLSCOPE_MCP_CONFIG, TOOLSCOPE_SESSION_ID, TOOLSCOPE_TASK_ID (set by agentctl; HOME too, the session directory, when the agent runs under a uid of its own)\n")
 	fmt.Fprintf(w, "  passes through\t%s (names only; values come from the executor's environment, nothing else of it reaches the agent)\n",
@@ -631,7 +683,7 @@ func (a *app) watchOnce(ctx context.Context, c pb.EventServiceClient, taskID str
 			continue
 		}
 		if a.json {
-			b, err := jsonLine.Marshal(e)
+			b, err := marshalJSON(e, "")
 			if err != nil {
 				return printed, err
 			}
@@ -685,6 +737,7 @@ func (a *app) eventsCmd() *cobra.Command {
 	}
 	watch.Flags().Uint64Var(&after, "after", 0, "start after this sequence number")
 	watch.Flags().StringArrayVar(&kindNames, "kind", nil, "print only events of this kind, e.g. tool.called (repeatable)")
+	mapFields(watch, "after_sequence", "--after", "kind", "--kind")
 	cmd.AddCommand(watch)
 	return cmd
 }

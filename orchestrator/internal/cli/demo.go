@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,6 +35,15 @@ makes the previous one current again (unless you switched meanwhile). With
 TOOLSCOPE_ADDR to export instead.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A taken port fails here, before the introduction is printed;
+			// the server binds the address itself when it starts.
+			if opts.Listen != "" {
+				l, err := net.Listen("tcp", opts.Listen)
+				if err != nil {
+					return fmt.Errorf("listen on %s (set --listen to another address): %w", opts.Listen, err)
+				}
+				_ = l.Close()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Out, opts.JSON = a.stdout, a.json

@@ -1,35 +1,52 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 )
 
-var jsonOut = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}
-
-// jsonLine is for streams: one object per line.
-var jsonLine = protojson.MarshalOptions{UseProtoNames: true}
-
 // emit prints msg as JSON with --json, else calls human.
 func (a *app) emit(msg proto.Message, human func(w io.Writer)) error {
 	if a.json {
-		b, err := jsonOut.Marshal(msg)
+		b, err := marshalJSON(msg, "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
 		return err
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	human(tw)
-	return tw.Flush()
+	return writeTable(a.stdout, human)
+}
+
+// writeTable runs print on a tabwriter, the one every table goes through,
+// and writes its lines to w without trailing spaces.
+func writeTable(w io.Writer, print func(w io.Writer)) error {
+	if print == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	print(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		trimmed := strings.TrimRight(line, " \t\n")
+		out.WriteString(trimmed)
+		if strings.HasSuffix(line, "\n") {
+			out.WriteByte('\n')
+		}
+	}
+	_, err := w.Write(out.Bytes())
+	return err
 }
 
 func providerList(p *pb.ProviderSet) string {
@@ -157,4 +174,36 @@ func formatEvent(e *pb.TaskEvent) string {
 		fmt.Fprintf(&b, "  %s", e.GetMessage())
 	}
 	return b.String()
+}
+
+// shellJoin is argv as one line a POSIX shell reads back as argv, for
+// output meant to be copied (dry runs).
+func shellJoin(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote is s as one shell word: as is when it holds only characters
+// no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sessionStateNamed is the state a --state value names ("" names none).
+func sessionStateNamed(name string) (pb.SessionState, bool) {
+	if name == "" {
+		return pb.SessionState_SESSION_STATE_UNSPECIFIED, true
+	}
+	for s, n := range sessionStates {
+		if strings.EqualFold(strings.TrimSpace(name), n) {
+			return s, true
+		}
+	}
+	return 0, false
 }

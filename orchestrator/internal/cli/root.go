@@ -8,16 +8,15 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
-	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -30,6 +29,7 @@ type app struct {
 	tlsCert     string
 	tlsKey      string
 	json        bool
+	quiet       bool
 	timeout     time.Duration
 	stdout      io.Writer
 	stderr      io.Writer
@@ -58,6 +58,8 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 			return nil
 		},
 	}
+	root.Version = version.String()
+	root.SetVersionTemplate("toolscope {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
@@ -68,6 +70,7 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 	pf.StringVar(&a.tlsCert, "tls-cert", "", "client certificate for TLS (TCP); its Subject carries the role")
 	pf.StringVar(&a.tlsKey, "tls-key", "", "its private key")
 	pf.BoolVar(&a.json, "json", false, "print results as JSON, for scripts")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print no warnings")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each API call")
 
 	root.AddCommand(
@@ -97,59 +100,9 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 			},
 		},
 	)
+	conventions(root)
 	return root
 }
-
-// Main runs the command line with args and returns the process exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := NewRoot(stdout, stderr)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintf(stderr, "toolscope: %v\n", err)
-	return ExitCode(err)
-}
-
-// Exit codes, one per error class, for scripts.
-const (
-	ExitError         = 1 // anything else
-	ExitUsage         = 2 // bad flags or arguments, or an invalid field
-	ExitNotFound      = 3
-	ExitAlreadyExists = 4
-	ExitPrecondition  = 5 // the request is valid but the state forbids it
-	ExitUnavailable   = 6 // the server, or something it needs, is unreachable
-	ExitDenied        = 7 // no, a wrong, expired or revoked credential, or a role that may not do this
-)
-
-// ExitCode maps an error to the process exit code.
-func ExitCode(err error) int {
-	var usage *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &usage), errors.Is(err, errdefs.ErrInvalidArgument):
-		return ExitUsage
-	case errors.Is(err, errdefs.ErrNotFound):
-		return ExitNotFound
-	case errors.Is(err, errdefs.ErrAlreadyExists):
-		return ExitAlreadyExists
-	case errors.Is(err, errdefs.ErrFailedPrecondition):
-		return ExitPrecondition
-	case errors.Is(err, errdefs.ErrUnavailable):
-		return ExitUnavailable
-	case errors.Is(err, errdefs.ErrUnauthenticated), errors.Is(err, errdefs.ErrPermissionDenied):
-		return ExitDenied
-	}
-	return ExitError
-}
-
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // call runs fn with a per-call deadline and a connection to the server.
 func (a *app) call(cmd *cobra.Command, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
@@ -180,8 +133,42 @@ func (a *app) sessions(conn *grpc.ClientConn) pb.SessionServiceClient {
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != len(names) {
-			return usagef("%s takes %d argument(s): %v (got %d); see '%s --help'", cmd.CommandPath(), len(names), names, len(args), cmd.CommandPath())
+			want := "no arguments"
+			if len(names) > 0 {
+				want = fmt.Sprintf("%d argument(s) (%s)", len(names), strings.Join(names, " "))
+			}
+			return usagef("%s takes %s, got %d", commandName(cmd), want, len(args))
 		}
 		return nil
 	}
+}
+
+// eachWorkspace calls fn with workspace, or when it is "" with every
+// workspace the caller may list, in the server's order: listings span
+// all workspaces by default, as kubectl's --all-namespaces does on request.
+func (a *app) eachWorkspace(ctx context.Context, conn *grpc.ClientConn, workspace string, fn func(id string) error) error {
+	if workspace != "" {
+		return fn(workspace)
+	}
+	list, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
+	if err != nil {
+		return err
+	}
+	for _, ws := range list.GetWorkspaces() {
+		if err := fn(ws.GetId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listTasks is the tasks of workspace, or of every workspace when "".
+func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) (*pb.ListTasksResponse, error) {
+	resp := &pb.ListTasksResponse{}
+	err := a.eachWorkspace(ctx, conn, workspace, func(id string) error {
+		r, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})
+		resp.Tasks = append(resp.Tasks, r.GetTasks()...)
+		return err
+	})
+	return resp, err
 }

@@ -160,12 +160,15 @@ func printSourceRequests(w io.Writer, reqs []*pb.SourceRequest) {
 }
 
 func printPushes(w io.Writer, pushes []*pb.SessionPush) {
+	if len(pushes) > 0 {
+		fmt.Fprintln(w, "  sessions") // a line of its own ends the repositories' columns
+	}
 	for _, p := range pushes {
 		if p.GetOk() {
-			fmt.Fprintf(w, "  pushed to session\t%s\t%s (generation %d)\n", p.GetSessionId(),
+			fmt.Fprintf(w, "    pushed to session\t%s\t%s (generation %d)\n", p.GetSessionId(),
 				providerList(p.GetApplied()), p.GetApplied().GetGeneration())
 		} else {
-			fmt.Fprintf(w, "  push FAILED for session\t%s\t%s; it keeps its old tools and needs repair ('toolscope session resume %s')\n",
+			fmt.Fprintf(w, "    push FAILED for session\t%s\t%s; it keeps its old tools and needs repair ('toolscope session resume %s')\n",
 				p.GetSessionId(), p.GetError(), p.GetSessionId())
 		}
 	}

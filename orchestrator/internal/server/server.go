@@ -264,6 +264,9 @@ type Ready struct {
 	DBPath string
 	// Console is the web console's URL; empty without Config.Console.
 	Console string
+	// Workspaces is how many workspaces the database holds, so that the
+	// first hint fits it (create one, or list what is there).
+	Workspaces int
 }
 
 // Run serves until ctx ends, then stops gracefully. ready, if set, is
@@ -421,6 +424,9 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 
 	serveErr := make(chan error, 2)
 	r := Ready{Socket: sock.Addr().String(), DBPath: st.Path()}
+	if list, err := st.ListWorkspaces(ctx); err == nil {
+		r.Workspaces = len(list)
+	}
 	go func() { serveErr <- srv.Serve(sock) }()
 	serving := 1
 	if tcp != nil {
