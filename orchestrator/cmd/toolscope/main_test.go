@@ -294,9 +294,9 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
 		// PostgreSQL (--database): each mistake stops the start, before any database is needed.
 		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@db.example:notaport/x"}, cli.ExitUsage,
-			"invalid database: not a PostgreSQL connection URL (postgres://user@host:port/database): invalid port"},
+			"invalid --database: not a PostgreSQL connection URL (postgres://user@host:port/database): invalid port"},
 		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u:hunter2@db.example/x"}, cli.ExitUsage,
-			"invalid database: the URL holds a password; give it as a reference instead"},
+			"invalid --database: the URL holds a password; give it as a reference instead"},
 		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@db.example/x", "--database-password-env", "TOOLSCOPE_TEST_UNSET"}, cli.ExitUsage,
 			"invalid database password reference: environment variable TOOLSCOPE_TEST_UNSET is not set"},
 		{[]string{"serve", "--data-dir", private(), "--database-password-file", "/nonexistent"}, cli.ExitUsage,
