@@ -81,7 +81,7 @@ var coverage = []Coverage{
 	rpc("SessionService", "ReadSessionLog", "the agent's own output, read by people; the agent already has it"),
 
 	// EventService.
-	rpc("EventService", "WatchTaskEvents", "", TaskInboxTool),
+	rpc("EventService", "WatchTaskEvents", "the event stream is for people and scripts; what concerns the agent reaches it as prompts, read with task_inbox"),
 
 	// CatalogService.
 	rpc("CatalogService", "CreateMcpServer", whyAdmin),
