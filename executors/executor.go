@@ -254,6 +254,15 @@ type Executor interface {
 	Close() error
 }
 
+// Preflighter is an Executor that can check, before anything is recorded
+// or spawned, that an agent command can start where it spawns agents: its
+// binary on the PATH agentctl will get, the credential variable the user
+// named set (profiles.Preflight). A backend whose agents start elsewhere
+// (a container, a remote host) does not implement it.
+type Preflighter interface {
+	Preflight(agent *AgentCommand) error
+}
+
 // Agentctl is the orchestrator's end of one agentctl, in domain types
 // (agentlink.Link is the one over gRPC): the calls the Controller makes
 // on a running session.

@@ -37,6 +37,7 @@ import (
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/procs"
+	"github.com/toolscope/toolscope/internal/profiles"
 )
 
 // Name is the backend's name.
@@ -177,6 +178,16 @@ func (e *Executor) agentUID() (uint32, error) {
 
 // Name implements executors.Executor.
 func (e *Executor) Name() string { return Name }
+
+// Preflight implements executors.Preflighter: the agent starts on this
+// machine, with the environment Launch gives agentctl.
+func (e *Executor) Preflight(agent *executors.AgentCommand) error {
+	if agent == nil {
+		return nil
+	}
+	spec := executors.Spec{Agent: agent}
+	return profiles.Preflight(agent.ProfileSpec(), agent.WorkDir, spec.AgentctlEnv(os.Environ()))
+}
 
 // Launch implements executors.Executor.
 func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress executors.Progress) (executors.Handle, executors.Status, error) {

@@ -95,6 +95,9 @@ func (s Spec) Validate() error {
 	default:
 		return fmt.Errorf("unknown agent profile %q; use one of %s", s.Profile, strings.Join(Names, ", "))
 	}
+	if err := s.checkModel(); err != nil {
+		return err
+	}
 	if s.CredentialEnv != "" && !envName.MatchString(s.CredentialEnv) {
 		return fmt.Errorf("credential_env must be an environment variable name (the value is not shown)")
 	}

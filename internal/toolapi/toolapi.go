@@ -51,7 +51,30 @@ type TaskInfo struct {
 	// Available are the workspace's repositories not attached to the task:
 	// what task_add_sources can attach.
 	Available []Repository `json:"available"`
+	// Orientation says, for each provider whose tools are not shown or
+	// cannot succeed, and each catalog tool of the workspace that is
+	// blocked, which state holds and what to do (issue 19).
+	Orientation []Orientation `json:"orientation,omitempty"`
 }
+
+// Orientation is one reason tools are missing or calls cannot succeed.
+type Orientation struct {
+	State    string `json:"state" jsonschema:"One of no_repository, not_connected, credential_unresolved, plan_mode, catalog_tool_disabled, catalog_tool_unavailable."`
+	Provider string `json:"provider,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	// Message says what holds and what to do.
+	Message string `json:"message"`
+}
+
+// Orientation states.
+const (
+	OrientNoRepository           = "no_repository"
+	OrientNotConnected           = "not_connected"
+	OrientCredentialUnresolved   = "credential_unresolved"
+	OrientPlanMode               = "plan_mode"
+	OrientCatalogToolDisabled    = "catalog_tool_disabled"
+	OrientCatalogToolUnavailable = "catalog_tool_unavailable"
+)
 
 // AddSourcesArgs attaches repositories of the workspace to the task.
 type AddSourcesArgs struct {

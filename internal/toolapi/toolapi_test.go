@@ -87,7 +87,9 @@ func TestTaskInfoShape(t *testing.T) {
 	assert.Equal(t, []string{
 		"available", "available[].host", "available[].id", "available[].path", "available[].primary", "available[].provider",
 		"available[].remote_url",
-		"description", "generation", "providers", "repositories", "repositories[].host", "repositories[].id",
+		"description", "generation",
+		"orientation", "orientation[].message", "orientation[].provider", "orientation[].state", "orientation[].tool",
+		"providers", "repositories", "repositories[].host", "repositories[].id",
 		"repositories[].path", "repositories[].primary", "repositories[].provider", "repositories[].remote_url",
 		"task_id", "title", "workspace_id",
 	}, properties(t, toolapi.OutputSchema[toolapi.TaskInfo]()))

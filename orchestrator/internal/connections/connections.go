@@ -137,6 +137,15 @@ func (c *Connections) Open(ctx context.Context, workspaceID string, conn model.C
 	return &Lease{Client: &gated{c: client, conns: c, key: key, provider: conn.Provider}, Release: release}, nil
 }
 
+// CheckCredential reports whether conn's credential resolves now, as Open
+// would: a *CredentialError if not. Nothing is called on the provider.
+func (c *Connections) CheckCredential(conn model.Connection) error {
+	if _, err := c.creds.Resolve(conn.Credential); err != nil {
+		return &CredentialError{Provider: conn.Provider, Reason: err}
+	}
+	return nil
+}
+
 // blocked returns the rate-limited error of a connection a provider asked
 // to be left alone, or nil.
 func (c *Connections) blocked(key string, p providers.Provider) error {

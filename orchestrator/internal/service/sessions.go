@@ -99,6 +99,9 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	if err != nil {
 		return model.Session{}, err
 	}
+	if err := preflight(exec, in); err != nil {
+		return model.Session{}, err
+	}
 	sess, err := s.store.CreateSession(ctx, model.Session{
 		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending,
 		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
@@ -111,6 +114,23 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
 	return s.start(ctx, exec, sess, progress, verbLaunched)
+}
+
+// preflight refuses, before a session is recorded, an agent the executor
+// cannot start: its binary missing from the PATH the agent gets, or the
+// credential variable the user named unset (executors.Preflighter; the
+// local executor). The refusal names what the user typed.
+func preflight(exec executors.Executor, in SessionInput) error {
+	p, ok := exec.(executors.Preflighter)
+	if !ok || (len(in.AgentArgv) == 0 && in.AgentProfile == "") {
+		return nil
+	}
+	err := p.Preflight(&executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
+		Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv})
+	if err != nil {
+		return fmt.Errorf("launch refused on the %s executor, no session kept: %w", exec.Name(), err)
+	}
+	return nil
 }
 
 // validateLaunch checks a launch request and applies its defaults.

@@ -360,8 +360,17 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 		}
 		lines = append(lines, fmt.Sprintf("- %s %s (%s)", r.ID, name, r.Provider))
 	}
+	if info.Orientation, err = d.orientation(ctx, s); err != nil {
+		return fail(toolapi.CodeInternal, "the task's tool states could not be read")
+	}
 	text := fmt.Sprintf("Task %s: %s\nProviders: %s\nRepositories:\n%s", s.task.ID, s.task.Title,
 		describe(s.task.Providers.Set), strings.Join(lines, "\n"))
+	if len(info.Orientation) > 0 {
+		text += "\nWhy some tools are missing or would fail:"
+		for _, o := range info.Orientation {
+			text += "\n- [" + o.State + "] " + o.Message
+		}
+	}
 	return Result{Text: text, Structured: info}
 }
 

@@ -1,0 +1,129 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/toolscope/toolscope/internal/errdefs"
+)
+
+// Launch checks, made before anything is recorded or spawned (issue 19):
+// a profile/model pair that cannot work, an agent binary the agent's PATH
+// does not hold, a credential variable the user named but the executor's
+// environment does not set. Each error names what the user typed.
+
+// modelFamily says which harness a model name belongs to, by its shape:
+// the two vendors' public names do not overlap. A name of neither family
+// (a local or proxied model) is left to the harness.
+var modelFamily = []struct {
+	re      *regexp.Regexp
+	profile string
+	vendor  string
+}{
+	{regexp.MustCompile(`(?i)^(anthropic[./:]|(us|eu|apac)\.anthropic\.)?claude|^(opus|sonnet|haiku)(\b|$)`), ClaudeCode, "an Anthropic model"},
+	{regexp.MustCompile(`(?i)^(openai/)?(gpt-|chatgpt|codex-|o[1-9](-|$))`), Codex, "an OpenAI model"},
+}
+
+// checkModel refuses a model that belongs to the other profile's vendor:
+// a Codex launch given an Anthropic model name, or the reverse.
+func (s Spec) checkModel() error {
+	if s.Model == "" || (s.Profile != ClaudeCode && s.Profile != Codex) {
+		return nil
+	}
+	for _, f := range modelFamily {
+		if f.re.MatchString(strings.TrimSpace(s.Model)) && f.profile != s.Profile {
+			return fmt.Errorf("model %q is %s; profile %q cannot run it (use profile %q, or a model of the %s family)",
+				s.Model, f.vendor, s.Profile, f.profile, familyOf(s.Profile))
+		}
+	}
+	return nil
+}
+
+func familyOf(profile string) string {
+	if profile == ClaudeCode {
+		return "Claude"
+	}
+	return "OpenAI"
+}
+
+// ErrAgentNotFound reports an agent command that is not on the PATH the
+// agent gets; ErrCredentialUnset a credential variable the executor's
+// environment does not set.
+var (
+	ErrAgentNotFound   = fmt.Errorf("agent command not found: %w", errdefs.ErrFailedPrecondition)
+	ErrCredentialUnset = fmt.Errorf("credential variable unset: %w", errdefs.ErrFailedPrecondition)
+)
+
+// Preflight checks, on the machine that will spawn the agent, that spec
+// can start there: its command is found on the PATH of environ (the
+// filtered environment agentctl gets, see Allowed and Filter; a relative
+// path is taken from workDir) and the CredentialEnv the user named is set
+// in environ. It says nothing of any value.
+func Preflight(s Spec, workDir string, environ []string) error {
+	plan, err := Render(s, Endpoint{})
+	if err != nil {
+		return err
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	if len(plan.Argv) > 0 {
+		if _, err := lookPath(plan.Argv[0], workDir, env["PATH"]); err != nil {
+			return fmt.Errorf("%q (profile %q) is not an executable on the agent's PATH %q: %w", plan.Argv[0], profileName(s.Profile), env["PATH"], ErrAgentNotFound)
+		}
+	}
+	if s.CredentialEnv != "" && env[s.CredentialEnv] == "" {
+		return fmt.Errorf("credential_env %q is not set in the executor's environment; export it where the orchestrator runs, or name another variable: %w",
+			s.CredentialEnv, ErrCredentialUnset)
+	}
+	return nil
+}
+
+func profileName(p string) string {
+	if p == "" {
+		return Command
+	}
+	return p
+}
+
+// lookPath is exec.LookPath over a given PATH (exec.LookPath reads the
+// calling process's), the one the agent will have.
+func lookPath(file, workDir, path string) (string, error) {
+	if strings.Contains(file, "/") {
+		if !filepath.IsAbs(file) {
+			if workDir == "" {
+				return file, nil // relative to a directory only the executor knows: left to it
+			}
+			file = filepath.Join(workDir, file)
+		}
+		return file, executable(file)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue // an empty entry is the working directory: not trusted
+		}
+		p := filepath.Join(dir, file)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", os.ErrNotExist
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return errors.New("not executable")
+	}
+	return nil
+}
