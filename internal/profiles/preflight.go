@@ -76,7 +76,13 @@ func Preflight(s Spec, workDir string, environ []string) error {
 	}
 	if len(plan.Argv) > 0 {
 		if _, err := lookPath(plan.Argv[0], workDir, env["PATH"]); err != nil {
-			return fmt.Errorf("%q (profile %q) is not an executable on the agent's PATH %q: %w", plan.Argv[0], profileName(s.Profile), env["PATH"], ErrAgentNotFound)
+			// The words agentctl uses for the same refusal (daemon/session.go),
+			// so a user meets one message whichever side refuses.
+			if strings.Contains(plan.Argv[0], "/") {
+				return fmt.Errorf("agent command `%s` not found on the executor (profile %q): %w", plan.Argv[0], profileName(s.Profile), ErrAgentNotFound)
+			}
+			return fmt.Errorf("agent command `%s` not found on the executor's PATH %q (profile %q); install it there, or name it by its full path: %w",
+				plan.Argv[0], env["PATH"], profileName(s.Profile), ErrAgentNotFound)
 		}
 	}
 	if s.CredentialEnv != "" && env[s.CredentialEnv] == "" {

@@ -74,7 +74,7 @@ func TestPreflight(t *testing.T) {
 
 	err = profiles.Preflight(profiles.Spec{Profile: profiles.Command, Args: []string{"/nowhere/agent"}}, "", env)
 	assert.ErrorIs(t, err, profiles.ErrAgentNotFound)
-	assert.Contains(t, err.Error(), `"/nowhere/agent"`)
+	assert.Contains(t, err.Error(), "agent command `/nowhere/agent` not found on the executor")
 
 	err = profiles.Preflight(profiles.Spec{Profile: profiles.ClaudeCode, CredentialEnv: "MISSING_KEY"}, "", env)
 	assert.ErrorIs(t, err, profiles.ErrCredentialUnset)

@@ -34,7 +34,7 @@ func TestLaunchChecksRefuseBeforeSpawning(t *testing.T) {
 		{"claude-code given an OpenAI model", service.SessionInput{AgentProfile: profiles.ClaudeCode, AgentModel: "gpt-5"},
 			errdefs.ErrInvalidArgument, `"gpt-5"`},
 		{"agent binary not on the PATH", service.SessionInput{AgentArgv: []string{"/nowhere/agent"}},
-			profiles.ErrAgentNotFound, `"/nowhere/agent"`},
+			profiles.ErrAgentNotFound, "`/nowhere/agent`"},
 		{"credential variable unset", service.SessionInput{AgentProfile: profiles.Command, AgentArgv: []string{"/bin/sh", "-c", "true"}, AgentCredentialEnv: unset},
 			profiles.ErrCredentialUnset, `"` + unset + `"`},
 	}
