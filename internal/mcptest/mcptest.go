@@ -40,8 +40,23 @@ type Client struct {
 }
 
 // Connect connects a go-sdk client over transport at protocol version
-// (empty: the client's default). The session is closed when the test ends.
+// (empty: the client's default) that re-lists on every list_changed, as
+// agent hosts do. The session is closed when the test ends.
 func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
+	t.Helper()
+	return connect(t, transport, version, true)
+}
+
+// ConnectCounting is Connect for a client that only counts list_changed
+// and never re-lists on it: for load tests whose listing is paced by the
+// test itself (the load storm's 100 clients re-listing on each of ~46,000
+// notifications under -race starve the publisher's write lock).
+func ConnectCounting(t testing.TB, transport mcp.Transport, version string) *Client {
+	t.Helper()
+	return connect(t, transport, version, false)
+}
+
+func connect(t testing.TB, transport mcp.Transport, version string, relist bool) *Client {
 	t.Helper()
 	c := &Client{changed: make(chan struct{}, 1024), logs: make(chan string, 1024)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-test", Version: "1"}, &mcp.ClientOptions{
@@ -54,7 +69,9 @@ func Connect(t testing.TB, transport mcp.Transport, version string) *Client {
 			c.arrivals = append(c.arrivals, time.Now())
 			c.mu.Unlock()
 			c.changed <- struct{}{}
-			go func() { _, _ = req.Session.ListTools(context.Background(), nil) }()
+			if relist {
+				go func() { _, _ = req.Session.ListTools(context.Background(), nil) }()
+			}
 		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			text, _ := req.Params.Data.(string)

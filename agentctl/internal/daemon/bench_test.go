@@ -61,7 +61,7 @@ func BenchmarkStorm(b *testing.B) {
 func toggledSession(b *testing.B) (*mcptest.Client, func()) {
 	h := newHarness(b)
 	st := h.create(b, spec("bench", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
-	c := mcptest.Connect(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "bench")), "")
+	c := mcptest.ConnectCounting(b, mcptest.HTTP(st.GetMcpUrl(), h.token(b, "bench")), "")
 	gen := uint64(1)
 	sets := [][]string{{"gitlab"}, {"github"}}
 	push := func() { gen++; h.push(b, "bench", gen, sets[gen%2]...) }
@@ -128,7 +128,7 @@ func BenchmarkTwoHundredSessions(b *testing.B) {
 	clients := make([]*mcptest.Client, n)
 	for i := range clients {
 		github[i] = true
-		clients[i] = mcptest.Connect(b, mcptest.HTTP(statuses[i].GetMcpUrl(), h.token(b, ids[i])), "")
+		clients[i] = mcptest.ConnectCounting(b, mcptest.HTTP(statuses[i].GetMcpUrl(), h.token(b, ids[i])), "")
 		clients[i].Subscribe(b, func() { require.NoError(b, pushOne(i)) })
 	}
 

@@ -196,7 +196,7 @@ func loadStorm(t *testing.T) {
 		pools = append(pools, pool)
 		tr := &mcp.StreamableClientTransport{Endpoint: st.GetMcpUrl(), MaxRetries: -1,
 			HTTPClient: &http.Client{Transport: mcptest.Bearer(token, pool)}}
-		c := mcptest.Connect(t, tr, version)
+		c := mcptest.ConnectCounting(t, tr, version)
 		require.Equal(t, mcptest.Expected(version), c.Negotiated())
 		clients = append(clients, &loadClient{Client: c, version: version, lister: i < loadListers})
 	}

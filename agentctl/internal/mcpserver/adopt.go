@@ -90,17 +90,25 @@ func (p *Publisher) record(m map[*mcp.ServerSession]uint64, ss *mcp.ServerSessio
 // sessions' entries.
 const pruneEvery = 256
 
-// adopted reports whether names are served and adopted by the session's
-// clients (see the comment at the top).
-func (p *Publisher) adopted(caller *mcp.ServerSession, names []string) bool {
+// servedAt returns the epoch of the published surface if it serves every
+// one of names, and 0 if it does not (yet).
+func (p *Publisher) servedAt(names []string) uint64 {
 	p.listMu.RLock()
 	published, epoch := p.published, p.epoch.Load()
 	p.listMu.RUnlock()
 	for _, n := range names {
 		if _, ok := published.Lookup(n); !ok {
-			return false
+			return 0
 		}
 	}
+	return epoch
+}
+
+// adopted reports whether the session's clients adopted the surface of
+// epoch (see the comment at the top): later changes do not count, so a
+// change is adopted once its own notification went out, however busy the
+// session is with others.
+func (p *Publisher) adopted(caller *mcp.ServerSession, epoch uint64) bool {
 	var sessions []*mcp.ServerSession
 	for ss := range p.server.Sessions() {
 		sessions = append(sessions, ss)
@@ -132,11 +140,16 @@ func (p *Publisher) adopted(caller *mcp.ServerSession, names []string) bool {
 func (p *Publisher) adopt(ctx context.Context, caller *mcp.ServerSession, names []string) bool {
 	timer := time.NewTimer(p.adoptWait)
 	defer timer.Stop()
+	var target uint64
 	for {
 		p.notifiedMu.Lock()
 		wake := p.wake
 		p.notifiedMu.Unlock()
-		if p.adopted(caller, names) {
+		if target == 0 {
+			// The first surface that serves names is the change to adopt.
+			target = p.servedAt(names)
+		}
+		if target != 0 && p.adopted(caller, target) {
 			return true
 		}
 		select {
