@@ -75,9 +75,15 @@ const envLoad = "TOOLSCOPE_LOAD"
 // share): the pusher then managed 6–8 SetProviders per second instead of
 // 100, so the storm the issue describes never happened.
 var (
-	loadEvery   = map[bool]time.Duration{false: 100 * time.Millisecond, true: time.Second}[raceDetector]
-	loadMaxGap  = map[bool]time.Duration{false: 250 * time.Millisecond, true: time.Second}[raceDetector]
-	loadMinRate = map[bool]float64{false: 0.9 * loadRate, true: 0.25 * loadRate}[raceDetector]
+	loadEvery  = map[bool]time.Duration{false: 100 * time.Millisecond, true: time.Second}[raceDetector]
+	loadMaxGap = map[bool]time.Duration{false: 250 * time.Millisecond, true: time.Second}[raceDetector]
+	// loadMinRate says the storm happened at all (the pusher is the
+	// test's own loop and shares the 2 cores with 100 clients); the push
+	// rate itself is a figure, not a goal (timing goals live in
+	// benchmarks). Without the race detector the pusher usually reaches
+	// 99/s, but 49.7/s in one fresh-clone CI run (1.95 of 2 cores busy,
+	// 500 listings/s and 475 calls/s beside it; docs/reliability.md §8.8).
+	loadMinRate = 0.25 * loadRate
 )
 
 // loadSets are pushed in turn: each differs from the one before, so every
