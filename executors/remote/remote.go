@@ -217,40 +217,41 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}, nil
 }
 
+// onThisHost returns the id of the session of h and the link to its
+// daemon, also once the session stopped, refusing a session that ran on
+// another host.
+func (e *Executor) onThisHost(ctx context.Context, h executors.Handle) (string, *agentlink.Link, error) {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return "", nil, err
+	}
+	if st.Addr != e.opts.Addr {
+		return "", nil, errdefs.FailedPrecondition("session %q ran on %s; this orchestrator reaches %s", st.SessionID, st.Addr, e.opts.Addr)
+	}
+	l, err := e.connect(ctx)
+	return st.SessionID, l, err
+}
+
 // AgentctlLog implements executors.AgentctlLogReader: the lines of the
 // daemon's log that name the session (agentctl serve --log-file, set by
 // the host's operator), also once the session stopped; following them
 // ends when the daemon no longer hosts it.
 func (e *Executor) AgentctlLog(ctx context.Context, h executors.Handle, follow bool, fn func([]byte) error) error {
-	var st state
-	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
-		return err
-	}
-	if st.Addr != e.opts.Addr {
-		return errdefs.FailedPrecondition("session %q ran on %s; this orchestrator reaches %s", st.SessionID, st.Addr, e.opts.Addr)
-	}
-	l, err := e.connect(ctx)
+	id, l, err := e.onThisHost(ctx, h)
 	if err != nil {
 		return err
 	}
-	return l.AgentctlLog(ctx, st.SessionID, follow, fn)
+	return l.AgentctlLog(ctx, id, follow, fn)
 }
 
 // KeptAgentLog implements executors.KeptAgentLogReader: the agent log the
 // daemon kept in its --logs-dir when the session stopped.
 func (e *Executor) KeptAgentLog(ctx context.Context, h executors.Handle, fn func([]byte) error) error {
-	var st state
-	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
-		return err
-	}
-	if st.Addr != e.opts.Addr {
-		return errdefs.FailedPrecondition("session %q ran on %s; this orchestrator reaches %s", st.SessionID, st.Addr, e.opts.Addr)
-	}
-	l, err := e.connect(ctx)
+	id, l, err := e.onThisHost(ctx, h)
 	if err != nil {
 		return err
 	}
-	return l.AgentLog(ctx, st.SessionID, false, fn)
+	return l.AgentLog(ctx, id, false, fn)
 }
 
 // Stop implements executors.Executor.
