@@ -82,7 +82,7 @@ STRESS_COUNT ?= 30
 test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS_COUNT); a few minutes
 	@hogs=""; for i in 1 2; do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	trap 'kill $$hogs' EXIT INT TERM; \
-	$(GO) test -race -count=$(STRESS_COUNT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./agentctl/internal/mcpserver/ ./agentctl/internal/daemon/
+	$(GO) test -race -count=$(STRESS_COUNT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
 
 .PHONY: test-long
 test-long: ## the agentctl load storm, alone: under -race, then without it (1 s starvation guard; gap and rate are figures); about 30 s
@@ -93,8 +93,8 @@ test-long: ## the agentctl load storm, alone: under -race, then without it (1 s 
 # Benchmarks as PACKAGE:PATTERN:BENCHTIME; each figure is timed against its
 # floor in the same process (see docs/benchmarks.md).
 BENCHES := \
-	./agentctl/internal/mcpserver:ToolsList:300x \
-	./agentctl/internal/mcpserver:ContextCost:1x \
+	./internal/mcpserver:ToolsList:300x \
+	./internal/mcpserver:ContextCost:1x \
 	./agentctl/internal/daemon:SetProvidersToListChanged:100x \
 	./agentctl/internal/daemon:Storm:1x \
 	./agentctl/internal/daemon:TwoHundredSessions:20x \

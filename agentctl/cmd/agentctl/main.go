@@ -30,10 +30,10 @@ import (
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/version"
 )

@@ -37,16 +37,16 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/version"
 )
 

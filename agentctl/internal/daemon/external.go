@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 

@@ -27,13 +27,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 

@@ -24,8 +24,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/registry"
 )
 
 // Config names the session a bridge mirrors. agentctl writes it as

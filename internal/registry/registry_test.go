@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 

@@ -3,8 +3,8 @@ package registry_test
 import (
 	"testing"
 
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/registry"
 )
 
 // BenchmarkBuild: the registry of a task-mode session with both providers,

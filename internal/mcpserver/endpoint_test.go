@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolscope/toolscope/agentctl/internal/mcpserver"
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
 

@@ -39,7 +39,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolscope/toolscope/agentctl/internal/registry"
+	"github.com/toolscope/toolscope/internal/registry"
 )
 
 // DefaultMinInterval is the least time between two applications of a
