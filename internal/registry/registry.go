@@ -59,6 +59,10 @@ type Tool struct {
 type Spec struct {
 	Mode      Mode
 	Providers providers.Set
+	// Transport is where the surface is served from (colocated by
+	// agentctl, or hosted by the orchestrator); hosted surfaces omit the
+	// colocated-only fields (issue 19).
+	Transport toolapi.Transport
 	// External holds tool descriptors pushed by the orchestrator (for
 	// example external MCP tools exposed through agentctl). They obey the
 	// mode like every other tool; a descriptor whose name collides with a
