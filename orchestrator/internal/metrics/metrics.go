@@ -93,7 +93,7 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Rate limits met on workspace connections, by provider and reason: provider (the provider asked to wait), waiting (a call refused while the connection waits), queue_full (calls in flight and queue full)."},
 			[]string{"provider", "reason"}),
 		queueSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "provider_queue_wait_seconds",
-			Help: "Time a provider call waited for a place among its connection's calls in flight, by provider.", Buckets: prometheus.DefBuckets},
+			Help: "Time a use of a workspace connection (a tool call, a poll, a validation) waited for a place among the connection's calls in flight, by provider.", Buckets: prometheus.DefBuckets},
 			[]string{"provider"}),
 		txSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "db_transaction_duration_seconds",
 			Help: "Database transactions, by kind (read, write); a write's time includes waiting for the writer.", Buckets: dbBuckets},
