@@ -64,6 +64,10 @@ type Options struct {
 	// for the session's clients (adopt.go); DefaultAdoptWait if zero.
 	AdoptWait time.Duration
 	Logger    *slog.Logger
+	// OnListChanged, if set, is called after each
+	// notifications/tools/list_changed sent to a client (agentctl's
+	// metrics count them).
+	OnListChanged func()
 }
 
 // Publisher serves registries through one go-sdk server.
@@ -92,6 +96,7 @@ type Publisher struct {
 	wake                 chan struct{}
 	records              int // records since the start, for pruning
 	adoptWait            time.Duration
+	onListChanged        func()
 
 	mu              sync.Mutex
 	desired         *registry.Registry // the latest snapshot handed to Publish
@@ -115,7 +120,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	}
 	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
 		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait}
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait, onListChanged: opts.OnListChanged}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -277,6 +282,9 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 				res, err := next(ctx, method, req)
 				if err == nil {
 					p.record(p.sent, ss, epoch)
+					if p.onListChanged != nil {
+						p.onListChanged()
+					}
 				}
 				return res, err
 			}

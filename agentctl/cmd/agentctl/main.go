@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -49,6 +50,8 @@ type Ready struct {
 	Addr     string `json:"addr"`
 	PID      int    `json:"pid"`
 	Version  string `json:"version"`
+	// Metrics is the metrics' URL, with --metrics-addr.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 func main() {
@@ -98,6 +101,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
+		metricsAddr                                     string
 		tlsCert, tlsKey, clientCA                       string
 		sessionsDir, logsDir, agentUIDs, logFile        string
 		logFileMax                                      int64
@@ -169,12 +173,22 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				}
 				defer os.RemoveAll(stateDir)
 			}
+			var reg *prometheus.Registry
+			var metricsLis net.Listener
+			if metricsAddr != "" {
+				if metricsLis, err = listenMetrics(metricsAddr); err != nil {
+					return err
+				}
+				defer metricsLis.Close()
+				reg = prometheus.NewRegistry()
+			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
+				Metrics: reg,
 			})
 			if err != nil {
 				return err
@@ -186,7 +200,13 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			srv := d.NewGRPCServer(serverOpts...)
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(lis) }()
-			ready, _ := json.Marshal(Ready{Protocol: Contract, Addr: lis.Addr().String(), PID: os.Getpid(), Version: version.String()})
+			r := Ready{Protocol: Contract, Addr: lis.Addr().String(), PID: os.Getpid(), Version: version.String()}
+			if reg != nil {
+				stopMetrics := serveMetrics(metricsLis, reg, log)
+				defer stopMetrics()
+				r.Metrics = "http://" + metricsLis.Addr().String() + metricsPath
+			}
+			ready, _ := json.Marshal(r)
 			if _, err := fmt.Fprintf(stdout, "%s\n", ready); err != nil {
 				srv.Stop()
 				return err
@@ -239,6 +259,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.DurationVar(&callTimeout, "call-timeout", 2*time.Minute, "how long a tool call may wait for the orchestrator")
 	f.DurationVar(&adoptWait, "adopt-wait", mcpserver.DefaultAdoptWait, "how long the result of a call that changed the caller's own tools (task_add_sources) waits for the session's clients to be told and re-list")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this loopback address (port 0 picks a free port, announced in the readiness line); off by default")
 	f.StringVar(&logFile, "log-file", "", "also write agentctl's log to this file, from which the orchestrator reads a session's lines (session logs --agentctl on remote hosts)")
 	f.Int64Var(&logFileMax, "log-file-max-bytes", daemon.DefaultAgentLogMax, "bound on --log-file: rotated to FILE.1 at half of it")
 	f.StringVar(&tlsCert, "tls-cert", "", "server certificate (PEM) for mutual TLS")

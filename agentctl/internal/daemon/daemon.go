@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -121,6 +122,9 @@ type Options struct {
 	// bounds that directory, which holds every session's logs).
 	KeptLogs logdir.Bound
 	Logger   *slog.Logger
+	// Metrics, if set, is the registry the daemon's metrics are
+	// registered on (metrics.go); nil: none are kept.
+	Metrics *prometheus.Registry
 }
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
@@ -138,6 +142,7 @@ type Daemon struct {
 	callTimeout time.Duration
 	hub         hub
 	schemas     schemaCache
+	metrics     *metrics // nil without Options.Metrics
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -183,6 +188,7 @@ func New(opts Options) (*Daemon, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
+	d.register(opts.Metrics)
 	d.retireLeftovers()
 	d.pruneLogs()
 	return d, nil
@@ -404,7 +410,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log, AdoptWait: d.opts.AdoptWait,
-		Instructions: instructions(s.taskID),
+		Instructions: instructions(s.taskID), OnListChanged: d.metrics.onListChanged(),
 	})
 	s.mu.Unlock()
 	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort, d.opts.MCPLimits); err != nil {

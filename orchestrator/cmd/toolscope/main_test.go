@@ -63,11 +63,12 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 
 // orchestrator is a running `toolscope serve` process.
 type orchestrator struct {
-	addr   string // the socket, as --server takes it: unix:///path
-	socket string // its path
-	tcp    string // the TCP address, with --listen
-	cmd    *exec.Cmd
-	logs   *testutil.SyncBuffer
+	addr    string // the socket, as --server takes it: unix:///path
+	socket  string // its path
+	tcp     string // the TCP address, with --listen
+	metrics string // the metrics' URL, with --metrics-addr
+	cmd     *exec.Cmd
+	logs    *testutil.SyncBuffer
 }
 
 func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
@@ -99,13 +100,13 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	}()
 	select {
 	case line := <-ready:
-		var r struct{ Socket, Addr, Database string }
+		var r struct{ Socket, Addr, Database, Metrics string }
 		require.NoError(t, json.Unmarshal([]byte(line), &r), "ready line %q; logs: %s", line, logs)
 		if !slices.Contains(args, "--database") {
 			assert.Equal(t, filepath.Join(dataDir, "toolscope.db"), r.Database)
 		}
 		assert.Equal(t, filepath.Join(dataDir, "toolscope.sock"), r.Socket)
-		o.addr, o.socket, o.tcp = "unix://"+r.Socket, r.Socket, r.Addr
+		o.addr, o.socket, o.tcp, o.metrics = "unix://"+r.Socket, r.Socket, r.Addr, r.Metrics
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server not ready; logs: %s", logs)
 	}

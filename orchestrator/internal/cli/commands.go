@@ -90,7 +90,8 @@ them.`,
 						Addr     string `json:"addr,omitempty"`
 						Database string `json:"database"`
 						Console  string `json:"console,omitempty"`
-					}{r.Socket, r.Addr, r.DBPath, r.Console})
+						Metrics  string `json:"metrics,omitempty"`
+					}{r.Socket, r.Addr, r.DBPath, r.Console, r.Metrics})
 					return
 				}
 				fmt.Fprintf(a.stdout, "toolscope serving on unix://%s (database %s)\n", r.Socket, r.DBPath)
@@ -99,6 +100,9 @@ them.`,
 				}
 				if r.Console != "" {
 					fmt.Fprintf(a.stdout, "web console: %s (log in with an API token: toolscope token create NAME --role member)\n", r.Console)
+				}
+				if r.Metrics != "" {
+					fmt.Fprintf(a.stdout, "metrics: %s (Prometheus; loopback only, no credential)\n", r.Metrics)
 				}
 				hint := "workspace create demo"
 				if r.Workspaces > 0 {
@@ -117,6 +121,7 @@ them.`,
 	cmd.Flags().StringVar(&cfg.TLS.KeyFile, "tls-key", "", "its private key")
 	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen and --console (role in the Subject's OU)")
 	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
+	cmd.Flags().StringVar(&cfg.Metrics, "metrics-addr", "", "serve Prometheus metrics at /metrics on this loopback address (e.g. 127.0.0.1:9464; port 0 picks a free port)")
 	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")

@@ -21,6 +21,7 @@ import (
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
@@ -61,6 +62,9 @@ type Options struct {
 	Limits forge.LimiterOptions
 	// HTTPClient is the clients' HTTP client; nil: forge's default.
 	HTTPClient *http.Client
+	// Metrics, if set, counts the provider requests by status class, the
+	// rate limits met and the waits for a place (metrics.go).
+	Metrics *metrics.Metrics
 }
 
 // Connections resolves, gates and builds the provider clients of every
@@ -70,6 +74,7 @@ type Connections struct {
 	creds      credentials.Resolver
 	limiter    *forge.Limiter
 	httpClient *http.Client
+	metrics    *metrics.Metrics
 	// newClient is forge.New; a test may count through it.
 	newClient func(p providers.Provider, baseURL, token string, hc *http.Client) (forge.Client, error)
 }
@@ -80,7 +85,7 @@ func New(ws Workspaces, opts Options) *Connections {
 		opts.Credentials.Secrets = &scrub.Set{}
 	}
 	return &Connections{workspaces: ws, creds: opts.Credentials, limiter: forge.NewLimiter(opts.Limits),
-		httpClient: opts.HTTPClient, newClient: forge.New}
+		httpClient: opts.HTTPClient, metrics: opts.Metrics, newClient: forge.New}
 }
 
 // Secrets is the set every credential this component resolved is
@@ -126,11 +131,11 @@ func (c *Connections) Open(ctx context.Context, workspaceID string, conn model.C
 	if err := c.blocked(key, conn.Provider); err != nil {
 		return nil, err
 	}
-	client, err := c.newClient(conn.Provider, conn.APIBaseURL, token, c.httpClient)
+	client, err := c.newClient(conn.Provider, conn.APIBaseURL, token, c.counted(conn.Provider))
 	if err != nil {
 		return nil, errdefs.InvalidField("api_base_url", "%v", err)
 	}
-	release, err := c.limiter.Acquire(ctx, key, string(conn.Provider))
+	release, err := c.acquire(ctx, key, conn.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +155,7 @@ func (c *Connections) CheckCredential(conn model.Connection) error {
 // to be left alone, or nil.
 func (c *Connections) blocked(key string, p providers.Provider) error {
 	if wait, blocked := c.limiter.Blocked(key); blocked {
+		c.metrics.RateLimited(string(p), metrics.RateLimitWaiting)
 		return &forge.Error{Code: forge.CodeRateLimited, RetryAfter: wait,
 			Message: fmt.Sprintf("%s asked toolscope to wait; retry after %s", p, wait.Round(time.Second))}
 	}

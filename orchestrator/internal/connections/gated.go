@@ -26,6 +26,7 @@ func call[T any](g *gated, fn func() (T, error)) (T, error) {
 	}
 	v, err := fn()
 	g.conns.limiter.Observe(g.key, err)
+	g.conns.observed(g.provider, err)
 	return v, err
 }
 

@@ -96,12 +96,16 @@ type Client interface {
 	RequestReviewers(ctx context.Context, repo Repo, number int64, usernames []string) ([]string, error)
 }
 
+// DefaultHTTPTimeout bounds one provider request of a client built
+// without an HTTP client of its own.
+const DefaultHTTPTimeout = 30 * time.Second
+
 // New returns a client of provider at baseURL (the REST API root, for
 // example https://api.github.com or https://gitlab.example.com/api/v4)
 // authenticating with token. httpClient may be nil.
 func New(p providers.Provider, baseURL, token string, httpClient *http.Client) (Client, error) {
 	if httpClient == nil {
-		httpClient = &http.Client{Timeout: 30 * time.Second}
+		httpClient = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
 	httpClient = withScrubbedErrors(httpClient, token)
 	switch p {

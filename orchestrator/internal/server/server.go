@@ -106,6 +106,9 @@ type Config struct {
 	// needs the TLS files). ConsoleLogins bounds its logins.
 	Console       string
 	ConsoleLogins ConsoleConfig
+	// Metrics, if set, serves the Prometheus metrics on this loopback TCP
+	// address, at MetricsPath (ADR 0028).
+	Metrics string
 }
 
 // logsPruneInterval is how often DataDir/logs is bounded besides at start
@@ -264,6 +267,8 @@ type Ready struct {
 	DBPath string
 	// Console is the web console's URL; empty without Config.Console.
 	Console string
+	// Metrics is the metrics' URL; empty without Config.Metrics.
+	Metrics string
 	// Workspaces is how many workspaces the database holds, so that the
 	// first hint fits it (create one, or list what is there).
 	Workspaces int
@@ -316,9 +321,17 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		}
 		defer tcp.Close()
 	}
+	var metricsLis net.Listener
+	if cfg.Metrics != "" {
+		if metricsLis, err = listenMetrics(cfg.Metrics); err != nil {
+			return err
+		}
+		defer metricsLis.Close()
+	}
+	obs := newMetrics(metricsLis)
 
 	broker := &events.Broker{}
-	dbOpts := store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets, MaxReaders: cfg.DBMaxReaders}
+	dbOpts := store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets, MaxReaders: cfg.DBMaxReaders, Metrics: obs}
 	if dbOpts.DatabaseURL, dbOpts.DatabasePassword, err = database(cfg, creds); err != nil {
 		return err
 	}
@@ -331,9 +344,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	// The one component that reaches GitHub and GitLab: the tool calls,
 	// the lifecycle poller and the connection validation share its
 	// per-connection rate limit and bound on calls in flight.
-	conns := connections.New(st, connections.Options{Credentials: creds, Limits: cfg.ProviderCalls})
+	conns := connections.New(st, connections.Options{Credentials: creds, Limits: cfg.ProviderCalls, Metrics: obs})
 	dispatcher := toolcalls.New(st, log)
 	dispatcher.SetConnections(conns)
+	dispatcher.SetMetrics(obs)
 	// Backends report sessions lost on their own; the service (created
 	// below, before anything is launched or re-attached) records them.
 	var eventsTo atomic.Pointer[service.Service]
@@ -385,7 +399,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
-		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff})
+		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
@@ -445,7 +459,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		defer func() { stopConsole(); <-consoleDone }()
 		r.Console = url
 	}
-	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "tls", tlsConfig != nil, "db", st.Path())
+	if obs != nil {
+		obs.WatchSessions(st)
+		metricsCtx, stopMetrics := context.WithCancel(ctx)
+		metricsDone := serveMetrics(metricsCtx, metricsLis, obs, log)
+		defer func() { stopMetrics(); <-metricsDone }()
+		r.Metrics = "http://" + metricsLis.Addr().String() + MetricsPath
+	}
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "metrics", r.Metrics, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
 		ready(r)
 	}

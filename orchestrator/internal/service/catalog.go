@@ -325,6 +325,7 @@ func (s *Service) discover(ctx context.Context, p model.MCPServer, fail bool) (m
 	if s.catalog.pool != nil {
 		tools, derr = s.catalog.pool.Discover(ctx, current)
 	}
+	s.metrics.Discovery(derr)
 	if derr != nil {
 		s.log.Warn("MCP server discovery failed", "server", current.Name, "error", derr.Error())
 		// Recorded even when the request is cancelled: the failure is the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -294,13 +295,15 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 		return p, true
 	}
 	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+	pushed := time.Now()
 	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), push)
 	cancel()
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
-	}
 	if err != nil && ctx.Err() != nil {
 		return Push{SessionID: id, Err: ErrShuttingDown}, true // cancelled by Close: nothing to record
+	}
+	s.metrics.Push(pushOutcome(err), time.Since(pushed))
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "surface push failed", "session_id", id, "generation", push.Generation,
@@ -397,4 +400,17 @@ func running(sessions []model.Session) []model.Session {
 		}
 	}
 	return out
+}
+
+// pushOutcome is a push's outcome as the metrics name it.
+func pushOutcome(err error) string {
+	switch {
+	case err == nil:
+		return metrics.OutcomeOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return metrics.OutcomeTimeout
+	case errors.Is(err, executors.ErrLost):
+		return metrics.OutcomeLost
+	}
+	return metrics.OutcomeFailed
 }

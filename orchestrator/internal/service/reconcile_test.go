@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/toolscope/toolscope/executors/fake"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 )
@@ -102,4 +104,34 @@ func TestARestartReconcilesWithNoRepairPathOfItsOwn(t *testing.T) {
 	assert.Equal(t, uint64(2), got.Applied.Generation)
 	assert.False(t, got.NeedsRepair)
 	assert.Equal(t, fake.Applied{Providers: got.Applied.Set, Generation: 2, ExternalGeneration: got.ExternalGeneration, Pushes: 1}, f.exec.Applied(sess.ID), "one push")
+}
+
+// TestPushesAreCountedByOutcome: every push the reconciler makes is
+// observed with its outcome, the failed retries as well as the one that
+// applies.
+func TestPushesAreCountedByOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	f := newFaked(t, service.Options{PushTimeout: 100 * time.Millisecond, RepairBackoff: 100 * time.Millisecond, Metrics: metrics.New(reg)})
+	task := f.task(t, "github")
+	sess := f.launch(t, task.ID)
+	f.exec.Fail(sess.ID, errors.New("connection refused"))
+	_, err := f.svc.AddSources(ctx, task.ID, f.ids("gitlab"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 2 }, 10*time.Second, 5*time.Millisecond)
+	f.exec.Fail(sess.ID, nil)
+	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, 10*time.Second, 5*time.Millisecond)
+
+	pushes := map[string]uint64{}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, fam := range families {
+		if fam.GetName() == "toolscope_surface_push_duration_seconds" {
+			for _, m := range fam.GetMetric() {
+				pushes[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	assert.Equal(t, map[string]uint64{"failed": uint64(f.exec.Applied(sess.ID).Failed), "ok": 1}, pushes)
 }

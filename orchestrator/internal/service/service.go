@@ -25,6 +25,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
@@ -51,6 +52,7 @@ type Service struct {
 	catalog       *catalogState // the governed tool catalog (catalog.go)
 	dataDir       string
 	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
+	metrics       *metrics.Metrics
 }
 
 // Options configure a Service.
@@ -82,6 +84,9 @@ type Options struct {
 	// Logs bounds the sessions' logs kept in DataDir/logs (see
 	// PruneLogs); no bound if zero.
 	Logs logdir.Bound
+	// Metrics, if set, observes the surface pushes and the catalog's
+	// discovery rounds.
+	Metrics *metrics.Metrics
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -102,7 +107,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 

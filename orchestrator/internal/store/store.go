@@ -37,6 +37,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 )
@@ -88,6 +89,8 @@ type Options struct {
 	// DatabasePassword is the PostgreSQL password, resolved by the caller
 	// from a reference (never given on a command line).
 	DatabasePassword string
+	// Metrics, if set, observes every transaction (metrics.go).
+	Metrics *metrics.Metrics
 }
 
 // Store is the orchestrator's database, SQLite or PostgreSQL. It is safe
@@ -349,7 +352,8 @@ type tx struct {
 
 // write runs fn in one immediate transaction on the writer, then hands the
 // appended events to OnCommit.
-func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(*tx) error) (err error) {
+	defer s.observe("write", time.Now(), &err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sqlTx, err := s.w.BeginTx(ctx, nil)
@@ -380,7 +384,8 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 
 // read runs fn in one read-only transaction on the reader pool, so a
 // method that reads with several statements sees one snapshot.
-func (s *Store) read(ctx context.Context, fn func(q queryer) error) error {
+func (s *Store) read(ctx context.Context, fn func(q queryer) error) (err error) {
+	defer s.observe("read", time.Now(), &err)
 	txOpts := &sql.TxOptions{ReadOnly: true}
 	if s.r.d == dialectPostgres {
 		txOpts.Isolation = sql.LevelRepeatableRead // one snapshot, as SQLite's read transactions

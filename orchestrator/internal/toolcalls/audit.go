@@ -30,13 +30,7 @@ type auditRecord struct {
 // is unknown, and that came on a link carrying no single session, is
 // logged instead.
 func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Result, took time.Duration) {
-	outcome := "ok"
-	if res.IsError {
-		outcome = res.Code
-		if outcome == "" {
-			outcome = toolapi.CodeInternal
-		}
-	}
+	outcome := outcomeOf(res)
 	msg := fmt.Sprintf("tool=%s outcome=%s duration_ms=%.3f", shown(c.Tool), outcome, float64(took.Microseconds())/1000)
 	if a.claimedTask != "" {
 		msg += " claimed_task=" + shown(a.claimedTask)
@@ -75,4 +69,16 @@ func shown(v string) string {
 		return "(malformed)"
 	}
 	return v
+}
+
+// outcomeOf is a result's outcome as the audit record and the metrics
+// name it: "ok", or its refusal code.
+func outcomeOf(res Result) string {
+	if !res.IsError {
+		return "ok"
+	}
+	if res.Code == "" {
+		return toolapi.CodeInternal
+	}
+	return res.Code
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
+	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -69,6 +70,8 @@ type Dispatcher struct {
 	addSources SourceAdder
 	// external forwards calls to catalog tools; nil: there are none.
 	external ExternalCaller
+	// metrics counts the calls by tool and outcome; nil: not counted.
+	metrics *metrics.Metrics
 }
 
 // New returns a dispatcher over st. log may be nil.
@@ -85,6 +88,10 @@ func New(st *store.Store, log *slog.Logger) *Dispatcher {
 // orchestrator's other resolvers (and its logs and events) should share
 // them.
 func (d *Dispatcher) SetConnections(c *connections.Connections) { d.conns = c }
+
+// SetMetrics makes the dispatcher count every call it answers, by tool
+// and outcome, with its latency; call it before the first call.
+func (d *Dispatcher) SetMetrics(m *metrics.Metrics) { d.metrics = m }
 
 // handler answers one task tool once the call is authorized.
 type handler func(ctx context.Context, d *Dispatcher, s scope, args json.RawMessage) Result
@@ -254,7 +261,10 @@ func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
 	if res.IsError {
 		d.log.InfoContext(ctx, "tool call refused", "session_id", shown(c.SessionID), "task_id", shown(c.TaskID), "tool", shown(c.Tool), "code", res.Code)
 	}
-	d.audit(ctx, c, &a, res, time.Since(start))
+	took := time.Since(start)
+	d.audit(ctx, c, &a, res, took)
+	_, builtin := builtins[c.Tool]
+	d.metrics.ToolCall(c.Tool, builtin, outcomeOf(res), took)
 	return res
 }
 
