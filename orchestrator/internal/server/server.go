@@ -29,6 +29,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
@@ -37,6 +38,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/hosted"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
@@ -106,6 +108,13 @@ type Config struct {
 	// needs the TLS files). ConsoleLogins bounds its logins.
 	Console       string
 	ConsoleLogins ConsoleConfig
+	// Hosted, if set, serves hosted sessions' MCP endpoints on this TCP
+	// address (package hosted, ADR 0026; a non-loopback address needs the
+	// TLS files). HostedLimits bound the endpoint (mcpserver's defaults
+	// where zero), HostedSessions the hosted sessions (service's defaults).
+	Hosted         string
+	HostedLimits   mcpserver.Limits
+	HostedSessions service.HostedLimits
 }
 
 // logsPruneInterval is how often DataDir/logs is bounded besides at start
@@ -264,6 +273,8 @@ type Ready struct {
 	DBPath string
 	// Console is the web console's URL; empty without Config.Console.
 	Console string
+	// Hosted is the hosted endpoint's URL; empty without Config.Hosted.
+	Hosted string
 	// Workspaces is how many workspaces the database holds, so that the
 	// first hint fits it (create one, or list what is there).
 	Workspaces int
@@ -376,6 +387,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		defer remoteExec.Close()
 		execs[remote.Name] = remoteExec
 	}
+	if cfg.Hosted != "" {
+		hostedExec, err := serveHosted(cfg, tlsConfig, dispatcher, log)
+		if err != nil {
+			return err
+		}
+		defer hostedExec.Close()
+		execs[hosted.Name] = hostedExec
+	}
 	for name := range execs {
 		log.Info("executor on", "executor", name)
 	}
@@ -385,7 +404,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
-		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff})
+		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Hosted: cfg.HostedSessions})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
@@ -445,7 +464,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		defer func() { stopConsole(); <-consoleDone }()
 		r.Console = url
 	}
-	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "tls", tlsConfig != nil, "db", st.Path())
+	if x, ok := execs[hosted.Name].(*hosted.Executor); ok {
+		r.Hosted = x.Base()
+	}
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "hosted", r.Hosted, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
 		ready(r)
 	}

@@ -51,6 +51,8 @@ type Service struct {
 	catalog       *catalogState // the governed tool catalog (catalog.go)
 	dataDir       string
 	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
+	hosted        HostedLimits // bounds of hosted sessions (hosted.go)
+	hostedMu      sync.Mutex   // held while a hosted session is counted and recorded
 }
 
 // Options configure a Service.
@@ -82,6 +84,9 @@ type Options struct {
 	// Logs bounds the sessions' logs kept in DataDir/logs (see
 	// PruneLogs); no bound if zero.
 	Logs logdir.Bound
+	// Hosted bounds the hosted sessions (AttachSession); the defaults
+	// where zero.
+	Hosted HostedLimits
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -102,7 +107,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 
