@@ -250,3 +250,53 @@ func TestAHostedSessionRunsNoAgent(t *testing.T) {
 	restarted, _ := serve(t, mcpserver.Limits{})
 	assert.ErrorIs(t, restarted.Reattach(context.Background(), s.h), executors.ErrLost)
 }
+
+// TestTypeScriptSDKClientInterop runs the interop case agentctl's
+// endpoint passes with the official TypeScript SDK client against a hosted
+// session: it lists the tools, and receives list_changed on each push,
+// once.
+func TestTypeScriptSDKClientInterop(t *testing.T) {
+	x, _ := serve(t, mcpserver.Limits{})
+	s := launch(t, x, "ts", executors.ModeTask, "github")
+	ep, err := x.Endpoint(s.h)
+	require.NoError(t, err)
+	gen := uint64(1)
+	push := func(set ...string) {
+		gen++
+		_, err := ep.Agentctl.ApplySurface(context.Background(), "ts", executors.Surface{Providers: providers.Of(set...), Generation: gen})
+		require.NoError(t, err)
+	}
+	ts := mcptest.RunTSClient(t, nil, "http", s.url, s.token)
+	ready, ok := ts.Next(t, 60*time.Second)
+	require.True(t, ok, "no ready line from the TypeScript client")
+	require.Equal(t, "ready", ready.Event)
+	if ready.Protocol != nil {
+		t.Logf("TypeScript client negotiated %s with the hosted endpoint", *ready.Protocol)
+	}
+	assert.Equal(t, toolapi.Surface("github"), ready.Names)
+
+	// The client opens its notification stream after connecting; toggle
+	// until it reports a change.
+	toggle := [][]string{{"gitlab"}, {"github"}}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		require.True(t, time.Now().Before(deadline), "the TypeScript client never received list_changed")
+		push(toggle[i%2]...)
+		if e, ok := ts.Next(t, 500*time.Millisecond); ok {
+			require.Equal(t, "changed", e.Event)
+			break
+		}
+	}
+	push("gitlab", "github")
+	want := toolapi.Surface("github", "gitlab")
+	for {
+		e, ok := ts.Next(t, 10*time.Second)
+		require.True(t, ok, "no list_changed after the push")
+		if assert.ObjectsAreEqual(want, e.Names) {
+			break
+		}
+	}
+	_, extra := ts.Next(t, mcptest.Quiet)
+	assert.False(t, extra, "one push, one notification")
+	ts.Stop()
+}
