@@ -703,6 +703,10 @@ func printPlan(w io.Writer, p *pb.LaunchPlan) {
 }
 
 func printMCPConfig(w io.Writer, id string, m *pb.GetSessionMCPResponse) {
+	if m.GetBearerToken() == "" {
+		// A hosted session's token is shown once, by session attach.
+		m = &pb.GetSessionMCPResponse{Url: m.GetUrl(), BearerToken: "<the token 'session attach' printed>", StdioCommand: m.GetStdioCommand()}
+	}
 	fmt.Fprintf(w, "MCP endpoint of session %s (streamable HTTP; the token is this session's only)\n", id)
 	fmt.Fprintf(w, "  url\t%s\n", m.GetUrl())
 	fmt.Fprintf(w, "  header\tAuthorization: Bearer %s\n", m.GetBearerToken())
