@@ -110,6 +110,21 @@ func TestHostedSessionThroughTheCLI(t *testing.T) {
 	assert.Equal(t, a.Session.ID, audit[0]["session_id"])
 	assert.Contains(t, audit[0]["message"], "tool="+toolapi.TaskInfoTool+" outcome=ok")
 
+	// A call that changes the caller's own surface: the reconciler applied
+	// the batch in-process before the result, which names the new tools.
+	task2 := w.srv.id(t, "task", "task", "create", "--workspace", w.ws, "--title", "self", "--repo", w.gh)
+	self := w.srv.attach(t, task2)
+	sc := mcptest.Connect(t, mcptest.HTTP(self.URL, self.BearerToken), "2025-11-25")
+	res, err = sc.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool,
+		Arguments: map[string]any{"repository_ids": []string{w.gl}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	var added toolapi.AddSourcesResult
+	b, _ = json.Marshal(res.StructuredContent)
+	require.NoError(t, json.Unmarshal(b, &added))
+	assert.Contains(t, added.ToolsAdded, toolapi.GitLabMRCreate)
+	assert.Equal(t, toolapi.Surface("github", "gitlab"), sc.Names(t))
+
 	// Plan mode: no write tool is listed, and a call to one is refused.
 	plan := w.srv.attach(t, w.task, "--mode", "plan")
 	pc := mcptest.Connect(t, mcptest.HTTP(plan.URL, plan.BearerToken), "")
