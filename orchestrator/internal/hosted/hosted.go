@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -96,9 +97,14 @@ type Executor struct {
 	closed   bool
 	// refuse answers a request for a session this endpoint does not serve
 	// exactly as a session answers a wrong token.
-	refuse http.Handler
-	schema sync.Map // input schema text → *jsonschema.Resolved (or error)
+	refuse  http.Handler
+	schema  sync.Map     // input schema text → resolved (see resolve)
+	schemas atomic.Int64 // entries in schema, at most maxCachedSchemas
 }
+
+// maxCachedSchemas bounds the resolved input schemas remembered: external
+// tools' schemas change with the catalog (agentctl's bound).
+const maxCachedSchemas = 4096
 
 // New returns the hosted executor; Serve starts its listener.
 func New(opts Options) *Executor {
@@ -295,7 +301,7 @@ func (x *Executor) Reattach(_ context.Context, h executors.Handle) error {
 	s := x.sessions[st.SessionID]
 	x.mu.Unlock()
 	if s == nil {
-		return fmt.Errorf("hosted sessions end with the orchestrator process that served them; resume it for a new URL and token: %w", executors.ErrLost)
+		return fmt.Errorf("hosted sessions end with the orchestrator process that served them; attach a new one (toolscope session attach): %w", executors.ErrLost)
 	}
 	return nil
 }
@@ -495,7 +501,8 @@ func (x *Executor) toolHandler(s *session) mcpserver.HandlerFunc {
 	}
 }
 
-// resolve resolves an input schema once per distinct text.
+// resolve resolves an input schema once per distinct text (beyond
+// maxCachedSchemas, on every use).
 func (x *Executor) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	type resolved struct {
 		r   *jsonschema.Resolved
@@ -509,7 +516,11 @@ func (x *Executor) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	if r.err == nil {
 		r.r, r.err = schema.Resolve(nil)
 	}
-	x.schema.Store(string(raw), r)
+	if x.schemas.Load() < maxCachedSchemas {
+		if _, loaded := x.schema.LoadOrStore(string(raw), r); !loaded {
+			x.schemas.Add(1)
+		}
+	}
 	return r.r, r.err
 }
 
