@@ -182,3 +182,23 @@ func TestHostedSessionBounds(t *testing.T) {
 		assert.Contains(t, string(out), bad[0], "serve %v", bad)
 	}
 }
+
+// TestHostedSessionsEndWithTheOrchestrator: a hosted session lives in the
+// orchestrator's process, so a restarted orchestrator records it lost
+// (failed, needing repair) and says to attach a new one; it is not
+// resumed.
+func TestHostedSessionsEndWithTheOrchestrator(t *testing.T) {
+	t.Parallel()
+	w := hostedServer(t)
+	a := w.srv.attach(t, w.task)
+	w.srv.stop(t)
+	again := startServer(t, w.dataDir, "--hosted", "127.0.0.1:0", "--poll-interval", "0")
+	s := again.session(t, a.Session.ID)
+	assert.Equal(t, "failed", s["state"])
+	assert.Equal(t, true, s["needs_repair"])
+	assert.Contains(t, s["status_message"], "attach a new one")
+	r := again.run(t, "session", "resume", a.Session.ID)
+	assert.Equal(t, 5, r.code, r.stderr)
+	again.ok(t, "session", "stop", a.Session.ID)
+	assert.Equal(t, "stopped", again.session(t, a.Session.ID)["state"])
+}
