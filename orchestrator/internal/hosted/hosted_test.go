@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,18 @@ func TestHostedSurfaceFollowsPushes(t *testing.T) {
 			toggle := [][]string{{"gitlab"}, {"github"}}
 			i := 0
 			c.Subscribe(t, func() { push(toggle[i%2]...); i++ })
+			// Push to notification, measured over toggles (each a change).
+			var took []time.Duration
+			for range 10 {
+				start := time.Now()
+				push(toggle[i%2]...)
+				i++
+				c.WaitChanged(t)
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			testutil.Figure(t, "hosted push to list_changed ("+mcptest.VersionName(v)+")", "median %s, max %s over %d pushes (the publisher's 25 ms interval and the SDK's 10 ms debounce included)",
+				took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
 			res := push("github", "gitlab")
 			assert.True(t, res.ToolsChanged)
 			c.WaitChanged(t)
