@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -312,4 +313,58 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 	_, extra := ts.Next(t, mcptest.Quiet)
 	assert.False(t, extra, "one push, one notification")
 	ts.Stop()
+}
+
+// TestTimeoutsAreTheFlags: the shared listener cuts a request whose
+// headers do not arrive (--hosted-header-timeout) and a kept-alive
+// connection left idle (--hosted-idle-timeout); a session's endpoint
+// answers 408 to a body that does not arrive (--hosted-body-timeout),
+// naming the hosted flag.
+func TestTimeoutsAreTheFlags(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	x, _ := serve(t, mcpserver.Limits{HeaderTimeout: bound, IdleTimeout: bound, BodyTimeout: bound})
+	s := launch(t, x, "t", executors.ModeTask)
+	addr := strings.TrimPrefix(x.Base(), "http://")
+	path := strings.TrimPrefix(s.url, x.Base())
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		return c
+	}
+	// closedWithin reads until the server closes c, and how long it took.
+	closedWithin := func(c net.Conn, start time.Time) (string, time.Duration) {
+		b, _ := io.ReadAll(c)
+		return string(b), time.Since(start)
+	}
+
+	c := dial()
+	start := time.Now()
+	_, err := c.Write([]byte("POST " + path + " HTTP/1.1\r\nHost: x\r\n"))
+	require.NoError(t, err)
+	_, took := closedWithin(c, start)
+	assert.Less(t, took, 5*time.Second, "headers that never end are cut")
+	assert.GreaterOrEqual(t, took, bound)
+
+	c = dial()
+	start = time.Now()
+	_, err = c.Write([]byte("POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.token +
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\""))
+	require.NoError(t, err)
+	answer, took := closedWithin(c, start)
+	assert.Contains(t, answer, "408")
+	assert.Contains(t, answer, "toolscope serve --hosted-body-timeout")
+	assert.Less(t, took, 5*time.Second)
+
+	c = dial()
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	_, err = c.Write([]byte("POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + s.token +
+		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+	require.NoError(t, err)
+	start = time.Now()
+	answer, took = closedWithin(c, start)
+	assert.Contains(t, answer, "HTTP/1.1 ")
+	assert.Less(t, took, 5*time.Second, "an idle kept-alive connection is closed")
 }
