@@ -368,3 +368,43 @@ func TestTimeoutsAreTheFlags(t *testing.T) {
 	assert.Contains(t, answer, "HTTP/1.1 ")
 	assert.Less(t, took, 5*time.Second, "an idle kept-alive connection is closed")
 }
+
+// TestConnectionsAreBounded: beyond --hosted-max-conns, all sessions
+// together, a connection waits to be accepted until one closes.
+func TestConnectionsAreBounded(t *testing.T) {
+	x, _ := serve(t, mcpserver.Limits{MaxConns: 1, HeaderTimeout: 20 * time.Second})
+	s := launch(t, x, "c", executors.ModeTask)
+	addr := strings.TrimPrefix(x.Base(), "http://")
+	held, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer held.Close()
+	// The held connection is accepted (a request on it is read), so the
+	// next one waits.
+	_, err = held.Write([]byte("POST " + strings.TrimPrefix(s.url, x.Base()) + " HTTP/1.1\r\nHost: x\r\n"))
+	require.NoError(t, err)
+
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			answered <- -1
+			return
+		}
+		_ = resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a second connection was served (%d) while the one allowed was held", code)
+	case <-time.After(mcptest.Quiet):
+	}
+	require.NoError(t, held.Close())
+	select {
+	case code := <-answered:
+		assert.Positive(t, code, "served once the held connection closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting connection was never served")
+	}
+}
