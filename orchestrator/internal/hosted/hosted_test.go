@@ -408,3 +408,25 @@ func TestConnectionsAreBounded(t *testing.T) {
 		t.Fatal("the waiting connection was never served")
 	}
 }
+
+// TestIdleMCPSessionsMakeRoom: with --hosted-max-sessions 1, a second
+// initialize is refused while the first session is in use, and accepted
+// once the first has been idle for --hosted-session-idle.
+func TestIdleMCPSessionsMakeRoom(t *testing.T) {
+	const idle = 400 * time.Millisecond
+	x, _ := serve(t, mcpserver.Limits{MaxSessions: 1, SessionIdle: idle})
+	s := launch(t, x, "i", executors.ModeTask)
+	first := request(t, s.url, s.token)
+	require.Equal(t, http.StatusOK, first.status, first.body)
+	second := request(t, s.url, s.token)
+	assert.Contains(t, second.body, "mcp_session_limit")
+	assert.Contains(t, second.body, "toolscope serve --hosted-session-idle")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		time.Sleep(idle / 4) // waiting on the bound itself: no event marks a session idle
+		if r := request(t, s.url, s.token); r.status == http.StatusOK && !strings.Contains(r.body, "mcp_session_limit") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the idle session never made room")
+	}
+}
