@@ -413,7 +413,9 @@ func TestConnectionsAreBounded(t *testing.T) {
 // initialize is refused while the first session is in use, and accepted
 // once the first has been idle for --hosted-session-idle.
 func TestIdleMCPSessionsMakeRoom(t *testing.T) {
-	const idle = 400 * time.Millisecond
+	// Long enough that the first session is still in use, on a loaded
+	// machine, when the second initialize arrives.
+	const idle = 2 * time.Second
 	x, _ := serve(t, mcpserver.Limits{MaxSessions: 1, SessionIdle: idle})
 	s := launch(t, x, "i", executors.ModeTask)
 	first := request(t, s.url, s.token)
