@@ -52,7 +52,18 @@ type Limits struct {
 	// a notification stream, and closes those that do not answer within
 	// half of it. It is not a bound on clients, and has no flag.
 	KeepAlive time.Duration
+	// MaxBodyBytes bounds a request's body, at most (and by default)
+	// MaxRequestBytes. agentctl keeps the default; the orchestrator's
+	// hosted endpoint has a flag.
+	MaxBodyBytes int64
+	// FlagPrefix is how refusals name the flags of these bounds:
+	// DefaultFlagPrefix (agentctl's) if empty; the orchestrator's hosted
+	// endpoint names its own.
+	FlagPrefix string
 }
+
+// DefaultFlagPrefix is the spelling of agentctl's flags of Limits.
+const DefaultFlagPrefix = "agentctl serve --mcp-"
 
 // Defaults of Limits.
 const (
@@ -83,6 +94,12 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxSessions <= 0 {
 		l.MaxSessions = DefaultMaxSessions
+	}
+	if l.MaxBodyBytes <= 0 || l.MaxBodyBytes > MaxRequestBytes {
+		l.MaxBodyBytes = MaxRequestBytes
+	}
+	if l.FlagPrefix == "" {
+		l.FlagPrefix = DefaultFlagPrefix
 	}
 	return l
 }
@@ -120,27 +137,43 @@ type Endpoint struct {
 // Serve serves p's MCP endpoint on lis until Close: requests must carry a
 // bearer token that verify accepts.
 func (p *Publisher) Serve(lis net.Listener, verify auth.TokenVerifier, limits Limits) *Endpoint {
+	e := p.Handler(verify, limits)
+	e.srv = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: e.limits.HeaderTimeout,
+		IdleTimeout:       e.limits.IdleTimeout,
+	}
+	go func() { _ = e.srv.Serve(netutil.LimitListener(lis, e.limits.MaxConns)) }()
+	return e
+}
+
+// Handler returns p's endpoint without a listener of its own, for an
+// http.Server that routes to many (the orchestrator's hosted endpoint,
+// which applies HeaderTimeout, IdleTimeout and MaxConns once for all of
+// them). The endpoint still checks the bearer token, reads bodies within
+// BodyTimeout, and counts, sweeps and pings its MCP sessions. Requests
+// reach it with the URL path Path. Close ends its sessions.
+func (p *Publisher) Handler(verify auth.TokenVerifier, limits Limits) *Endpoint {
 	limits = limits.WithDefaults()
 	e := &Endpoint{pub: p, limits: limits, log: p.log, inner: p.HTTPHandler(), table: sessionTable{byID: map[string]*sessionUse{}}}
 	e.authed = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(e.serveAuthenticated))
-	e.srv = &http.Server{
-		Handler:           http.HandlerFunc(e.serve),
-		ReadHeaderTimeout: limits.HeaderTimeout,
-		IdleTimeout:       limits.IdleTimeout,
-	}
 	e.stopped, e.stop = context.WithCancel(context.Background())
 	e.workers.Go(e.sweeper)
 	e.workers.Go(e.keepAlive)
-	go func() { _ = e.srv.Serve(netutil.LimitListener(lis, limits.MaxConns)) }()
 	return e
 }
+
+// ServeHTTP serves one request of the endpoint.
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.serve(w, r) }
 
 // Close ends the endpoint: its listener, every connection (notification
 // streams included: the session is over) and every MCP session.
 func (e *Endpoint) Close() {
 	e.once.Do(func() {
 		e.stop()
-		_ = e.srv.Close()
+		if e.srv != nil {
+			_ = e.srv.Close()
+		}
 		e.workers.Wait()
 		for ss := range e.pub.server.Sessions() {
 			_ = ss.Close()
@@ -250,7 +283,7 @@ func (e *Endpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(e.limits.BodyTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.limits.MaxBodyBytes))
 	// On an error the deadline stays: net/http would otherwise drain the
 	// rest of the body (up to 256 KiB) at the client's pace before closing.
 	var tooLarge *http.MaxBytesError
@@ -261,11 +294,11 @@ func (e *Endpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return body, true
 	case errors.As(err, &tooLarge):
-		http.Error(w, fmt.Sprintf("the request body is over %d bytes, the limit", MaxRequestBytes), http.StatusRequestEntityTooLarge)
+		http.Error(w, fmt.Sprintf("the request body is over %d bytes, the limit", e.limits.MaxBodyBytes), http.StatusRequestEntityTooLarge)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		e.log.Warn("cut an MCP request whose body did not arrive in time", "remote", r.RemoteAddr, "body_timeout", e.limits.BodyTimeout, "bytes_read", len(body))
 		w.Header().Set("Connection", "close")
-		http.Error(w, fmt.Sprintf("the request body did not arrive within %s (agentctl serve --mcp-body-timeout)", e.limits.BodyTimeout), http.StatusRequestTimeout)
+		http.Error(w, fmt.Sprintf("the request body did not arrive within %s (%sbody-timeout)", e.limits.BodyTimeout, e.limits.FlagPrefix), http.StatusRequestTimeout)
 	default:
 		w.Header().Set("Connection", "close")
 		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
@@ -287,9 +320,9 @@ func (e *Endpoint) admit() bool {
 // error to that request, which every MCP client shows as it is; a body
 // that is not one request gets the same text with HTTP 503.
 func (e *Endpoint) refuseSession(w http.ResponseWriter, body []byte) {
-	msg := fmt.Sprintf("mcp_session_limit: this MCP endpoint already holds %d sessions, its limit (agentctl serve --mcp-max-sessions); "+
-		"close MCP clients you no longer use, or retry later: a session with no request for %s (--mcp-session-idle) is closed",
-		e.limits.MaxSessions, e.limits.SessionIdle)
+	msg := fmt.Sprintf("mcp_session_limit: this MCP endpoint already holds %d sessions, its limit (%smax-sessions); "+
+		"close MCP clients you no longer use, or retry later: a session with no request for %s (%ssession-idle) is closed",
+		e.limits.MaxSessions, e.limits.FlagPrefix, e.limits.SessionIdle, e.limits.FlagPrefix)
 	e.log.Warn("refused a new MCP session: the endpoint is at its session limit", "max_sessions", e.limits.MaxSessions)
 	w.Header().Set("Retry-After", strconv.Itoa(int(e.limits.SessionIdle.Seconds()+0.5)))
 	w.Header().Set("Connection", "close")

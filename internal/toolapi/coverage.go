@@ -78,6 +78,7 @@ var coverage = []Coverage{
 	rpc("SessionService", "GetSession", "", SessionInfoTool),
 	rpc("SessionService", "ListSessions", whyBound),
 	rpc("SessionService", "GetSessionMCP", "returns the session's MCP bearer token: handing it to the agent would let it act as the session elsewhere"),
+	rpc("SessionService", "AttachSession", "opens a hosted session and returns its bearer token: a person or script hands it to an agent, an agent never mints one"),
 	rpc("SessionService", "ReadSessionLog", "the agent's own output, read by people; the agent already has it"),
 
 	// EventService.

@@ -123,6 +123,11 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 		}
 	}
 	assert.Equal(t, sortedCopy(gitlabTools), sortedCopy(strs(after["new_tools"])))
+	// The hosted session gets the same surface and the same one change.
+	assert.Equal(t, toolapi.Surface("github"), strs(steps["hosted"]["tools"]))
+	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/sessions/.+/mcp$`, steps["hosted"]["url"])
+	assert.Equal(t, float64(1), steps["hosted_after"]["list_changed"], "exactly one notification, hosted too")
+	assert.Equal(t, toolapi.Surface("github", "gitlab"), strs(steps["hosted_after"]["tools"]))
 	calls := steps["calls"]
 	assert.Contains(t, calls["github_pr_create"], "Created pull request #1")
 	assert.Contains(t, calls["gitlab_mr_create"], "Created merge request #1")
@@ -134,7 +139,8 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 
 	story := strings.Join(runDemo(t), "\n")
 	for _, want := range []string{"no real GitHub or GitLab is contacted", "lists 11 tools", "received 1 notifications/tools/list_changed",
-		"now lists 18 tools", "Created pull request #1", "Created merge request #1", "session mcp-config", "Web console: http://127.0.0.1:"} {
+		"now lists 18 tools", "Created pull request #1", "Created merge request #1", "session mcp-config", "Web console: http://127.0.0.1:",
+		"Hosted session", "The hosted session's agent received 1 notifications/tools/list_changed too, and now lists 18 tools"} {
 		assert.Contains(t, story, want)
 	}
 }

@@ -49,6 +49,8 @@ var Table = map[string]model.Role{
 	pb.SessionService_GetSession_FullMethodName:    model.RoleViewer,
 	pb.SessionService_ListSessions_FullMethodName:  model.RoleViewer,
 	pb.SessionService_GetSessionMCP_FullMethodName: model.RoleMember,
+	// AttachSession is member: it returns a hosted session's bearer token.
+	pb.SessionService_AttachSession_FullMethodName: model.RoleMember,
 	// ReadSessionLog is member: an agent's output may hold what it read.
 	pb.SessionService_ReadSessionLog_FullMethodName: model.RoleMember,
 

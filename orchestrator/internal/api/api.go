@@ -249,6 +249,18 @@ func (h *sessions) ResumeSession(ctx context.Context, req *pb.ResumeSessionReque
 	return &pb.ResumeSessionResponse{Session: toSession(s)}, nil
 }
 
+func (h *sessions) AttachSession(ctx context.Context, req *pb.AttachSessionRequest) (*pb.AttachSessionResponse, error) {
+	mode, err := fromMode(req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	a, err := h.svc.AttachSession(ctx, req.GetTaskId(), mode)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AttachSessionResponse{Session: toSession(a.Session), Url: a.URL, BearerToken: a.BearerToken}, nil
+}
+
 func (h *sessions) StopSession(ctx context.Context, req *pb.StopSessionRequest) (*pb.StopSessionResponse, error) {
 	s, err := h.svc.StopSession(ctx, req.GetSessionId())
 	if err != nil {

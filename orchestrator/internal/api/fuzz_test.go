@@ -124,6 +124,9 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.SessionService.GetSessionMCP", func(e *fuzzEnv) func(context.Context, *pb.GetSessionMCPRequest) (*pb.GetSessionMCPResponse, error) {
 		return e.sessions.GetSessionMCP
 	}),
+	unary("toolscope.orchestrator.v1.SessionService.AttachSession", func(e *fuzzEnv) func(context.Context, *pb.AttachSessionRequest) (*pb.AttachSessionResponse, error) {
+		return e.sessions.AttachSession
+	}),
 	{
 		// A watch never ends on its own: the stream stops it once the
 		// stored backlog (counted beforehand; nothing else writes while
@@ -607,6 +610,10 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"ResumeSession", &pb.ResumeSessionRequest{SessionId: "@session.stopped"}},
 		{"ResumeSession", &pb.ResumeSessionRequest{SessionId: "@session"}},
 		{"StopSession", &pb.StopSessionRequest{SessionId: "@session"}},
+		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task"}},
+		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task", Mode: pb.SessionMode_SESSION_MODE_PLAN}},
+		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task", Mode: pb.SessionMode(99)}},
+		{"AttachSession", &pb.AttachSessionRequest{}},
 		{"GetSession", &pb.GetSessionRequest{SessionId: "@session"}},
 		{"ListSessions", &pb.ListSessionsRequest{TaskId: "@task"}},
 		{"GetSessionMCP", &pb.GetSessionMCPRequest{SessionId: "@session"}},

@@ -22,6 +22,7 @@ import (
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/orchestrator/internal/console"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -52,7 +53,11 @@ token ('toolscope token create') or a client certificate (--client-ca; see
 --console ADDR serves the web console there (e.g. 127.0.0.1:7780): people log in
 with an API token or a client certificate and see and do what their role allows.
 It shares --tls-cert, --tls-key and --client-ca; a non-loopback address needs
-them.`,
+them.
+
+--hosted ADDR serves hosted sessions there ('toolscope session attach TASK'): the
+orchestrator serves a task's tools over MCP to an agent that runs elsewhere, behind a
+bearer token per session. A non-loopback address needs --tls-cert and --tls-key.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -91,7 +96,8 @@ them.`,
 						Database string `json:"database"`
 						Console  string `json:"console,omitempty"`
 						Metrics  string `json:"metrics,omitempty"`
-					}{r.Socket, r.Addr, r.DBPath, r.Console, r.Metrics})
+						Hosted   string `json:"hosted,omitempty"`
+					}{r.Socket, r.Addr, r.DBPath, r.Console, r.Metrics, r.Hosted})
 					return
 				}
 				fmt.Fprintf(a.stdout, "toolscope serving on unix://%s (database %s)\n", r.Socket, r.DBPath)
@@ -103,6 +109,9 @@ them.`,
 				}
 				if r.Metrics != "" {
 					fmt.Fprintf(a.stdout, "metrics: %s (Prometheus; loopback only, no credential)\n", r.Metrics)
+				}
+				if r.Hosted != "" {
+					fmt.Fprintf(a.stdout, "hosted MCP endpoint: %s (open a session with: toolscope session attach TASK)\n", r.Hosted)
 				}
 				hint := "workspace create demo"
 				if r.Workspaces > 0 {
@@ -155,6 +164,18 @@ them.`,
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
+	// The hosted endpoint (ADR 0026): hosted sessions' MCP, served by the
+	// orchestrator; its bounds are agentctl's --mcp-* ones, for it.
+	f.StringVar(&cfg.Hosted, "hosted", "", "serve hosted sessions' MCP endpoints ('session attach') on this TCP address (e.g. 127.0.0.1:7781; port 0 picks a free port); a non-loopback address needs --tls-cert")
+	f.IntVar(&cfg.HostedSessions.Total, "max-hosted", service.DefaultMaxHosted, "hosted sessions running at once; more attaches are refused")
+	f.IntVar(&cfg.HostedSessions.PerTask, "max-hosted-per-task", service.DefaultMaxHostedPerTask, "hosted sessions of one task running at once; more attaches are refused")
+	f.DurationVar(&cfg.HostedLimits.HeaderTimeout, "hosted-header-timeout", mcpserver.DefaultHeaderTimeout, "hosted endpoint: time for a request's headers")
+	f.DurationVar(&cfg.HostedLimits.BodyTimeout, "hosted-body-timeout", mcpserver.DefaultBodyTimeout, "hosted endpoint: time for a request's body once its headers are in")
+	f.DurationVar(&cfg.HostedLimits.IdleTimeout, "hosted-idle-timeout", mcpserver.DefaultIdleTimeout, "hosted endpoint: idle kept-alive connections are closed after this")
+	f.Int64Var(&cfg.HostedLimits.MaxBodyBytes, "hosted-body-max-bytes", mcpserver.MaxRequestBytes, "hosted endpoint: most bytes of a request's body (at most the default); larger is answered 413")
+	f.IntVar(&cfg.HostedLimits.MaxConns, "hosted-max-conns", mcpserver.DefaultMaxConns, "hosted endpoint: most connections open at once, all sessions together; more wait to be accepted")
+	f.IntVar(&cfg.HostedLimits.MaxSessions, "hosted-max-sessions", mcpserver.DefaultMaxSessions, "hosted endpoint: most MCP sessions (clients before 2026-07-28) of one hosted session at once; more are refused")
+	f.DurationVar(&cfg.HostedLimits.SessionIdle, "hosted-session-idle", mcpserver.DefaultSessionIdle, "hosted endpoint: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
@@ -639,7 +660,37 @@ func (a *app) sessionCmd() *cobra.Command {
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing what is written until the agent (or agentctl) ends, the session stops or you interrupt")
 	logs.Flags().BoolVar(&agentLog, "agent", false, "the agent's output (the default)")
 	logs.Flags().BoolVar(&agentctlLog, "agentctl", false, "the session's agentctl's own log (local and docker executors)")
-	cmd.AddCommand(launch, resume, stop, get, list, mcpConfig, logs)
+	var attachMode string
+	attach := &cobra.Command{
+		Use:   "attach TASK [--mode task|plan]",
+		Short: "Open a hosted session on a task: the orchestrator serves its tools at a URL, for an agent that runs elsewhere (prints the URL and a bearer token, shown once)",
+		Long: `Open a hosted session on a task. The orchestrator itself serves the task's tools over
+streamable HTTP (toolscope serve --hosted ADDR), for an agent that cannot run agentctl next to
+it: an IDE on a laptop, a hosted agent that can only reach a URL. No agentctl and no agent is
+started. The bearer token is printed this once (the orchestrator keeps only its SHA-256); it is
+refused once the session is stopped ('toolscope session stop SESSION').`,
+		Args: exactArgs("TASK"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, ok := map[string]pb.SessionMode{"": pb.SessionMode_SESSION_MODE_UNSPECIFIED, "task": pb.SessionMode_SESSION_MODE_TASK, "plan": pb.SessionMode_SESSION_MODE_PLAN}[attachMode]
+			if !ok {
+				return usagef("invalid --mode %q: use task or plan", attachMode)
+			}
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := a.sessions(conn).AttachSession(ctx, &pb.AttachSessionRequest{TaskId: args[0], Mode: m})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					printSessions(w, []*pb.Session{resp.GetSession()})
+					fmt.Fprintln(w)
+					printMCPConfig(w, resp.GetSession().GetId(), &pb.GetSessionMCPResponse{Url: resp.GetUrl(), BearerToken: resp.GetBearerToken()})
+					fmt.Fprintln(w, "The token is shown this once; 'toolscope session stop "+resp.GetSession().GetId()+"' revokes it.")
+				})
+			})
+		},
+	}
+	attach.Flags().StringVar(&attachMode, "mode", "", "task (default) or plan (read-only tools only)")
+	cmd.AddCommand(launch, attach, resume, stop, get, list, mcpConfig, logs)
 	return cmd
 }
 
@@ -657,6 +708,10 @@ func printPlan(w io.Writer, p *pb.LaunchPlan) {
 }
 
 func printMCPConfig(w io.Writer, id string, m *pb.GetSessionMCPResponse) {
+	if m.GetBearerToken() == "" {
+		// A hosted session's token is shown once, by session attach.
+		m = &pb.GetSessionMCPResponse{Url: m.GetUrl(), BearerToken: "<the token 'session attach' printed>", StdioCommand: m.GetStdioCommand()}
+	}
 	fmt.Fprintf(w, "MCP endpoint of session %s (streamable HTTP; the token is this session's only)\n", id)
 	fmt.Fprintf(w, "  url\t%s\n", m.GetUrl())
 	fmt.Fprintf(w, "  header\tAuthorization: Bearer %s\n", m.GetBearerToken())
@@ -785,6 +840,15 @@ func checkServeBounds(cmd *cobra.Command) error {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
 			return usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
 		}
+	}
+	for _, name := range []string{"max-hosted", "max-hosted-per-task", "hosted-header-timeout", "hosted-body-timeout", "hosted-idle-timeout",
+		"hosted-body-max-bytes", "hosted-max-conns", "hosted-max-sessions", "hosted-session-idle"} {
+		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") || v == "0" || v == "0s" {
+			return usagef("invalid --%s %s: give a positive value (default %s)", name, v, cmd.Flag(name).DefValue)
+		}
+	}
+	if v, _ := cmd.Flags().GetInt64("hosted-body-max-bytes"); v > mcpserver.MaxRequestBytes {
+		return usagef("invalid --hosted-body-max-bytes %d: at most %d", v, mcpserver.MaxRequestBytes)
 	}
 	return nil
 }

@@ -22,7 +22,9 @@ func (a *app) demoCmd() *cobra.Command {
 		Long: `Run the orchestrator on embedded SQLite and play a short scenario against
 local stand-ins of the GitHub and GitLab APIs: a task on a GitHub repository, an
 agent session listing its MCP tools, a GitLab repository attached in one batch,
-one tools/list_changed and the new list, one GitHub and one GitLab tool call.
+one tools/list_changed and the new list, one GitHub and one GitLab tool call. A
+hosted session on the same task (the orchestrator serves its tools itself, for
+an agent that cannot run agentctl) gets the same change.
 The orchestrator keeps running afterwards for you to explore. On Ctrl-C or
 SIGTERM the demo stops its session (its agentctl), then the orchestrator, and
 removes its data directory if it made it (no --data-dir).
@@ -58,6 +60,7 @@ TOOLSCOPE_ADDR to export instead.`,
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "", "also serve TCP on this loopback address (callers there need an API token)")
 	cmd.Flags().StringVar(&opts.Console, "console", "127.0.0.1:0", "serve the web console on this loopback address (port 0 picks a free port; empty: no console)")
+	cmd.Flags().StringVar(&opts.Hosted, "hosted", "127.0.0.1:0", "serve hosted sessions on this loopback address and attach one (port 0 picks a free port; empty: none)")
 	cmd.Flags().StringVar(&opts.DataDir, "data-dir", "", "data directory, which holds the socket (default: a new temporary one, removed when the demo stops)")
 	cmd.Flags().StringVar(&opts.Agentctl, "agentctl", "", "agentctl binary (default: next to toolscope, then PATH)")
 	cmd.Flags().BoolVar(&noContext, "no-context", false, "leave the CLI config file alone (no \"demo\" context); print the TOOLSCOPE_ADDR to export instead")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/version"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -55,6 +56,11 @@ func (c *Console) listTools(ctx context.Context, id string) ([]listedTool, error
 	m, err := c.svc.GetSessionMCP(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if m.BearerToken == "" {
+		// A hosted session's token was shown once, at attach, and only
+		// its hash is kept (ADR 0026).
+		return nil, errdefs.FailedPrecondition("this is a hosted session: its token was shown once, at attach, and the console does not hold it")
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolscope-console", Version: version.String()}, nil)
 	httpc := &http.Client{Transport: bearer{token: m.BearerToken}}

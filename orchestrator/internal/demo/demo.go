@@ -3,7 +3,9 @@
 // minute — a task on a GitHub repository, an agent session listing its
 // tools over MCP, a GitLab repository attached in one batch, the single
 // notifications/tools/list_changed and the new list, one GitHub and one
-// GitLab tool call. Provider APIs are local stand-ins (package standin),
+// GitLab tool call. A hosted session (served by the orchestrator itself,
+// for an agent that cannot run agentctl) on the same task gets the same
+// change. Provider APIs are local stand-ins (package standin),
 // and the output says so. The orchestrator then keeps running for the user
 // to explore.
 package demo
@@ -27,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/standin"
@@ -40,6 +43,9 @@ type Options struct {
 	// 127.0.0.1:0); the demo prints its URL and the file holding an admin
 	// API token to log in with.
 	Console string
+	// Hosted, if set, serves hosted sessions there (the CLI's default is
+	// 127.0.0.1:0); the demo attaches one next to its local session.
+	Hosted string
 	// Out receives the story (or JSON lines with JSON).
 	Out  io.Writer
 	JSON bool
@@ -122,7 +128,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	served := make(chan error, 1)
 	go func() {
 		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, Agentctl: opts.Agentctl,
-			Console: opts.Console, Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
+			Console: opts.Console, Hosted: opts.Hosted, Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
 	}()
 	// However the demo ends (but SIGKILL), the server has returned
 	// before the data directory is removed.
@@ -172,10 +178,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 	tell.sayContext(addr, cliCtx, opts.SetContext == nil, contextErr)
 
 	ids, err := scenario(ctx, addr, gh, gl, tell)
-	if ids[2] != "" {
-		// The session's agentctl outlives the server by design: stop it
-		// while the server still runs.
-		defer func() { err = errors.Join(err, stopSession(addr, ids[2])) }()
+	for _, id := range ids[2:] {
+		if id != "" {
+			// The session's agentctl outlives the server by design: stop it
+			// while the server still runs (and record the hosted one
+			// stopped, revoking its token).
+			defer func() { err = errors.Join(err, stopSession(addr, id)) }()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -272,7 +281,8 @@ func (t teller) sayContext(addr string, c CLIContext, skipped bool, err error) {
 }
 
 // scenario plays the story and returns the workspace, task and session ids.
-func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.GitLab, tell teller) (ids [3]string, err error) {
+// The fourth is the hosted session's, if the orchestrator serves one.
+func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.GitLab, tell teller) (ids [4]string, err error) {
 	conn, err := grpc.NewClient(addr, append(grpcerr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return ids, err
@@ -321,7 +331,7 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		return ids, fmt.Errorf("launch a local session (is agentctl built? 'make build'): %w", err)
 	}
 	sid := launched.GetSession().GetId()
-	ids = [3]string{wsID, taskID, sid} // from here on, the session is the caller's to stop
+	ids = [4]string{wsID, taskID, sid} // from here on, the session is the caller's to stop
 	endpoint, err := sessions.GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: sid})
 	if err != nil {
 		return ids, err
@@ -339,6 +349,27 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		"3. Session %s runs agentctl on the local executor. A scripted agent connects over MCP and lists %d tools:\n%s",
 		sid, len(before), indent(before))
 
+	// A hosted session: no agentctl, no agent; the orchestrator serves the
+	// same surface at a URL, behind a token shown once.
+	var remote *scripted
+	if hosted, err := sessions.AttachSession(ctx, &pb.AttachSessionRequest{TaskId: taskID}); err == nil {
+		ids[3] = hosted.GetSession().GetId()
+		if remote, err = connectAgent(ctx, hosted.GetUrl(), hosted.GetBearerToken()); err != nil {
+			return ids, err
+		}
+		defer remote.session.Close()
+		tools, err := remote.tools(ctx)
+		if err != nil {
+			return ids, err
+		}
+		tell.say("hosted", map[string]any{"session_id": ids[3], "url": hosted.GetUrl(), "tools": tools},
+			"   Hosted session %s: the orchestrator serves the same tools itself at %s\n"+
+				"   (for an agent that cannot run agentctl; 'toolscope session attach TASK'); a second agent connects there and lists %d tools.",
+			ids[3], hosted.GetUrl(), len(tools))
+	} else if !errors.Is(err, errdefs.ErrUnavailable) {
+		return ids, fmt.Errorf("attach a hosted session: %w", err)
+	}
+
 	added, err := tasks.AddSources(ctx, &pb.AddSourcesRequest{TaskId: taskID, RepositoryIds: []string{glRepo.GetRepository().GetId()}})
 	if err != nil {
 		return ids, err
@@ -349,6 +380,15 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		return ids, err
 	}
 	ps := added.GetTask().GetProviderSet()
+	if remote != nil {
+		n := remote.waitChanged(5 * time.Second)
+		tools, err := remote.tools(ctx)
+		if err != nil {
+			return ids, err
+		}
+		tell.say("hosted_after", map[string]any{"session_id": ids[3], "list_changed": n, "tools": tools},
+			"   The hosted session's agent received %d notifications/tools/list_changed too, and now lists %d tools.", n, len(tools))
+	}
 	tell.say("tools_after", map[string]any{"providers": ps.GetProviders(), "generation": ps.GetGeneration(),
 		"list_changed": notified, "tools": after, "new_tools": newTools(before, after)},
 		"4. gitlab.com/acme/web is attached in one batch: providers %s (generation %d), pushed to the session.\n"+
@@ -366,7 +406,7 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 	tell.say("calls", map[string]any{toolapi.GitHubPRCreate: pr, toolapi.GitLabMRCreate: mr},
 		"5. The agent calls two tools, answered by the orchestrator through the stand-ins:\n   %s: %s\n   %s: %s",
 		toolapi.GitHubPRCreate, pr, toolapi.GitLabMRCreate, mr)
-	return [3]string{wsID, taskID, sid}, nil
+	return ids, nil
 }
 
 // scripted is the demo's agent: an MCP client of the session.

@@ -26,15 +26,15 @@ const maxSocketPath = 107
 // configuration, nil for plain TCP or no TCP at all.
 func checkListen(cfg Config) (*tls.Config, error) {
 	t := cfg.TLS
-	if cfg.Listen == "" && cfg.Console == "" {
+	if cfg.Listen == "" && cfg.Console == "" && cfg.Hosted == "" {
 		if t.CertFile != "" || t.KeyFile != "" || t.ClientCA != "" {
-			return nil, errdefs.InvalidField("listen", "TLS files were given but no --listen or --console address to serve them on")
+			return nil, errdefs.InvalidField("listen", "TLS files were given but no --listen, --console or --hosted address to serve them on")
 		}
 		return nil, nil
 	}
-	// The TCP listener and the console share the TLS files; each address
-	// needs them unless it is loopback.
-	for _, a := range []struct{ field, flag, addr string }{{"listen", "--listen", cfg.Listen}, {"console", "--console", cfg.Console}} {
+	// The TCP listener, the console and the hosted endpoint share the TLS
+	// files; each address needs them unless it is loopback.
+	for _, a := range []struct{ field, flag, addr string }{{"listen", "--listen", cfg.Listen}, {"console", "--console", cfg.Console}, {"hosted", "--hosted", cfg.Hosted}} {
 		if a.addr == "" {
 			continue
 		}

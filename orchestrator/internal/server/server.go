@@ -29,6 +29,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
+	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
@@ -37,6 +38,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/hosted"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
@@ -109,6 +111,13 @@ type Config struct {
 	// Metrics, if set, serves the Prometheus metrics on this loopback TCP
 	// address, at MetricsPath (ADR 0028).
 	Metrics string
+	// Hosted, if set, serves hosted sessions' MCP endpoints on this TCP
+	// address (package hosted, ADR 0026; a non-loopback address needs the
+	// TLS files). HostedLimits bound the endpoint (mcpserver's defaults
+	// where zero), HostedSessions the hosted sessions (service's defaults).
+	Hosted         string
+	HostedLimits   mcpserver.Limits
+	HostedSessions service.HostedLimits
 }
 
 // logsPruneInterval is how often DataDir/logs is bounded besides at start
@@ -269,6 +278,8 @@ type Ready struct {
 	Console string
 	// Metrics is the metrics' URL; empty without Config.Metrics.
 	Metrics string
+	// Hosted is the hosted endpoint's URL; empty without Config.Hosted.
+	Hosted string
 	// Workspaces is how many workspaces the database holds, so that the
 	// first hint fits it (create one, or list what is there).
 	Workspaces int
@@ -390,6 +401,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		defer remoteExec.Close()
 		execs[remote.Name] = remoteExec
 	}
+	if cfg.Hosted != "" {
+		hostedExec, err := serveHosted(cfg, tlsConfig, dispatcher, log)
+		if err != nil {
+			return err
+		}
+		defer hostedExec.Close()
+		execs[hosted.Name] = hostedExec
+	}
 	for name := range execs {
 		log.Info("executor on", "executor", name)
 	}
@@ -399,7 +418,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
-		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs})
+		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions})
 	eventsTo.Store(svc)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
@@ -466,7 +485,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		defer func() { stopMetrics(); <-metricsDone }()
 		r.Metrics = "http://" + metricsLis.Addr().String() + MetricsPath
 	}
-	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "metrics", r.Metrics, "tls", tlsConfig != nil, "db", st.Path())
+	if x, ok := execs[hosted.Name].(*hosted.Executor); ok {
+		r.Hosted = x.Base()
+	}
+	log.Info("toolscope serving", "socket", r.Socket, "addr", r.Addr, "console", r.Console, "metrics", r.Metrics, "hosted", r.Hosted, "tls", tlsConfig != nil, "db", st.Path())
 	if ready != nil {
 		ready(r)
 	}

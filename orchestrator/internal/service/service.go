@@ -53,6 +53,8 @@ type Service struct {
 	dataDir       string
 	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
 	metrics       *metrics.Metrics
+	hosted        HostedLimits // bounds of hosted sessions (hosted.go)
+	hostedMu      sync.Mutex   // held while a hosted session is counted and recorded
 }
 
 // Options configure a Service.
@@ -87,6 +89,9 @@ type Options struct {
 	// Metrics, if set, observes the surface pushes and the catalog's
 	// discovery rounds.
 	Metrics *metrics.Metrics
+	// Hosted bounds the hosted sessions (AttachSession); the defaults
+	// where zero.
+	Hosted HostedLimits
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -107,7 +112,7 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics,
+		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 }
 

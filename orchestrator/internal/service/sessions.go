@@ -113,7 +113,8 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	sess.AgentPassEnv = in.AgentPassEnv
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
-	return s.start(ctx, exec, sess, progress, verbLaunched)
+	running, _, err := s.start(ctx, exec, sess, progress, verbLaunched)
+	return running, err
 }
 
 // preflight refuses, before a session is recorded, an agent the executor
@@ -203,22 +204,24 @@ func (s *Service) abandon(ctx context.Context, id string, cause error) error {
 }
 
 // start launches sess through exec with the task's current provider set
-// and records the outcome.
-func (s *Service) start(ctx context.Context, exec executors.Executor, sess model.Session, progress executors.Progress, verb string) (model.Session, error) {
+// and records the outcome. It returns the status the backend launched the
+// session with (a hosted session's token is in it, once).
+func (s *Service) start(ctx context.Context, exec executors.Executor, sess model.Session, progress executors.Progress, verb string) (model.Session, executors.Status, error) {
+	var none executors.Status
 	task, err := s.store.GetTask(ctx, sess.TaskID)
 	if err != nil && verb == verbLaunched {
-		return model.Session{}, s.abandon(ctx, sess.ID, err)
+		return model.Session{}, none, s.abandon(ctx, sess.ID, err)
 	} else if err != nil {
-		return sess, err
+		return sess, none, err
 	}
 	spec := executors.Spec{
 		SessionID: sess.ID, TaskID: task.ID, WorkspaceID: task.WorkspaceID, Mode: sess.Mode,
 		Providers: task.Providers.Set, Generation: task.Providers.Generation, Image: sess.Image,
 	}
 	if spec.External, spec.ExternalGeneration, err = s.externalTools(ctx, task.WorkspaceID); err != nil && verb == verbLaunched {
-		return model.Session{}, s.abandon(ctx, sess.ID, err)
+		return model.Session{}, none, s.abandon(ctx, sess.ID, err)
 	} else if err != nil {
-		return sess, err
+		return sess, none, err
 	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
@@ -226,7 +229,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	}
 	handle, status, launchErr := exec.Launch(ctx, spec, progress)
 	if launchErr != nil && verb == verbLaunched {
-		return model.Session{}, s.abandon(ctx, sess.ID, launchErr)
+		return model.Session{}, none, s.abandon(ctx, sess.ID, launchErr)
 	}
 	if launchErr != nil {
 		// Record the failure even if the caller went away.
@@ -236,9 +239,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		})
 		if err != nil {
 			s.log.ErrorContext(ctx, "record a failed launch", "session_id", sess.ID, "error", err)
-			return sess, launchErr
+			return sess, none, launchErr
 		}
-		return failed, fmt.Errorf("session %s: %w", failed.ID, launchErr)
+		return failed, none, fmt.Errorf("session %s: %w", failed.ID, launchErr)
 	}
 	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
 		status.Generation, len(status.ToolNames))
@@ -257,7 +260,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		}, nil
 	})
 	if err != nil {
-		return running, err
+		return running, none, err
 	}
 	// An agentctl that died while the launch finished sent its loss event
 	// before the session was running, when it was ignored: look once more.
@@ -269,7 +272,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	if updated, err := s.store.GetSession(context.WithoutCancel(ctx), running.ID); err == nil {
 		running = updated
 	}
-	return running, nil
+	return running, status, nil
 }
 
 // ResumeSession brings a session back to its desired surface: a running
@@ -294,12 +297,19 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 // run: a failed session's agentctl may still run (frozen for a while, or
 // unreachable), and one session never has two agentctls.
 func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
+	if sess.Executor == HostedExecutor {
+		// Its token was shown once, at attach: a new run would need a new
+		// one, which only an attach shows.
+		return sess, errdefs.FailedPrecondition("session %q is a hosted session that %s; hosted sessions are not resumed: "+
+			"attach a new one (toolscope session attach %s)", sess.ID, sess.State, sess.TaskID)
+	}
 	if len(sess.Handle.State) > 0 {
 		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
 			return sess, fmt.Errorf("end the last agentctl of session %s before resuming it: %w", sess.ID, err)
 		}
 	}
-	return s.start(ctx, exec, sess, nil, "resumed")
+	running, _, err := s.start(ctx, exec, sess, nil, "resumed")
+	return running, err
 }
 
 // repair reconciles a running session now (a wake skips the

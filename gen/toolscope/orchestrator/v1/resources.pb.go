@@ -1154,7 +1154,8 @@ type Session struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// Executor backend: "local", "docker" or "remote".
+	// Executor backend: "local", "docker", "remote", or "hosted" for a
+	// hosted session (no executor runs it: the orchestrator serves it).
 	Executor string       `protobuf:"bytes,3,opt,name=executor,proto3" json:"executor,omitempty"`
 	Mode     SessionMode  `protobuf:"varint,4,opt,name=mode,proto3,enum=toolscope.orchestrator.v1.SessionMode" json:"mode,omitempty"`
 	State    SessionState `protobuf:"varint,5,opt,name=state,proto3,enum=toolscope.orchestrator.v1.SessionState" json:"state,omitempty"`
@@ -1174,6 +1175,10 @@ type Session struct {
 	// agent. The session stays running: its MCP endpoint is served until it
 	// is stopped.
 	AgentExitCode *int32 `protobuf:"varint,12,opt,name=agent_exit_code,json=agentExitCode,proto3,oneof" json:"agent_exit_code,omitempty"`
+	// Where the session's tools are served from: "colocated" (by an
+	// agentctl next to the agent) or "hosted" (by the orchestrator, to an
+	// agent elsewhere; executor "hosted").
+	Transport     string `protobuf:"bytes,13,opt,name=transport,proto3" json:"transport,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1295,13 @@ func (x *Session) GetAgentExitCode() int32 {
 		return *x.AgentExitCode
 	}
 	return 0
+}
+
+func (x *Session) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
 }
 
 // TaskEvent is one entry in a task's append-only event log.
@@ -2438,7 +2450,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xe2\x04\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\x80\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2454,7 +2466,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12+\n" +
-	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01B\x12\n" +
+	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01\x12\x1c\n" +
+	"\ttransport\x18\r \x01(\tR\ttransportB\x12\n" +
 	"\x10_agent_exit_code\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +

@@ -1313,6 +1313,123 @@ func (x *SessionPush) GetApplied() *ProviderSet {
 	return nil
 }
 
+type AttachSessionRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Unspecified means SESSION_MODE_TASK.
+	Mode          SessionMode `protobuf:"varint,2,opt,name=mode,proto3,enum=toolscope.orchestrator.v1.SessionMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachSessionRequest) Reset() {
+	*x = AttachSessionRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachSessionRequest) ProtoMessage() {}
+
+func (x *AttachSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachSessionRequest.ProtoReflect.Descriptor instead.
+func (*AttachSessionRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AttachSessionRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *AttachSessionRequest) GetMode() SessionMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SessionMode_SESSION_MODE_UNSPECIFIED
+}
+
+type AttachSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hosted session (executor "hosted", transport "hosted").
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The session's streamable HTTP endpoint.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// Its bearer token: shown here once; the orchestrator keeps only its
+	// SHA-256, and refuses it once the session stops.
+	BearerToken   string `protobuf:"bytes,3,opt,name=bearer_token,json=bearerToken,proto3" json:"bearer_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachSessionResponse) Reset() {
+	*x = AttachSessionResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachSessionResponse) ProtoMessage() {}
+
+func (x *AttachSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachSessionResponse.ProtoReflect.Descriptor instead.
+func (*AttachSessionResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AttachSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *AttachSessionResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *AttachSessionResponse) GetBearerToken() string {
+	if x != nil {
+		return x.BearerToken
+	}
+	return ""
+}
+
 type ReadSessionLogRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1325,7 +1442,7 @@ type ReadSessionLogRequest struct {
 
 func (x *ReadSessionLogRequest) Reset() {
 	*x = ReadSessionLogRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1454,7 @@ func (x *ReadSessionLogRequest) String() string {
 func (*ReadSessionLogRequest) ProtoMessage() {}
 
 func (x *ReadSessionLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[25]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1467,7 @@ func (x *ReadSessionLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadSessionLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReadSessionLogRequest) GetSessionId() string {
@@ -1384,7 +1501,7 @@ type ReadSessionLogResponse struct {
 
 func (x *ReadSessionLogResponse) Reset() {
 	*x = ReadSessionLogResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1513,7 @@ func (x *ReadSessionLogResponse) String() string {
 func (*ReadSessionLogResponse) ProtoMessage() {}
 
 func (x *ReadSessionLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[26]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1526,7 @@ func (x *ReadSessionLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadSessionLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadSessionLogResponse) GetText() string {
@@ -1428,7 +1545,7 @@ type GetSessionMCPRequest struct {
 
 func (x *GetSessionMCPRequest) Reset() {
 	*x = GetSessionMCPRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1557,7 @@ func (x *GetSessionMCPRequest) String() string {
 func (*GetSessionMCPRequest) ProtoMessage() {}
 
 func (x *GetSessionMCPRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[27]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1570,7 @@ func (x *GetSessionMCPRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMCPRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionMCPRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSessionMCPRequest) GetSessionId() string {
@@ -1477,7 +1594,7 @@ type GetSessionMCPResponse struct {
 
 func (x *GetSessionMCPResponse) Reset() {
 	*x = GetSessionMCPResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1606,7 @@ func (x *GetSessionMCPResponse) String() string {
 func (*GetSessionMCPResponse) ProtoMessage() {}
 
 func (x *GetSessionMCPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[28]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1619,7 @@ func (x *GetSessionMCPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMCPResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionMCPResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSessionMCPResponse) GetUrl() string {
@@ -1545,7 +1662,7 @@ type LaunchSessionRequest struct {
 
 func (x *LaunchSessionRequest) Reset() {
 	*x = LaunchSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1674,7 @@ func (x *LaunchSessionRequest) String() string {
 func (*LaunchSessionRequest) ProtoMessage() {}
 
 func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[29]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1687,7 @@ func (x *LaunchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionRequest.ProtoReflect.Descriptor instead.
 func (*LaunchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LaunchSessionRequest) GetTaskId() string {
@@ -1627,7 +1744,7 @@ type LaunchSessionResponse struct {
 
 func (x *LaunchSessionResponse) Reset() {
 	*x = LaunchSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1756,7 @@ func (x *LaunchSessionResponse) String() string {
 func (*LaunchSessionResponse) ProtoMessage() {}
 
 func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[30]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1769,7 @@ func (x *LaunchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSessionResponse.ProtoReflect.Descriptor instead.
 func (*LaunchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LaunchSessionResponse) GetSession() *Session {
@@ -1678,7 +1795,7 @@ type StartSessionRequest struct {
 
 func (x *StartSessionRequest) Reset() {
 	*x = StartSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1807,7 @@ func (x *StartSessionRequest) String() string {
 func (*StartSessionRequest) ProtoMessage() {}
 
 func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[31]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1820,7 @@ func (x *StartSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionRequest.ProtoReflect.Descriptor instead.
 func (*StartSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StartSessionRequest) GetLaunch() *LaunchSessionRequest {
@@ -1726,7 +1843,7 @@ type StartSessionResponse struct {
 
 func (x *StartSessionResponse) Reset() {
 	*x = StartSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1855,7 @@ func (x *StartSessionResponse) String() string {
 func (*StartSessionResponse) ProtoMessage() {}
 
 func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[32]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1868,7 @@ func (x *StartSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSessionResponse.ProtoReflect.Descriptor instead.
 func (*StartSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StartSessionResponse) GetUpdate() isStartSessionResponse_Update {
@@ -1806,7 +1923,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1935,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[33]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1948,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1850,7 +1967,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1979,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[34]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1992,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1894,7 +2011,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2023,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[35]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2036,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1938,7 +2055,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2067,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[36]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2080,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{36}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StopSessionResponse) GetSession() *Session {
@@ -1982,7 +2099,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2111,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[37]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2124,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{37}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2026,7 +2143,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2155,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[38]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2168,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{38}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2070,7 +2187,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2199,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2212,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListSessionsRequest) GetTaskId() string {
@@ -2114,7 +2231,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2243,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2256,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2160,7 +2277,7 @@ type WatchTaskEventsRequest struct {
 
 func (x *WatchTaskEventsRequest) Reset() {
 	*x = WatchTaskEventsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2289,7 @@ func (x *WatchTaskEventsRequest) String() string {
 func (*WatchTaskEventsRequest) ProtoMessage() {}
 
 func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2302,7 @@ func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchTaskEventsRequest) GetTaskId() string {
@@ -2211,7 +2328,7 @@ type WatchTaskEventsResponse struct {
 
 func (x *WatchTaskEventsResponse) Reset() {
 	*x = WatchTaskEventsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2340,7 @@ func (x *WatchTaskEventsResponse) String() string {
 func (*WatchTaskEventsResponse) ProtoMessage() {}
 
 func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2353,7 @@ func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
@@ -2257,7 +2374,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2386,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2399,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateMcpServerRequest) GetServer() *McpServer {
@@ -2302,7 +2419,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2431,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2444,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateMcpServerResponse) GetServer() *McpServer {
@@ -2354,7 +2471,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2483,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2496,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateMcpServerRequest) GetServer() *McpServer {
@@ -2399,7 +2516,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2528,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2541,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateMcpServerResponse) GetServer() *McpServer {
@@ -2451,7 +2568,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2580,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2593,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetMcpServerRequest) GetServer() string {
@@ -2495,7 +2612,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2624,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2637,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetMcpServerResponse) GetServer() *McpServer {
@@ -2538,7 +2655,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2667,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2680,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
 }
 
 type ListMcpServersResponse struct {
@@ -2575,7 +2692,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2704,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2717,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServer {
@@ -2620,7 +2737,7 @@ type TestMcpServerRequest struct {
 
 func (x *TestMcpServerRequest) Reset() {
 	*x = TestMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2749,7 @@ func (x *TestMcpServerRequest) String() string {
 func (*TestMcpServerRequest) ProtoMessage() {}
 
 func (x *TestMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2762,7 @@ func (x *TestMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*TestMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TestMcpServerRequest) GetServer() string {
@@ -2668,7 +2785,7 @@ type TestMcpServerResponse struct {
 
 func (x *TestMcpServerResponse) Reset() {
 	*x = TestMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2797,7 @@ func (x *TestMcpServerResponse) String() string {
 func (*TestMcpServerResponse) ProtoMessage() {}
 
 func (x *TestMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2810,7 @@ func (x *TestMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*TestMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TestMcpServerResponse) GetServerName() string {
@@ -2727,7 +2844,7 @@ type RefreshMcpServerRequest struct {
 
 func (x *RefreshMcpServerRequest) Reset() {
 	*x = RefreshMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2856,7 @@ func (x *RefreshMcpServerRequest) String() string {
 func (*RefreshMcpServerRequest) ProtoMessage() {}
 
 func (x *RefreshMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2869,7 @@ func (x *RefreshMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RefreshMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RefreshMcpServerRequest) GetServer() string {
@@ -2772,7 +2889,7 @@ type RefreshMcpServerResponse struct {
 
 func (x *RefreshMcpServerResponse) Reset() {
 	*x = RefreshMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2901,7 @@ func (x *RefreshMcpServerResponse) String() string {
 func (*RefreshMcpServerResponse) ProtoMessage() {}
 
 func (x *RefreshMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2914,7 @@ func (x *RefreshMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RefreshMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RefreshMcpServerResponse) GetServer() *McpServer {
@@ -2825,7 +2942,7 @@ type SetMcpServerEnabledRequest struct {
 
 func (x *SetMcpServerEnabledRequest) Reset() {
 	*x = SetMcpServerEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2954,7 @@ func (x *SetMcpServerEnabledRequest) String() string {
 func (*SetMcpServerEnabledRequest) ProtoMessage() {}
 
 func (x *SetMcpServerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2967,7 @@ func (x *SetMcpServerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetMcpServerEnabledRequest) GetServer() string {
@@ -2876,7 +2993,7 @@ type SetMcpServerEnabledResponse struct {
 
 func (x *SetMcpServerEnabledResponse) Reset() {
 	*x = SetMcpServerEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3005,7 @@ func (x *SetMcpServerEnabledResponse) String() string {
 func (*SetMcpServerEnabledResponse) ProtoMessage() {}
 
 func (x *SetMcpServerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3018,7 @@ func (x *SetMcpServerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetMcpServerEnabledResponse) GetServer() *McpServer {
@@ -2925,7 +3042,7 @@ type CreateToolProviderRequest struct {
 
 func (x *CreateToolProviderRequest) Reset() {
 	*x = CreateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3054,7 @@ func (x *CreateToolProviderRequest) String() string {
 func (*CreateToolProviderRequest) ProtoMessage() {}
 
 func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3067,7 @@ func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
@@ -2973,7 +3090,7 @@ type CreateToolProviderResponse struct {
 
 func (x *CreateToolProviderResponse) Reset() {
 	*x = CreateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3102,7 @@ func (x *CreateToolProviderResponse) String() string {
 func (*CreateToolProviderResponse) ProtoMessage() {}
 
 func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3115,7 @@ func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateToolProviderResponse) GetProvider() *ToolProvider {
@@ -3028,7 +3145,7 @@ type UpdateToolProviderRequest struct {
 
 func (x *UpdateToolProviderRequest) Reset() {
 	*x = UpdateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3157,7 @@ func (x *UpdateToolProviderRequest) String() string {
 func (*UpdateToolProviderRequest) ProtoMessage() {}
 
 func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3170,7 @@ func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
@@ -3076,7 +3193,7 @@ type UpdateToolProviderResponse struct {
 
 func (x *UpdateToolProviderResponse) Reset() {
 	*x = UpdateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3205,7 @@ func (x *UpdateToolProviderResponse) String() string {
 func (*UpdateToolProviderResponse) ProtoMessage() {}
 
 func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3218,7 @@ func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateToolProviderResponse) GetProvider() *ToolProvider {
@@ -3131,7 +3248,7 @@ type GetToolProviderRequest struct {
 
 func (x *GetToolProviderRequest) Reset() {
 	*x = GetToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3260,7 @@ func (x *GetToolProviderRequest) String() string {
 func (*GetToolProviderRequest) ProtoMessage() {}
 
 func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3273,7 @@ func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetToolProviderRequest) GetProvider() string {
@@ -3178,7 +3295,7 @@ type GetToolProviderResponse struct {
 
 func (x *GetToolProviderResponse) Reset() {
 	*x = GetToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3307,7 @@ func (x *GetToolProviderResponse) String() string {
 func (*GetToolProviderResponse) ProtoMessage() {}
 
 func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3320,7 @@ func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
@@ -3224,7 +3341,7 @@ type ListToolProvidersRequest struct {
 
 func (x *ListToolProvidersRequest) Reset() {
 	*x = ListToolProvidersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3353,7 @@ func (x *ListToolProvidersRequest) String() string {
 func (*ListToolProvidersRequest) ProtoMessage() {}
 
 func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3366,7 @@ func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{65}
 }
 
 // Deprecated: ListMcpServersResponse.
@@ -3264,7 +3381,7 @@ type ListToolProvidersResponse struct {
 
 func (x *ListToolProvidersResponse) Reset() {
 	*x = ListToolProvidersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3393,7 @@ func (x *ListToolProvidersResponse) String() string {
 func (*ListToolProvidersResponse) ProtoMessage() {}
 
 func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3406,7 @@ func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
@@ -3312,7 +3429,7 @@ type TestToolProviderRequest struct {
 
 func (x *TestToolProviderRequest) Reset() {
 	*x = TestToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3441,7 @@ func (x *TestToolProviderRequest) String() string {
 func (*TestToolProviderRequest) ProtoMessage() {}
 
 func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3454,7 @@ func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*TestToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{65}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TestToolProviderRequest) GetProvider() string {
@@ -3363,7 +3480,7 @@ type TestToolProviderResponse struct {
 
 func (x *TestToolProviderResponse) Reset() {
 	*x = TestToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3492,7 @@ func (x *TestToolProviderResponse) String() string {
 func (*TestToolProviderResponse) ProtoMessage() {}
 
 func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3505,7 @@ func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*TestToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{66}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TestToolProviderResponse) GetServerName() string {
@@ -3425,7 +3542,7 @@ type RefreshToolProviderRequest struct {
 
 func (x *RefreshToolProviderRequest) Reset() {
 	*x = RefreshToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3554,7 @@ func (x *RefreshToolProviderRequest) String() string {
 func (*RefreshToolProviderRequest) ProtoMessage() {}
 
 func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3567,7 @@ func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{67}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RefreshToolProviderRequest) GetProvider() string {
@@ -3473,7 +3590,7 @@ type RefreshToolProviderResponse struct {
 
 func (x *RefreshToolProviderResponse) Reset() {
 	*x = RefreshToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3602,7 @@ func (x *RefreshToolProviderResponse) String() string {
 func (*RefreshToolProviderResponse) ProtoMessage() {}
 
 func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3615,7 @@ func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{68}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RefreshToolProviderResponse) GetProvider() *ToolProvider {
@@ -3529,7 +3646,7 @@ type SetToolProviderEnabledRequest struct {
 
 func (x *SetToolProviderEnabledRequest) Reset() {
 	*x = SetToolProviderEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3658,7 @@ func (x *SetToolProviderEnabledRequest) String() string {
 func (*SetToolProviderEnabledRequest) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3671,7 @@ func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{69}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetToolProviderEnabledRequest) GetProvider() string {
@@ -3583,7 +3700,7 @@ type SetToolProviderEnabledResponse struct {
 
 func (x *SetToolProviderEnabledResponse) Reset() {
 	*x = SetToolProviderEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3712,7 @@ func (x *SetToolProviderEnabledResponse) String() string {
 func (*SetToolProviderEnabledResponse) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3725,7 @@ func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{70}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
@@ -3632,7 +3749,7 @@ type ListCatalogToolsRequest struct {
 
 func (x *ListCatalogToolsRequest) Reset() {
 	*x = ListCatalogToolsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3761,7 @@ func (x *ListCatalogToolsRequest) String() string {
 func (*ListCatalogToolsRequest) ProtoMessage() {}
 
 func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3774,7 @@ func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{71}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{73}
 }
 
 // Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
@@ -3684,7 +3801,7 @@ type ListCatalogToolsResponse struct {
 
 func (x *ListCatalogToolsResponse) Reset() {
 	*x = ListCatalogToolsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3813,7 @@ func (x *ListCatalogToolsResponse) String() string {
 func (*ListCatalogToolsResponse) ProtoMessage() {}
 
 func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3826,7 @@ func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{72}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListCatalogToolsResponse) GetTools() []*CatalogTool {
@@ -3729,7 +3846,7 @@ type GetCatalogToolRequest struct {
 
 func (x *GetCatalogToolRequest) Reset() {
 	*x = GetCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +3858,7 @@ func (x *GetCatalogToolRequest) String() string {
 func (*GetCatalogToolRequest) ProtoMessage() {}
 
 func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +3871,7 @@ func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{73}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetCatalogToolRequest) GetTool() string {
@@ -3773,7 +3890,7 @@ type GetCatalogToolResponse struct {
 
 func (x *GetCatalogToolResponse) Reset() {
 	*x = GetCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3785,7 +3902,7 @@ func (x *GetCatalogToolResponse) String() string {
 func (*GetCatalogToolResponse) ProtoMessage() {}
 
 func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3798,7 +3915,7 @@ func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{74}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetCatalogToolResponse) GetTool() *CatalogTool {
@@ -3819,7 +3936,7 @@ type SetCatalogToolEnabledRequest struct {
 
 func (x *SetCatalogToolEnabledRequest) Reset() {
 	*x = SetCatalogToolEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3948,7 @@ func (x *SetCatalogToolEnabledRequest) String() string {
 func (*SetCatalogToolEnabledRequest) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3961,7 @@ func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{75}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SetCatalogToolEnabledRequest) GetTool() string {
@@ -3870,7 +3987,7 @@ type SetCatalogToolEnabledResponse struct {
 
 func (x *SetCatalogToolEnabledResponse) Reset() {
 	*x = SetCatalogToolEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +3999,7 @@ func (x *SetCatalogToolEnabledResponse) String() string {
 func (*SetCatalogToolEnabledResponse) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4012,7 @@ func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{76}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SetCatalogToolEnabledResponse) GetTool() *CatalogTool {
@@ -3918,7 +4035,7 @@ type AssignCatalogToolRequest struct {
 
 func (x *AssignCatalogToolRequest) Reset() {
 	*x = AssignCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4047,7 @@ func (x *AssignCatalogToolRequest) String() string {
 func (*AssignCatalogToolRequest) ProtoMessage() {}
 
 func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4060,7 @@ func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{77}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *AssignCatalogToolRequest) GetTool() string {
@@ -3976,7 +4093,7 @@ type AssignCatalogToolResponse struct {
 
 func (x *AssignCatalogToolResponse) Reset() {
 	*x = AssignCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3988,7 +4105,7 @@ func (x *AssignCatalogToolResponse) String() string {
 func (*AssignCatalogToolResponse) ProtoMessage() {}
 
 func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4001,7 +4118,7 @@ func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{78}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *AssignCatalogToolResponse) GetTool() *CatalogTool {
@@ -4093,7 +4210,14 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12@\n" +
-	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"\x87\x01\n" +
+	"\aapplied\x18\x04 \x01(\v2&.toolscope.orchestrator.v1.ProviderSetR\aapplied\"k\n" +
+	"\x14AttachSessionRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12:\n" +
+	"\x04mode\x18\x02 \x01(\x0e2&.toolscope.orchestrator.v1.SessionModeR\x04mode\"\x8a\x01\n" +
+	"\x15AttachSessionResponse\x12<\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12!\n" +
+	"\fbearer_token\x18\x03 \x01(\tR\vbearerToken\"\x87\x01\n" +
 	"\x15ReadSessionLogRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -4259,7 +4383,7 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\aGetTask\x12).toolscope.orchestrator.v1.GetTaskRequest\x1a*.toolscope.orchestrator.v1.GetTaskResponse\x12f\n" +
 	"\tListTasks\x12+.toolscope.orchestrator.v1.ListTasksRequest\x1a,.toolscope.orchestrator.v1.ListTasksResponse\x12i\n" +
 	"\n" +
-	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\xa2\a\n" +
+	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\x96\b\n" +
 	"\x0eSessionService\x12r\n" +
 	"\rLaunchSession\x12/.toolscope.orchestrator.v1.LaunchSessionRequest\x1a0.toolscope.orchestrator.v1.LaunchSessionResponse\x12q\n" +
 	"\fStartSession\x12..toolscope.orchestrator.v1.StartSessionRequest\x1a/.toolscope.orchestrator.v1.StartSessionResponse0\x01\x12r\n" +
@@ -4269,7 +4393,8 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"GetSession\x12,.toolscope.orchestrator.v1.GetSessionRequest\x1a-.toolscope.orchestrator.v1.GetSessionResponse\x12o\n" +
 	"\fListSessions\x12..toolscope.orchestrator.v1.ListSessionsRequest\x1a/.toolscope.orchestrator.v1.ListSessionsResponse\x12r\n" +
 	"\rGetSessionMCP\x12/.toolscope.orchestrator.v1.GetSessionMCPRequest\x1a0.toolscope.orchestrator.v1.GetSessionMCPResponse\x12w\n" +
-	"\x0eReadSessionLog\x120.toolscope.orchestrator.v1.ReadSessionLogRequest\x1a1.toolscope.orchestrator.v1.ReadSessionLogResponse0\x012\x8a\x01\n" +
+	"\x0eReadSessionLog\x120.toolscope.orchestrator.v1.ReadSessionLogRequest\x1a1.toolscope.orchestrator.v1.ReadSessionLogResponse0\x01\x12r\n" +
+	"\rAttachSession\x12/.toolscope.orchestrator.v1.AttachSessionRequest\x1a0.toolscope.orchestrator.v1.AttachSessionResponse2\x8a\x01\n" +
 	"\fEventService\x12z\n" +
 	"\x0fWatchTaskEvents\x121.toolscope.orchestrator.v1.WatchTaskEventsRequest\x1a2.toolscope.orchestrator.v1.WatchTaskEventsResponse0\x012\xa0\x12\n" +
 	"\x0eCatalogService\x12x\n" +
@@ -4306,7 +4431,7 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_services_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(SessionLog)(0),                        // 0: toolscope.orchestrator.v1.SessionLog
 	(*CreateWorkspaceRequest)(nil),         // 1: toolscope.orchestrator.v1.CreateWorkspaceRequest
@@ -4334,212 +4459,218 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*AddSourcesRequest)(nil),              // 23: toolscope.orchestrator.v1.AddSourcesRequest
 	(*AddSourcesResponse)(nil),             // 24: toolscope.orchestrator.v1.AddSourcesResponse
 	(*SessionPush)(nil),                    // 25: toolscope.orchestrator.v1.SessionPush
-	(*ReadSessionLogRequest)(nil),          // 26: toolscope.orchestrator.v1.ReadSessionLogRequest
-	(*ReadSessionLogResponse)(nil),         // 27: toolscope.orchestrator.v1.ReadSessionLogResponse
-	(*GetSessionMCPRequest)(nil),           // 28: toolscope.orchestrator.v1.GetSessionMCPRequest
-	(*GetSessionMCPResponse)(nil),          // 29: toolscope.orchestrator.v1.GetSessionMCPResponse
-	(*LaunchSessionRequest)(nil),           // 30: toolscope.orchestrator.v1.LaunchSessionRequest
-	(*LaunchSessionResponse)(nil),          // 31: toolscope.orchestrator.v1.LaunchSessionResponse
-	(*StartSessionRequest)(nil),            // 32: toolscope.orchestrator.v1.StartSessionRequest
-	(*StartSessionResponse)(nil),           // 33: toolscope.orchestrator.v1.StartSessionResponse
-	(*ResumeSessionRequest)(nil),           // 34: toolscope.orchestrator.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),          // 35: toolscope.orchestrator.v1.ResumeSessionResponse
-	(*StopSessionRequest)(nil),             // 36: toolscope.orchestrator.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),            // 37: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),              // 38: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 39: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 40: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 41: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),         // 42: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),        // 43: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*CreateMcpServerRequest)(nil),         // 44: toolscope.orchestrator.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),        // 45: toolscope.orchestrator.v1.CreateMcpServerResponse
-	(*UpdateMcpServerRequest)(nil),         // 46: toolscope.orchestrator.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),        // 47: toolscope.orchestrator.v1.UpdateMcpServerResponse
-	(*GetMcpServerRequest)(nil),            // 48: toolscope.orchestrator.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),           // 49: toolscope.orchestrator.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),          // 50: toolscope.orchestrator.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),         // 51: toolscope.orchestrator.v1.ListMcpServersResponse
-	(*TestMcpServerRequest)(nil),           // 52: toolscope.orchestrator.v1.TestMcpServerRequest
-	(*TestMcpServerResponse)(nil),          // 53: toolscope.orchestrator.v1.TestMcpServerResponse
-	(*RefreshMcpServerRequest)(nil),        // 54: toolscope.orchestrator.v1.RefreshMcpServerRequest
-	(*RefreshMcpServerResponse)(nil),       // 55: toolscope.orchestrator.v1.RefreshMcpServerResponse
-	(*SetMcpServerEnabledRequest)(nil),     // 56: toolscope.orchestrator.v1.SetMcpServerEnabledRequest
-	(*SetMcpServerEnabledResponse)(nil),    // 57: toolscope.orchestrator.v1.SetMcpServerEnabledResponse
-	(*CreateToolProviderRequest)(nil),      // 58: toolscope.orchestrator.v1.CreateToolProviderRequest
-	(*CreateToolProviderResponse)(nil),     // 59: toolscope.orchestrator.v1.CreateToolProviderResponse
-	(*UpdateToolProviderRequest)(nil),      // 60: toolscope.orchestrator.v1.UpdateToolProviderRequest
-	(*UpdateToolProviderResponse)(nil),     // 61: toolscope.orchestrator.v1.UpdateToolProviderResponse
-	(*GetToolProviderRequest)(nil),         // 62: toolscope.orchestrator.v1.GetToolProviderRequest
-	(*GetToolProviderResponse)(nil),        // 63: toolscope.orchestrator.v1.GetToolProviderResponse
-	(*ListToolProvidersRequest)(nil),       // 64: toolscope.orchestrator.v1.ListToolProvidersRequest
-	(*ListToolProvidersResponse)(nil),      // 65: toolscope.orchestrator.v1.ListToolProvidersResponse
-	(*TestToolProviderRequest)(nil),        // 66: toolscope.orchestrator.v1.TestToolProviderRequest
-	(*TestToolProviderResponse)(nil),       // 67: toolscope.orchestrator.v1.TestToolProviderResponse
-	(*RefreshToolProviderRequest)(nil),     // 68: toolscope.orchestrator.v1.RefreshToolProviderRequest
-	(*RefreshToolProviderResponse)(nil),    // 69: toolscope.orchestrator.v1.RefreshToolProviderResponse
-	(*SetToolProviderEnabledRequest)(nil),  // 70: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	(*SetToolProviderEnabledResponse)(nil), // 71: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	(*ListCatalogToolsRequest)(nil),        // 72: toolscope.orchestrator.v1.ListCatalogToolsRequest
-	(*ListCatalogToolsResponse)(nil),       // 73: toolscope.orchestrator.v1.ListCatalogToolsResponse
-	(*GetCatalogToolRequest)(nil),          // 74: toolscope.orchestrator.v1.GetCatalogToolRequest
-	(*GetCatalogToolResponse)(nil),         // 75: toolscope.orchestrator.v1.GetCatalogToolResponse
-	(*SetCatalogToolEnabledRequest)(nil),   // 76: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	(*SetCatalogToolEnabledResponse)(nil),  // 77: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	(*AssignCatalogToolRequest)(nil),       // 78: toolscope.orchestrator.v1.AssignCatalogToolRequest
-	(*AssignCatalogToolResponse)(nil),      // 79: toolscope.orchestrator.v1.AssignCatalogToolResponse
-	(*Workspace)(nil),                      // 80: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),                  // 81: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),                     // 82: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),                     // 83: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                           // 84: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),                    // 85: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                       // 86: toolscope.orchestrator.v1.SessionMode
-	(*AgentSpec)(nil),                      // 87: toolscope.orchestrator.v1.AgentSpec
-	(*Session)(nil),                        // 88: toolscope.orchestrator.v1.Session
-	(*LaunchPlan)(nil),                     // 89: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                      // 90: toolscope.orchestrator.v1.TaskEvent
-	(*McpServer)(nil),                      // 91: toolscope.orchestrator.v1.McpServer
-	(*DiscoveryCounts)(nil),                // 92: toolscope.orchestrator.v1.DiscoveryCounts
-	(*ToolProvider)(nil),                   // 93: toolscope.orchestrator.v1.ToolProvider
-	(*CatalogTool)(nil),                    // 94: toolscope.orchestrator.v1.CatalogTool
+	(*AttachSessionRequest)(nil),           // 26: toolscope.orchestrator.v1.AttachSessionRequest
+	(*AttachSessionResponse)(nil),          // 27: toolscope.orchestrator.v1.AttachSessionResponse
+	(*ReadSessionLogRequest)(nil),          // 28: toolscope.orchestrator.v1.ReadSessionLogRequest
+	(*ReadSessionLogResponse)(nil),         // 29: toolscope.orchestrator.v1.ReadSessionLogResponse
+	(*GetSessionMCPRequest)(nil),           // 30: toolscope.orchestrator.v1.GetSessionMCPRequest
+	(*GetSessionMCPResponse)(nil),          // 31: toolscope.orchestrator.v1.GetSessionMCPResponse
+	(*LaunchSessionRequest)(nil),           // 32: toolscope.orchestrator.v1.LaunchSessionRequest
+	(*LaunchSessionResponse)(nil),          // 33: toolscope.orchestrator.v1.LaunchSessionResponse
+	(*StartSessionRequest)(nil),            // 34: toolscope.orchestrator.v1.StartSessionRequest
+	(*StartSessionResponse)(nil),           // 35: toolscope.orchestrator.v1.StartSessionResponse
+	(*ResumeSessionRequest)(nil),           // 36: toolscope.orchestrator.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 37: toolscope.orchestrator.v1.ResumeSessionResponse
+	(*StopSessionRequest)(nil),             // 38: toolscope.orchestrator.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),            // 39: toolscope.orchestrator.v1.StopSessionResponse
+	(*GetSessionRequest)(nil),              // 40: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 41: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 42: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 43: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),         // 44: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),        // 45: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*CreateMcpServerRequest)(nil),         // 46: toolscope.orchestrator.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),        // 47: toolscope.orchestrator.v1.CreateMcpServerResponse
+	(*UpdateMcpServerRequest)(nil),         // 48: toolscope.orchestrator.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),        // 49: toolscope.orchestrator.v1.UpdateMcpServerResponse
+	(*GetMcpServerRequest)(nil),            // 50: toolscope.orchestrator.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),           // 51: toolscope.orchestrator.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),          // 52: toolscope.orchestrator.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),         // 53: toolscope.orchestrator.v1.ListMcpServersResponse
+	(*TestMcpServerRequest)(nil),           // 54: toolscope.orchestrator.v1.TestMcpServerRequest
+	(*TestMcpServerResponse)(nil),          // 55: toolscope.orchestrator.v1.TestMcpServerResponse
+	(*RefreshMcpServerRequest)(nil),        // 56: toolscope.orchestrator.v1.RefreshMcpServerRequest
+	(*RefreshMcpServerResponse)(nil),       // 57: toolscope.orchestrator.v1.RefreshMcpServerResponse
+	(*SetMcpServerEnabledRequest)(nil),     // 58: toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	(*SetMcpServerEnabledResponse)(nil),    // 59: toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	(*CreateToolProviderRequest)(nil),      // 60: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 61: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 62: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 63: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 64: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 65: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 66: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 67: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 68: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 69: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 70: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 71: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 72: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 73: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 74: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 75: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 76: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 77: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 78: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 79: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 80: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 81: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 82: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 83: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 84: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 85: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 86: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 87: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 88: toolscope.orchestrator.v1.SessionMode
+	(*Session)(nil),                        // 89: toolscope.orchestrator.v1.Session
+	(*AgentSpec)(nil),                      // 90: toolscope.orchestrator.v1.AgentSpec
+	(*LaunchPlan)(nil),                     // 91: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 92: toolscope.orchestrator.v1.TaskEvent
+	(*McpServer)(nil),                      // 93: toolscope.orchestrator.v1.McpServer
+	(*DiscoveryCounts)(nil),                // 94: toolscope.orchestrator.v1.DiscoveryCounts
+	(*ToolProvider)(nil),                   // 95: toolscope.orchestrator.v1.ToolProvider
+	(*CatalogTool)(nil),                    // 96: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	80, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	80, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	80, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	81, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	82, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	83, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	83, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	83, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	84, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	84, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	84, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	84, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	82, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	82, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	82, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	83, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	84, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	85, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	85, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	85, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	86, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	86, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	86, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	86, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
 	25, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	85, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
-	0,  // 14: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
-	86, // 15: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	87, // 16: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	88, // 17: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	89, // 18: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
-	30, // 19: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	88, // 20: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	88, // 21: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	88, // 22: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	88, // 23: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	88, // 24: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	90, // 25: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	91, // 26: toolscope.orchestrator.v1.CreateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
-	91, // 27: toolscope.orchestrator.v1.CreateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	92, // 28: toolscope.orchestrator.v1.CreateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	91, // 29: toolscope.orchestrator.v1.UpdateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
-	91, // 30: toolscope.orchestrator.v1.UpdateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	92, // 31: toolscope.orchestrator.v1.UpdateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	91, // 32: toolscope.orchestrator.v1.GetMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	91, // 33: toolscope.orchestrator.v1.ListMcpServersResponse.servers:type_name -> toolscope.orchestrator.v1.McpServer
-	91, // 34: toolscope.orchestrator.v1.RefreshMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	92, // 35: toolscope.orchestrator.v1.RefreshMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	91, // 36: toolscope.orchestrator.v1.SetMcpServerEnabledResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	93, // 37: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	93, // 38: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	92, // 39: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 40: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	93, // 41: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	92, // 42: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 43: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	93, // 44: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
-	93, // 45: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	92, // 46: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 47: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	94, // 48: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
-	94, // 49: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	94, // 50: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	94, // 51: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	1,  // 52: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	3,  // 53: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	5,  // 54: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	7,  // 55: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	9,  // 56: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	11, // 57: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	13, // 58: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	15, // 59: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	17, // 60: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	19, // 61: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	21, // 62: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	23, // 63: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	30, // 64: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	32, // 65: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	34, // 66: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	36, // 67: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	38, // 68: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	40, // 69: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	28, // 70: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	26, // 71: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
-	42, // 72: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	44, // 73: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:input_type -> toolscope.orchestrator.v1.CreateMcpServerRequest
-	46, // 74: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:input_type -> toolscope.orchestrator.v1.UpdateMcpServerRequest
-	48, // 75: toolscope.orchestrator.v1.CatalogService.GetMcpServer:input_type -> toolscope.orchestrator.v1.GetMcpServerRequest
-	50, // 76: toolscope.orchestrator.v1.CatalogService.ListMcpServers:input_type -> toolscope.orchestrator.v1.ListMcpServersRequest
-	52, // 77: toolscope.orchestrator.v1.CatalogService.TestMcpServer:input_type -> toolscope.orchestrator.v1.TestMcpServerRequest
-	54, // 78: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:input_type -> toolscope.orchestrator.v1.RefreshMcpServerRequest
-	56, // 79: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:input_type -> toolscope.orchestrator.v1.SetMcpServerEnabledRequest
-	58, // 80: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
-	60, // 81: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
-	62, // 82: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
-	64, // 83: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
-	66, // 84: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
-	68, // 85: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
-	70, // 86: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	72, // 87: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
-	74, // 88: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
-	76, // 89: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	78, // 90: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
-	2,  // 91: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	4,  // 92: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	6,  // 93: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	8,  // 94: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	10, // 95: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	12, // 96: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	14, // 97: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	16, // 98: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	18, // 99: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	20, // 100: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	22, // 101: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	24, // 102: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	31, // 103: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	33, // 104: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	35, // 105: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	37, // 106: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	39, // 107: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	41, // 108: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	29, // 109: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	27, // 110: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
-	43, // 111: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	45, // 112: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:output_type -> toolscope.orchestrator.v1.CreateMcpServerResponse
-	47, // 113: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:output_type -> toolscope.orchestrator.v1.UpdateMcpServerResponse
-	49, // 114: toolscope.orchestrator.v1.CatalogService.GetMcpServer:output_type -> toolscope.orchestrator.v1.GetMcpServerResponse
-	51, // 115: toolscope.orchestrator.v1.CatalogService.ListMcpServers:output_type -> toolscope.orchestrator.v1.ListMcpServersResponse
-	53, // 116: toolscope.orchestrator.v1.CatalogService.TestMcpServer:output_type -> toolscope.orchestrator.v1.TestMcpServerResponse
-	55, // 117: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:output_type -> toolscope.orchestrator.v1.RefreshMcpServerResponse
-	57, // 118: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:output_type -> toolscope.orchestrator.v1.SetMcpServerEnabledResponse
-	59, // 119: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
-	61, // 120: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
-	63, // 121: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
-	65, // 122: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
-	67, // 123: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
-	69, // 124: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
-	71, // 125: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	73, // 126: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
-	75, // 127: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
-	77, // 128: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	79, // 129: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
-	91, // [91:130] is the sub-list for method output_type
-	52, // [52:91] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	87, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	88, // 14: toolscope.orchestrator.v1.AttachSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	89, // 15: toolscope.orchestrator.v1.AttachSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	0,  // 16: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
+	88, // 17: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	90, // 18: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	89, // 19: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 20: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	32, // 21: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
+	89, // 22: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 23: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 24: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 25: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 26: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	92, // 27: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	93, // 28: toolscope.orchestrator.v1.CreateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	93, // 29: toolscope.orchestrator.v1.CreateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	94, // 30: toolscope.orchestrator.v1.CreateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 31: toolscope.orchestrator.v1.UpdateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	93, // 32: toolscope.orchestrator.v1.UpdateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	94, // 33: toolscope.orchestrator.v1.UpdateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 34: toolscope.orchestrator.v1.GetMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	93, // 35: toolscope.orchestrator.v1.ListMcpServersResponse.servers:type_name -> toolscope.orchestrator.v1.McpServer
+	93, // 36: toolscope.orchestrator.v1.RefreshMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	94, // 37: toolscope.orchestrator.v1.RefreshMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	93, // 38: toolscope.orchestrator.v1.SetMcpServerEnabledResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	95, // 39: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	95, // 40: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	94, // 41: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 42: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	95, // 43: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	94, // 44: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 45: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	95, // 46: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	95, // 47: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	94, // 48: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 49: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	96, // 50: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	96, // 51: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	96, // 52: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	96, // 53: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	1,  // 54: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	3,  // 55: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	5,  // 56: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	7,  // 57: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	9,  // 58: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	11, // 59: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	13, // 60: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	15, // 61: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	17, // 62: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	19, // 63: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	21, // 64: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	23, // 65: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	32, // 66: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	34, // 67: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	36, // 68: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	38, // 69: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	40, // 70: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	42, // 71: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	30, // 72: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	28, // 73: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
+	26, // 74: toolscope.orchestrator.v1.SessionService.AttachSession:input_type -> toolscope.orchestrator.v1.AttachSessionRequest
+	44, // 75: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	46, // 76: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:input_type -> toolscope.orchestrator.v1.CreateMcpServerRequest
+	48, // 77: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:input_type -> toolscope.orchestrator.v1.UpdateMcpServerRequest
+	50, // 78: toolscope.orchestrator.v1.CatalogService.GetMcpServer:input_type -> toolscope.orchestrator.v1.GetMcpServerRequest
+	52, // 79: toolscope.orchestrator.v1.CatalogService.ListMcpServers:input_type -> toolscope.orchestrator.v1.ListMcpServersRequest
+	54, // 80: toolscope.orchestrator.v1.CatalogService.TestMcpServer:input_type -> toolscope.orchestrator.v1.TestMcpServerRequest
+	56, // 81: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:input_type -> toolscope.orchestrator.v1.RefreshMcpServerRequest
+	58, // 82: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:input_type -> toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	60, // 83: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	62, // 84: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	64, // 85: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	66, // 86: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	68, // 87: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	70, // 88: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	72, // 89: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	74, // 90: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	76, // 91: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	78, // 92: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	80, // 93: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	2,  // 94: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	4,  // 95: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	6,  // 96: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	8,  // 97: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	10, // 98: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	12, // 99: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	14, // 100: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	16, // 101: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	18, // 102: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	20, // 103: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	22, // 104: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	24, // 105: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	33, // 106: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	35, // 107: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	37, // 108: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	39, // 109: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	41, // 110: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	43, // 111: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	31, // 112: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	29, // 113: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
+	27, // 114: toolscope.orchestrator.v1.SessionService.AttachSession:output_type -> toolscope.orchestrator.v1.AttachSessionResponse
+	45, // 115: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	47, // 116: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:output_type -> toolscope.orchestrator.v1.CreateMcpServerResponse
+	49, // 117: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:output_type -> toolscope.orchestrator.v1.UpdateMcpServerResponse
+	51, // 118: toolscope.orchestrator.v1.CatalogService.GetMcpServer:output_type -> toolscope.orchestrator.v1.GetMcpServerResponse
+	53, // 119: toolscope.orchestrator.v1.CatalogService.ListMcpServers:output_type -> toolscope.orchestrator.v1.ListMcpServersResponse
+	55, // 120: toolscope.orchestrator.v1.CatalogService.TestMcpServer:output_type -> toolscope.orchestrator.v1.TestMcpServerResponse
+	57, // 121: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:output_type -> toolscope.orchestrator.v1.RefreshMcpServerResponse
+	59, // 122: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:output_type -> toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	61, // 123: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	63, // 124: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	65, // 125: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	67, // 126: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	69, // 127: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	71, // 128: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	73, // 129: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	75, // 130: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	77, // 131: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	79, // 132: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	81, // 133: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	94, // [94:134] is the sub-list for method output_type
+	54, // [54:94] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -4548,7 +4679,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 		return
 	}
 	file_toolscope_orchestrator_v1_resources_proto_init()
-	file_toolscope_orchestrator_v1_services_proto_msgTypes[32].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_services_proto_msgTypes[34].OneofWrappers = []any{
 		(*StartSessionResponse_Progress)(nil),
 		(*StartSessionResponse_Session)(nil),
 	}
@@ -4558,7 +4689,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   79,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

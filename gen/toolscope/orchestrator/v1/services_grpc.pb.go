@@ -717,6 +717,7 @@ const (
 	SessionService_ListSessions_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/ListSessions"
 	SessionService_GetSessionMCP_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/GetSessionMCP"
 	SessionService_ReadSessionLog_FullMethodName = "/toolscope.orchestrator.v1.SessionService/ReadSessionLog"
+	SessionService_AttachSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/AttachSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -749,6 +750,11 @@ type SessionServiceClient interface {
 	// exits or the session stops. Known secrets and token-shaped strings are
 	// scrubbed, line by line.
 	ReadSessionLog(ctx context.Context, in *ReadSessionLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionLogResponse], error)
+	// AttachSession opens a hosted session on a task: the orchestrator
+	// serves the task's tools over streamable HTTP at a URL of the session's
+	// own, behind a bearer token shown in this response only (ADR 0026). It
+	// runs no agentctl and no agent; StopSession revokes the token.
+	AttachSession(ctx context.Context, in *AttachSessionRequest, opts ...grpc.CallOption) (*AttachSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -857,6 +863,16 @@ func (c *sessionServiceClient) ReadSessionLog(ctx context.Context, in *ReadSessi
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ReadSessionLogClient = grpc.ServerStreamingClient[ReadSessionLogResponse]
 
+func (c *sessionServiceClient) AttachSession(ctx context.Context, in *AttachSessionRequest, opts ...grpc.CallOption) (*AttachSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AttachSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_AttachSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -887,6 +903,11 @@ type SessionServiceServer interface {
 	// exits or the session stops. Known secrets and token-shaped strings are
 	// scrubbed, line by line.
 	ReadSessionLog(*ReadSessionLogRequest, grpc.ServerStreamingServer[ReadSessionLogResponse]) error
+	// AttachSession opens a hosted session on a task: the orchestrator
+	// serves the task's tools over streamable HTTP at a URL of the session's
+	// own, behind a bearer token shown in this response only (ADR 0026). It
+	// runs no agentctl and no agent; StopSession revokes the token.
+	AttachSession(context.Context, *AttachSessionRequest) (*AttachSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -920,6 +941,9 @@ func (UnimplementedSessionServiceServer) GetSessionMCP(context.Context, *GetSess
 }
 func (UnimplementedSessionServiceServer) ReadSessionLog(*ReadSessionLogRequest, grpc.ServerStreamingServer[ReadSessionLogResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadSessionLog not implemented")
+}
+func (UnimplementedSessionServiceServer) AttachSession(context.Context, *AttachSessionRequest) (*AttachSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AttachSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -1072,6 +1096,24 @@ func _SessionService_ReadSessionLog_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ReadSessionLogServer = grpc.ServerStreamingServer[ReadSessionLogResponse]
 
+func _SessionService_AttachSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).AttachSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_AttachSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).AttachSession(ctx, req.(*AttachSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1102,6 +1144,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSessionMCP",
 			Handler:    _SessionService_GetSessionMCP_Handler,
+		},
+		{
+			MethodName: "AttachSession",
+			Handler:    _SessionService_AttachSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

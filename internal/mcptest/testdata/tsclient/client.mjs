@@ -1,5 +1,6 @@
-// An MCP client on the official TypeScript SDK, used by agentctl's interop
-// test. It connects to an agentctl session over streamable HTTP or stdio,
+// An MCP client on the official TypeScript SDK, used by the interop tests
+// (mcptest.TSClient): agentctl's and the orchestrator's hosted endpoint's.
+// It connects to a session over streamable HTTP or stdio,
 // prints one JSON line per event on stdout, and exits when stdin closes.
 //
 //   node client.mjs http URL TOKEN
