@@ -123,6 +123,9 @@ var w3c = propagation.TraceContext{}
 // CallContext returns ctx's span context in W3C form (traceparent,
 // tracestate), empty when ctx carries none (tracing off).
 func CallContext(ctx context.Context) (traceparent, tracestate string) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "", ""
+	}
 	c := propagation.MapCarrier{}
 	w3c.Inject(ctx, c)
 	return c["traceparent"], c["tracestate"]
