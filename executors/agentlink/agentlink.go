@@ -31,6 +31,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 )
 
 // Options configure a Link.
@@ -84,7 +85,7 @@ func Dial(opts Options) (*Link, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	dial := append(grpcerr.DialOptions(), tracing.DialOption(),
+	dial := append(grpcerr.DialOptions(), tracesetup.DialOption(),
 		// Detect a dead or unreachable agentctl within seconds, even idle.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 		// Reconnect within 2 s of an agentctl coming back: gRPC's default

@@ -18,6 +18,7 @@ import (
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/internal/tracing/tracingtest"
 )
 
@@ -39,7 +40,7 @@ func TestEnabled(t *testing.T) {
 		{map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_TRACES_EXPORTER": "otlp"}, false},
 		{map[string]string{"OTEL_SDK_DISABLED": "false", "OTEL_TRACES_EXPORTER": "otlp"}, true},
 	} {
-		assert.Equal(t, c.want, tracing.Enabled(func(k string) string { return c.env[k] }), "%v", c.env)
+		assert.Equal(t, c.want, tracesetup.Enabled(func(k string) string { return c.env[k] }), "%v", c.env)
 	}
 }
 
@@ -65,7 +66,7 @@ func TestOffByDefault(t *testing.T) {
 	clearEnv(t)
 	restoreGlobal(t)
 	before := runtime.NumGoroutine()
-	shutdown, err := tracing.Setup(context.Background(), "toolscope")
+	shutdown, err := tracesetup.Setup(context.Background(), "toolscope")
 	require.NoError(t, err)
 	defer shutdown()
 	_, isSDK := otel.GetTracerProvider().(*sdktrace.TracerProvider)
@@ -90,7 +91,7 @@ func TestSetupExports(t *testing.T) {
 			t.Setenv(k, v)
 		}
 		t.Setenv("OTEL_SERVICE_NAME", c.override)
-		shutdown, err := tracing.Setup(context.Background(), "agentctl")
+		shutdown, err := tracesetup.Setup(context.Background(), "agentctl")
 		require.NoError(t, err)
 		_, span := tracing.Tracer().Start(context.Background(), "tools/call x")
 		assert.True(t, span.IsRecording())
@@ -108,7 +109,7 @@ func TestSetupRefusesUnknownExporter(t *testing.T) {
 	clearEnv(t)
 	restoreGlobal(t)
 	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin-typo")
-	_, err := tracing.Setup(context.Background(), "toolscope")
+	_, err := tracesetup.Setup(context.Background(), "toolscope")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "OTEL_")
 }

@@ -35,7 +35,7 @@ import (
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
-	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -141,9 +141,9 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			if err != nil {
 				return err
 			}
-			// Off unless the OTEL_* environment asks (tracing.Enabled);
+			// Off unless the OTEL_* environment asks (tracesetup.Enabled);
 			// the last spans leave after the daemon stopped.
-			if endTracing, err := tracing.Setup(cmd.Context(), "agentctl"); err != nil {
+			if endTracing, err := tracesetup.Setup(cmd.Context(), "agentctl"); err != nil {
 				log.Warn("running without traces", "error", err.Error())
 			} else {
 				defer endTracing()

@@ -47,7 +47,7 @@ import (
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/registry"
-	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -230,7 +230,7 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		// stops holding the Attach stream within 15 s and another may
 		// attach (ADR 0014).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
-	opts = append(opts, tracing.ServerOption())
+	opts = append(opts, tracesetup.ServerOption())
 	s := grpc.NewServer(append(opts, extra...)...)
 	agentctlv1.RegisterAgentctlServiceServer(s, d)
 	return s

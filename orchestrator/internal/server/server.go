@@ -30,7 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/pki"
-	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
@@ -419,7 +419,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
-	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)), tracing.ServerOption())
+	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)), tracesetup.ServerOption())
 	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
 	hs := registerServices(srv, svc)
 
