@@ -71,10 +71,20 @@ func (a *AgentCommand) ProfileSpec() profiles.Spec {
 }
 
 // AgentctlEnv is the environment an executor starts agentctl with, from
-// its own: the allowlist of the session's agent, no more. agentctl passes
-// the same names on to the agent.
+// its own: the allowlist of the session's agent, which agentctl passes on
+// to the agent, and the tracing variables (AgentctlNames).
 func (s Spec) AgentctlEnv(environ []string) []string {
-	return profiles.Filter(environ, profiles.Allowed(s.Agent.ProfileSpec()))
+	return profiles.Filter(environ, s.AgentctlNames())
+}
+
+// AgentctlNames are the names of the variables agentctl gets from its
+// executor's environment: the agent's allowlist (profiles.Allowed), and
+// the OTEL_* variables of profiles.TracingEnv, so that agentctl traces
+// as the orchestrator does. Those are agentctl's own: its filter for the
+// agent is profiles.Allowed alone, and an agent gets one only if its
+// launch names it (--env).
+func (s Spec) AgentctlNames() []string {
+	return append(profiles.Allowed(s.Agent.ProfileSpec()), profiles.TracingEnv...)
 }
 
 // Spec is everything a backend needs to launch (or relaunch) a session.

@@ -30,6 +30,8 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/tracing"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 )
 
 // Options configure a Link.
@@ -83,7 +85,7 @@ func Dial(opts Options) (*Link, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	dial := append(grpcerr.DialOptions(),
+	dial := append(grpcerr.DialOptions(), tracesetup.DialOption(),
 		// Detect a dead or unreachable agentctl within seconds, even idle.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 		// Reconnect within 2 s of an agentctl coming back: gRPC's default
@@ -291,7 +293,9 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 					SessionID: c.GetSessionId(), TaskID: c.GetTaskId(), Tool: c.GetToolName(), Arguments: c.GetArgumentsJson(),
 				}
 				l.bind(&call)
+				ctx, span := traceCall(ctx, c)
 				r := l.opts.Calls(ctx, call)
+				tracing.EndCall(span, r.IsError, r.Code)
 				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
 					CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
 				}}})

@@ -621,10 +621,11 @@ func (e *Executor) Kill(ctx context.Context, h executors.Handle) error {
 }
 
 // containerEnv is what of the orchestrator's environment the container
-// gets: the agent's allowlist, except the base variables (PATH, HOME, ...),
-// which are the image's.
+// gets: agentctl's names (the agent's allowlist and the tracing
+// variables), except the base variables (PATH, HOME, ...), which are the
+// image's.
 func containerEnv(spec executors.Spec) []string {
-	names := slices.DeleteFunc(profiles.Allowed(spec.Agent.ProfileSpec()), func(n string) bool { return slices.Contains(profiles.BaseEnv, n) })
+	names := slices.DeleteFunc(spec.AgentctlNames(), func(n string) bool { return slices.Contains(profiles.BaseEnv, n) })
 	return profiles.Filter(os.Environ(), names)
 }
 

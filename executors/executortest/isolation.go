@@ -39,6 +39,9 @@ func Probe(t testing.TB) string {
 const (
 	EnvPassed   = "PROBE_PASSED"    // named by the launch (--env): must reach the agent
 	EnvModelKey = "PROBE_MODEL_KEY" // the launch's credential_env: must reach the agent
+	// EnvTracing is a tracing variable (profiles.TracingEnv; it can hold a
+	// collector's API key): agentctl's, never the agent's.
+	EnvTracing = "OTEL_EXPORTER_OTLP_HEADERS"
 )
 
 // Secrets are variables of the executor's environment no agent may see:
@@ -51,14 +54,14 @@ var (
 	canaries     map[string]string
 )
 
-// Canaries returns the values of Secrets, EnvPassed and EnvModelKey, random
+// Canaries returns the values of Secrets, EnvPassed, EnvModelKey and EnvTracing, random
 // and fixed for the test process. A backend whose agentctl's environment is
 // not the test process's (a remote daemon) starts it with these.
 func Canaries() map[string]string {
 	canariesOnce.Do(func() {
 		canaries = map[string]string{
 			"GH_TOKEN": "ghp_" + rand.Text(), "GITLAB_TOKEN": "glpat-" + rand.Text(), "TOOLSCOPE_TEST_CANARY": "canary" + rand.Text(),
-			EnvPassed: "passed" + rand.Text(), EnvModelKey: "modelkey" + rand.Text(),
+			EnvPassed: "passed" + rand.Text(), EnvModelKey: "modelkey" + rand.Text(), EnvTracing: "authorization=otel" + rand.Text(),
 		}
 	})
 	return canaries
@@ -249,10 +252,12 @@ func RunIsolation(t *testing.T, b Isolation) {
 	assert.Contains(t, env, "TOOLSCOPE_MCP_TOKEN=", "the agent gets its MCP token")
 	report, _ := json.Marshal(r)
 	hits := leaks("what the agent could read", string(report))
+	assert.NotContains(t, string(report), Canaries()[EnvTracing], "the agent gets none of agentctl's tracing variables")
 
 	if b.AgentctlEnviron != nil {
 		environ := string(b.AgentctlEnviron(t, h))
 		assert.Contains(t, environ, EnvPassed+"="+Canaries()[EnvPassed], "agentctl gets what the launch named, to pass it on")
+		assert.Contains(t, environ, EnvTracing+"="+Canaries()[EnvTracing], "agentctl gets the tracing variables")
 		hits += leaks("agentctl's environment", environ)
 	}
 	testutil.Figure(t, e.Name()+" executor: agent isolation",

@@ -28,6 +28,43 @@ var ModelEnv = map[string][]string{
 	Codex: {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
 }
 
+// TracingEnv names the OTEL_* variables that configure tracing
+// (package tracing): what an
+// executor passes from the orchestrator's environment to agentctl, so
+// that agentctl traces as the operator set up the orchestrator to. They
+// are agentctl's, not the agent's: Allowed does not hold them, so
+// agentctl's filter for the agent drops them unless a launch names one
+// with --env. OTEL_SERVICE_NAME is not among them: agentctl names itself.
+var TracingEnv = []string{
+	"OTEL_SDK_DISABLED",
+	"OTEL_TRACES_EXPORTER",
+	"OTEL_TRACES_SAMPLER",
+	"OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_EXPORTER_OTLP_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_HEADERS",
+	"OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+	"OTEL_EXPORTER_OTLP_TIMEOUT",
+	"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+	"OTEL_EXPORTER_OTLP_COMPRESSION",
+	"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+	"OTEL_EXPORTER_OTLP_INSECURE",
+	"OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_KEY",
+	"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+	"OTEL_BSP_SCHEDULE_DELAY",
+	"OTEL_BSP_EXPORT_TIMEOUT",
+	"OTEL_BSP_MAX_QUEUE_SIZE",
+	"OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+}
+
 // ReservedPrefix starts the names agentctl owns (its launch secret, the
 // session's MCP endpoint): no launch may pass one through.
 const ReservedPrefix = "TOOLSCOPE_"

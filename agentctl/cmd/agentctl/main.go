@@ -36,6 +36,7 @@ import (
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -143,6 +144,13 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			log, err := newLogger(logTo, logLevel)
 			if err != nil {
 				return err
+			}
+			// Off unless the OTEL_* environment asks (tracesetup.Enabled);
+			// the last spans leave after the daemon stopped.
+			if endTracing, err := tracesetup.Setup(cmd.Context(), "agentctl"); err != nil {
+				log.Warn("running without traces", "error", err.Error())
+			} else {
+				defer endTracing()
 			}
 			var serverOpts []grpc.ServerOption
 			tlsOn := tlsCert != "" || tlsKey != "" || clientCA != ""

@@ -162,7 +162,9 @@ func (h *hub) deliver(l *link, r *agentctlv1.ToolResult) {
 }
 
 // call sends a tool call and waits for its result, ctx, or the stream's end.
-func (h *hub) call(ctx context.Context, c *agentctlv1.ToolCall) (*agentctlv1.ToolResult, error) {
+func (h *hub) call(ctx context.Context, c *agentctlv1.ToolCall) (r *agentctlv1.ToolResult, err error) {
+	ctx, span := traceAttach(ctx, c)
+	defer func() { endAttach(span, r, err) }()
 	h.mu.Lock()
 	l := h.current
 	if l == nil {

@@ -48,6 +48,7 @@ import (
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/registry"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/internal/version"
 )
 
@@ -235,6 +236,7 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		// stops holding the Attach stream within 15 s and another may
 		// attach (ADR 0014).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+	opts = append(opts, tracesetup.ServerOption())
 	s := grpc.NewServer(append(opts, extra...)...)
 	agentctlv1.RegisterAgentctlServiceServer(s, d)
 	return s
@@ -409,7 +411,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	// after it, never lost.
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
-		Name: "toolscope", Version: version.String(), Handler: d.toolHandler(s), Logger: d.log, AdoptWait: d.opts.AdoptWait,
+		Name: "toolscope", Version: version.String(), Handler: traced(s, d.toolHandler(s)), Logger: d.log, AdoptWait: d.opts.AdoptWait,
 		Instructions: instructions(s.taskID), OnListChanged: d.metrics.onListChanged(),
 	})
 	s.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/toolscope/toolscope/internal/bearer"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
 
@@ -286,7 +287,7 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 	}
 	_ = probe.Close()
 
-	opts := grpcerr.DialOptions()
+	opts := append(grpcerr.DialOptions(), tracesetup.DialOption())
 	if useTLS {
 		tc, err := clientTLS(t)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 )
 
 // Main runs the command line with args and returns the process exit code.
@@ -21,6 +22,13 @@ import (
 // object {"error":{"code","message","exit"[,"flag"]}} on stderr: stdout
 // carries results only, so a script never takes an error for a result.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Off unless the OTEL_* environment asks (tracesetup.Enabled); a
+	// command's last spans leave before it exits.
+	if endTracing, err := tracesetup.Setup(ctx, "toolscope"); err != nil {
+		fmt.Fprintf(stderr, "toolscope: %v; running without traces\n", err)
+	} else {
+		defer endTracing()
+	}
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)

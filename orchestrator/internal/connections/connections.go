@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
@@ -122,15 +123,19 @@ type Lease struct {
 // waiting in its queue if need be. Errors: a *CredentialError; a
 // *forge.Error with forge.CodeRateLimited; ctx's error while queued; an
 // errdefs.FieldError on api_base_url for a client that cannot be built.
-func (c *Connections) Open(ctx context.Context, workspaceID string, conn model.Connection) (*Lease, error) {
+func (c *Connections) Open(ctx context.Context, workspaceID string, conn model.Connection) (_ *Lease, err error) {
+	ctx, span := startOpen(ctx, conn)
+	defer func() { endOpen(span, err) }()
 	token, err := c.creds.Resolve(conn.Credential)
 	if err != nil {
 		return nil, &CredentialError{Provider: conn.Provider, Reason: err}
 	}
+	tracing.Stage(ctx, "credential: resolved")
 	key := workspaceID + "/" + string(conn.Provider)
 	if err := c.blocked(key, conn.Provider); err != nil {
 		return nil, err
 	}
+	tracing.Stage(ctx, "gate: not rate limited")
 	client, err := c.newClient(conn.Provider, conn.APIBaseURL, token, c.counted(conn.Provider))
 	if err != nil {
 		return nil, errdefs.InvalidField("api_base_url", "%v", err)
@@ -139,6 +144,7 @@ func (c *Connections) Open(ctx context.Context, workspaceID string, conn model.C
 	if err != nil {
 		return nil, err
 	}
+	tracing.Stage(ctx, "place: among the connection's calls in flight")
 	return &Lease{Client: &gated{c: client, conns: c, key: key, provider: conn.Provider}, Release: release}, nil
 }
 

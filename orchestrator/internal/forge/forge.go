@@ -107,7 +107,7 @@ func New(p providers.Provider, baseURL, token string, httpClient *http.Client) (
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
-	httpClient = withScrubbedErrors(httpClient, token)
+	httpClient = withScrubbedErrors(traced(httpClient, p), token)
 	switch p {
 	case providers.GitHub:
 		return newGitHub(baseURL, token, httpClient)

@@ -31,6 +31,7 @@ import (
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/pki"
+	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog"
@@ -451,7 +452,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
-	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)))
+	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)), tracesetup.ServerOption())
 	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
 	hs := registerServices(srv, svc)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -78,6 +79,7 @@ func (d *Dispatcher) handleProvider(ctx context.Context, call Call, s scope, t p
 	if !ok {
 		return res
 	}
+	tracing.Stage(ctx, "repository: attached, of the tool's provider")
 	res = d.onRepository(ctx, call, s, t, repo, args)
 	res.repository = repo.ID
 	return res
@@ -92,6 +94,7 @@ func (d *Dispatcher) onRepository(ctx context.Context, call Call, s scope, t pro
 	} else if err != nil {
 		return d.internal(ctx, call, err)
 	}
+	tracing.Stage(ctx, "connection: the workspace is connected to the provider")
 	lease, err := d.conns.Open(ctx, s.task.WorkspaceID, conn)
 	var ce *connections.CredentialError
 	var fe *forge.Error

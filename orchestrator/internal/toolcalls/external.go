@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -63,6 +64,7 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 		// The catalog record's read-only flag: the one agentctl is sent.
 		return readOnlyRefusal(c.Tool), true
 	}
+	tracing.Stage(ctx, "catalog: assigned, enabled, available; the mode allows it")
 	out, err := d.external.Call(ctx, target.Server, target.Tool.ExternalName, args)
 	if err != nil {
 		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "server", target.Server.Name, "error", err.Error())

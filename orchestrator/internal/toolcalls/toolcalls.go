@@ -32,6 +32,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -255,6 +256,7 @@ func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) exec
 // Handle authorizes and answers one call, and records it as a
 // tool.called event (see audit.go).
 func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
+	ctx, span := startSpan(ctx, c)
 	start := time.Now()
 	var a auditRecord
 	res := d.handle(ctx, c, &a)
@@ -265,6 +267,7 @@ func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
 	d.audit(ctx, c, &a, res, took)
 	_, builtin := builtins[c.Tool]
 	d.metrics.ToolCall(c.Tool, builtin, outcomeOf(res), took)
+	endSpan(span, &a, res)
 	return res
 }
 
@@ -292,6 +295,7 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
 		return fail(toolapi.CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
 	}
+	tracing.Stage(ctx, "session: on the link, known, on its task, running")
 	args := c.Arguments
 	if len(args) > toolapi.MaxArgumentBytes {
 		return fail(toolapi.CodeArgumentsTooLarge, "%s", toolapi.ArgumentsTooLarge(len(args)))
@@ -302,6 +306,7 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 	if !json.Valid(args) || !strings.HasPrefix(strings.TrimSpace(string(args)), "{") {
 		return fail(toolapi.CodeInvalidArguments, "arguments must be a JSON object")
 	}
+	tracing.Stage(ctx, "arguments: a JSON object within bounds")
 	task, err := d.store.GetTask(ctx, sess.TaskID)
 	if err != nil {
 		return d.internal(ctx, c, err)
@@ -314,6 +319,7 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 		if readOnlySession(sess) && !b.ReadOnly {
 			return readOnlyRefusal(c.Tool)
 		}
+		tracing.Stage(ctx, "mode: the session may call the tool")
 		if b.task != nil {
 			return b.task(ctx, d, s, args)
 		}

@@ -1811,6 +1811,11 @@ type ToolCall struct {
 	ToolName  string `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// The call's arguments as a JSON object.
 	ArgumentsJson []byte `protobuf:"bytes,5,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// The call's trace context, set when agentctl traces (OpenTelemetry,
+	// enabled by the OTEL_* environment). It rides in the message, not in
+	// gRPC metadata: Attach is one long stream, and metadata exists once per
+	// stream, while each call is a trace of its own (ADR 0029).
+	TraceContext  *TraceContext `protobuf:"bytes,6,opt,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1880,6 +1885,68 @@ func (x *ToolCall) GetArgumentsJson() []byte {
 	return nil
 }
 
+func (x *ToolCall) GetTraceContext() *TraceContext {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// TraceContext is a W3C Trace Context (https://www.w3.org/TR/trace-context/):
+// the values of the traceparent and tracestate headers. A receiver that
+// cannot parse them starts a trace of its own.
+type TraceContext struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Traceparent   string                 `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string                 `protobuf:"bytes,2,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceContext) Reset() {
+	*x = TraceContext{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceContext) ProtoMessage() {}
+
+func (x *TraceContext) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
+func (*TraceContext) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TraceContext) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TraceContext) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 // ToolResult answers one ToolCall.
 type ToolResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1899,7 +1966,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +1978,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +1991,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1983,7 +2050,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2062,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2075,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2063,7 +2130,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2142,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2155,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2115,7 +2182,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2194,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2207,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2160,7 +2227,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2239,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2252,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2212,7 +2279,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2291,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2304,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -2367,14 +2434,20 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\tAttachAck\x12)\n" +
 	"\x10agentctl_version\x18\x01 \x01(\tR\x0fagentctlVersion\"6\n" +
 	"\vAttachHello\x12'\n" +
-	"\x0forchestrator_id\x18\x01 \x01(\tR\x0eorchestratorId\"\x9f\x01\n" +
+	"\x0forchestrator_id\x18\x01 \x01(\tR\x0eorchestratorId\"\xe9\x01\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x1b\n" +
 	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12%\n" +
-	"\x0earguments_json\x18\x05 \x01(\fR\rargumentsJson\"\x9c\x01\n" +
+	"\x0earguments_json\x18\x05 \x01(\fR\rargumentsJson\x12H\n" +
+	"\rtrace_context\x18\x06 \x01(\v2#.toolscope.agentctl.v1.TraceContextR\ftraceContext\"P\n" +
+	"\fTraceContext\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x02 \x01(\tR\n" +
+	"tracestate\"\x9c\x01\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x19\n" +
@@ -2443,7 +2516,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
@@ -2474,17 +2547,18 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*AttachAck)(nil),                // 26: toolscope.agentctl.v1.AttachAck
 	(*AttachHello)(nil),              // 27: toolscope.agentctl.v1.AttachHello
 	(*ToolCall)(nil),                 // 28: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),               // 29: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 30: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 31: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 32: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 33: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 34: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 35: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
+	(*TraceContext)(nil),             // 29: toolscope.agentctl.v1.TraceContext
+	(*ToolResult)(nil),               // 30: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 31: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 32: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 33: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 34: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 35: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 36: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	35, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	36, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
@@ -2506,37 +2580,38 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	0,  // 19: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	3,  // 20: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
 	27, // 21: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	29, // 22: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	30, // 22: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
 	28, // 23: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	30, // 24: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	31, // 24: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
 	26, // 25: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	2,  // 26: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	36, // 27: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	13, // 28: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	9,  // 29: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	15, // 30: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	11, // 31: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	17, // 32: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	19, // 33: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	21, // 34: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	31, // 35: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	33, // 36: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	24, // 37: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	14, // 38: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	10, // 39: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	16, // 40: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	12, // 41: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	18, // 42: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	20, // 43: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	22, // 44: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	32, // 45: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	34, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	25, // 47: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	29, // 26: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
+	2,  // 27: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	37, // 28: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	13, // 29: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	9,  // 30: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	15, // 31: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	11, // 32: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	17, // 33: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	19, // 34: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	21, // 35: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	32, // 36: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	34, // 37: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	24, // 38: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	14, // 39: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	10, // 40: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	16, // 41: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	12, // 42: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	18, // 43: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	20, // 44: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	22, // 45: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	33, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	35, // 47: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	25, // 48: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	39, // [39:49] is the sub-list for method output_type
+	29, // [29:39] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -2559,7 +2634,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
