@@ -51,6 +51,7 @@ type Service struct {
 	catalog       *catalogState // the governed tool catalog (catalog.go)
 	dataDir       string
 	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
+	replica       replicaState // this replica's id and lease (replica.go)
 }
 
 // Options configure a Service.
@@ -82,6 +83,13 @@ type Options struct {
 	// Logs bounds the sessions' logs kept in DataDir/logs (see
 	// PruneLogs); no bound if zero.
 	Logs logdir.Bound
+	// Replica is this orchestrator replica's id: the owner of the sessions
+	// it launches, and the holder of its lease (replica.go, ADR 0027).
+	Replica string
+	// LeaseTTL is how long the replica's lease holds after a renewal
+	// (DefaultLeaseTTL if zero); LeaseRenew how often RunReplica renews
+	// it (DefaultLeaseRenew if zero; less than LeaseTTL).
+	LeaseTTL, LeaseRenew time.Duration
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -100,10 +108,18 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.RepairBackoff <= 0 {
 		opts.RepairBackoff = DefaultRepairBackoff
 	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.LeaseRenew <= 0 {
+		opts.LeaseRenew = min(DefaultLeaseRenew, opts.LeaseTTL/3)
+	}
 	life, endLife := context.WithCancel(context.Background())
-	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
+	svc := &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
 		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs,
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
+	svc.replica.id, svc.replica.ttl, svc.replica.renew = opts.Replica, opts.LeaseTTL, opts.LeaseRenew
+	return svc
 }
 
 // ErrShuttingDown ends event watchers when the service closes.

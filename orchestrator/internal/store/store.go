@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -88,6 +89,10 @@ type Options struct {
 	// DatabasePassword is the PostgreSQL password, resolved by the caller
 	// from a reference (never given on a command line).
 	DatabasePassword string
+	// Clock is this process's clock, for the records' times; time.Now if
+	// nil. Leases never use it (they use the database's clock): tests give
+	// a skewed one to show that.
+	Clock func() time.Time
 }
 
 // Store is the orchestrator's database, SQLite or PostgreSQL. It is safe
@@ -100,6 +105,7 @@ type Store struct {
 	r    conn   // readers
 	path string // the SQLite file, or the PostgreSQL URL without secrets
 	opts Options
+	pg   *pgx.ConnConfig // PostgreSQL: for the follower's LISTEN connection
 }
 
 // Open opens (creating if needed) the database in dataDir and migrates it
@@ -120,6 +126,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	}
 	if opts.ReaderIdleTime <= 0 {
 		opts.ReaderIdleTime = DefaultReaderIdleTime
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	if opts.DatabaseURL != "" {
 		return openPostgres(ctx, opts)
@@ -363,10 +372,17 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 			return hostError(s.path, err)
 		}
 	}
-	t := &tx{sqlTx: sqlTx, now: time.Now().UTC(), scrub: s.opts.Secrets.Scrubber()}
+	t := &tx{sqlTx: sqlTx, now: s.opts.Clock().UTC(), scrub: s.opts.Secrets.Scrubber()}
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return hostError(s.path, err)
+	}
+	if s.w.d == dialectPostgres {
+		// Wakes every replica's follower once this commits (FollowCommits).
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify('`+commitChannel+`', '')`); err != nil {
+			_ = sqlTx.Rollback()
+			return hostError(s.path, err)
+		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		_ = sqlTx.Rollback()
