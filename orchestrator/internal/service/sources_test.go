@@ -25,10 +25,11 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds))
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds, pgtest.StopShared))
 }
 
 // live is a service running sessions on one backend named "local": real
