@@ -454,7 +454,12 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	} else if attached+lost > 0 {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
 	}
-	background.Go(func() { svc.RunReplica(ctx) })
+	leaseLost := make(chan error, 1)
+	background.Go(func() {
+		if err := svc.RunReplica(ctx); err != nil {
+			leaseLost <- err
+		}
+	})
 
 	if cfg.Logs.Set() {
 		go func() {
@@ -507,6 +512,13 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	select {
 	case err := <-serveErr:
 		srv.Stop()
+		return err
+	case err := <-leaseLost:
+		// Fail-stop (ADR 0027): a supervisor restarts it, and it finds
+		// which sessions are still its own.
+		log.Error("stopping: the replica lease lapsed", "error", err.Error())
+		srv.Stop()
+		svc.Close()
 		return err
 	case <-ctx.Done():
 	}

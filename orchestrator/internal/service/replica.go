@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -24,9 +25,12 @@ import (
 //
 // A replica that cannot renew its lease for LeaseTTL (measured on its own
 // monotonic clock from the last renewal it started, so no clock skew
-// lengthens it) stops acting on any session until it renews again: by
-// then another may own them. SQLite has one process, so the one replica
-// holds its lease uncontended.
+// lengthens it) stops acting on any session at once, and RunReplica
+// returns ErrLeaseLost: another replica may own its sessions by then, and
+// its links to their agentctls would contend with the new owner's, so the
+// process ends (fail-stop) and a restart finds which sessions are still
+// its own. SQLite has one process, so the one replica holds its lease
+// uncontended.
 
 // Defaults of the replica lease (Options.LeaseTTL, Options.LeaseRenew).
 const (
@@ -107,21 +111,29 @@ func (s *Service) renewLease(ctx context.Context) bool {
 	return true
 }
 
+// ErrLeaseLost ends a replica that could not renew its lease in time
+// (RunReplica). It is an errdefs.ErrUnavailable.
+var ErrLeaseLost = fmt.Errorf("this replica could not renew its lease in time; another replica may own its sessions: %w", errdefs.ErrUnavailable)
+
 // RunReplica renews this replica's lease and takes over the sessions of
-// replicas whose lease expired, every LeaseRenew until ctx ends; Reattach
-// comes first. The lease is not given up at the end: it expires, so a
-// replica restarted within LeaseTTL finds its sessions still its own (a
-// local session taken over would be lost).
-func (s *Service) RunReplica(ctx context.Context) {
+// replicas whose lease expired, every LeaseRenew until ctx ends (nil) or
+// the lease lapses (ErrLeaseLost); Reattach comes first. The lease is not
+// given up at the end: it expires, so a replica restarted within LeaseTTL
+// finds its sessions still its own (a local session taken over would be
+// lost).
+func (s *Service) RunReplica(ctx context.Context) error {
 	t := time.NewTicker(s.replica.renew)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if !s.renewLease(ctx) {
+			if ctx.Err() == nil && !s.leaseHeld() {
+				return fmt.Errorf("replica %s, last renewed more than %s ago: %w", s.replica.id, s.replica.ttl, ErrLeaseLost)
+			}
 			continue
 		}
 		// Until a Reattach succeeded, this replica's own sessions from

@@ -2,11 +2,13 @@ package service_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,7 +56,7 @@ func startReplica(t *testing.T, url, id string, execs map[string]executors.Execu
 	wg.Go(func() { f.Run(ctx) })
 	_, _, err = svc.Reattach(ctx)
 	require.NoError(t, err)
-	wg.Go(func() { svc.RunReplica(ctx) })
+	wg.Go(func() { assert.NoError(t, svc.RunReplica(ctx)) })
 	var once sync.Once
 	r := &replica{svc: svc, st: st, stop: func() {
 		once.Do(func() {
@@ -68,7 +70,9 @@ func startReplica(t *testing.T, url, id string, execs map[string]executors.Execu
 	return r
 }
 
-func skewedClock(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+func skewedClock(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(d) }
+}
 
 // TestReplicasShareTheWorkAndTakeOverFromEachOther: two replicas on one
 // PostgreSQL database, their clocks two hours apart, and an agentctl both
@@ -171,4 +175,51 @@ func TestReplicasShareTheWorkAndTakeOverFromEachOther(t *testing.T) {
 	stopped, err := b.svc.StopSession(ctx, sess.ID)
 	require.NoError(t, err)
 	assert.Equal(t, model.SessionStopped, stopped.State)
+}
+
+// TestAReplicaWhoseLeaseLapsesStopsActingAndEnds: a replica that cannot
+// renew its lease (here another holder took its row, as after a long
+// pause) acts on none of its sessions once LeaseTTL passed since its last
+// renewal, and RunReplica ends with ErrLeaseLost (the server then exits).
+func TestAReplicaWhoseLeaseLapsesStopsActingAndEnds(t *testing.T) {
+	url := pgtest.Shared(t).NewDatabase(t)
+	ctx := context.Background()
+	agentctls := fake.New("docker")
+	st, err := store.Open(ctx, t.TempDir(), store.Options{DatabaseURL: url})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	svc := service.New(st, &events.Broker{}, service.Options{Executors: map[string]executors.Executor{"docker": agentctls}, Replica: "a",
+		LeaseTTL: testLeaseTTL, LeaseRenew: testLeaseRenew})
+	t.Cleanup(svc.Close)
+	_, _, err = svc.Reattach(ctx)
+	require.NoError(t, err)
+	ws, err := svc.CreateWorkspace(ctx, "acme")
+	require.NoError(t, err)
+	r, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
+	require.NoError(t, err)
+	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: r.ID})
+	require.NoError(t, err)
+	sess, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "docker", Image: "img"}, nil)
+	require.NoError(t, err)
+	_, err = svc.GetSessionMCP(ctx, sess.ID)
+	require.NoError(t, err)
+
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `UPDATE leases SET holder = 'impostor', expires_ms = expires_ms + 3600000 WHERE name = 'replica:a'`)
+	require.NoError(t, err)
+	ended := make(chan error, 1)
+	go func() { ended <- svc.RunReplica(ctx) }()
+	select {
+	case err := <-ended:
+		require.ErrorIs(t, err, service.ErrLeaseLost)
+		assert.ErrorIs(t, err, errdefs.ErrUnavailable)
+	case <-time.After(10 * testLeaseTTL):
+		t.Fatal("RunReplica did not end after its lease lapsed")
+	}
+	_, err = svc.GetSessionMCP(ctx, sess.ID)
+	assert.ErrorContains(t, err, "could not renew its lease", "it acts on no session any more")
+	_, err = svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "docker", Image: "img"}, nil)
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
 }
