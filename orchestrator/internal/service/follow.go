@@ -2,12 +2,17 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
-// followPage is how many committed events the follower reads at a time.
-const followPage = 500
+// followPage is how many committed events the follower reads at a time;
+// followRetry is how soon it reads again after a read failed.
+const (
+	followPage  = 500
+	followRetry = time.Second
+)
 
 // Follower is how a replica learns what every replica committed to a
 // shared database (ADR 0027). Each commit notifies every replica
@@ -77,7 +82,7 @@ func (f *Follower) catchUp(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "read committed events", "error", err.Error())
-				f.Nudge() // again on the next notification or nudge
+				time.AfterFunc(followRetry, f.Nudge) // or sooner, on the next notification
 			}
 			return
 		}
