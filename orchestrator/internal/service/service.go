@@ -88,7 +88,8 @@ type Options struct {
 	Replica string
 	// LeaseTTL is how long the replica's lease holds after a renewal
 	// (DefaultLeaseTTL if zero); LeaseRenew how often RunReplica renews
-	// it (DefaultLeaseRenew if zero; less than LeaseTTL).
+	// it, less than LeaseTTL (if zero, a third of LeaseTTL, at most
+	// DefaultLeaseRenew).
 	LeaseTTL, LeaseRenew time.Duration
 }
 
