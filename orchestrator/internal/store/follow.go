@@ -8,7 +8,8 @@ import (
 )
 
 // commitChannel is the PostgreSQL notification channel every write
-// transaction notifies (delivered at its commit, to every listener).
+// transaction with events or a catalog change notifies (delivered at its
+// commit, to every listener).
 const commitChannel = "toolscope_commits"
 
 // Bounds of the follower's reconnection backoff.
@@ -21,8 +22,9 @@ const (
 // (PostgreSQL): each must then follow the others' commits.
 func (s *Store) Shared() bool { return s.pg != nil }
 
-// FollowCommits calls wake after every transaction committed by any
-// process on the database, until ctx ends (ADR 0027). On PostgreSQL it
+// FollowCommits calls wake after every transaction that any process on
+// the database committed with task events or a catalog change, until ctx
+// ends (ADR 0027). On PostgreSQL it
 // LISTENs on a connection of its own; wake also runs after each
 // (re)connection, since notifications sent while it was away are not
 // kept, so the caller reads what it missed by sequence number. Several

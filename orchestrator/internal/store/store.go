@@ -353,6 +353,7 @@ type tx struct {
 	sqlTx
 	now    time.Time
 	events []model.Event
+	notify bool // wake the other replicas' followers although no event was appended
 	scrub  *scrub.Scrubber // for what agents and watchers read: event messages, prompts
 }
 
@@ -377,8 +378,9 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 		_ = sqlTx.Rollback()
 		return hostError(s.path, err)
 	}
-	if s.w.d == dialectPostgres {
-		// Wakes every replica's follower once this commits (FollowCommits).
+	if s.w.d == dialectPostgres && (len(t.events) > 0 || t.notify) {
+		// Wakes every replica's follower once this commits (FollowCommits):
+		// events to publish, or a catalog change to push.
 		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify('`+commitChannel+`', '')`); err != nil {
 			_ = sqlTx.Rollback()
 			return hostError(s.path, err)
