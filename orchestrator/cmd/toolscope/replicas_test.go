@@ -32,6 +32,7 @@ import (
 // lease's holder, the holder never does), and after the kill by the one
 // left.
 func TestReplicasOnOnePostgres(t *testing.T) {
+	t.Parallel()
 	const glToken = "glpat-REPLICASE2ETOKEN"
 	gitlab := forgetest.NewGitLab(t, glToken, "gl-bot")
 	gitlab.AddProject("acme/web", "main", "fix-login")
@@ -46,9 +47,11 @@ func TestReplicasOnOnePostgres(t *testing.T) {
 	startRemoteDaemon(t, agentctl, certs, port)
 
 	const ttl, renew = 2 * time.Second, 300 * time.Millisecond
+	var dirs []string
 	replica := func() *orchestrator {
 		dir := t.TempDir()
 		require.NoError(t, os.Chmod(dir, 0o700))
+		dirs = append(dirs, dir)
 		return startServerEnv(t, dir, []string{"E2E_GL_TOKEN=" + glToken}, append(remoteFlags(agentctl, certs, port), "--database", dbURL,
 			"--lease-ttl", ttl.String(), "--lease-renew", renew.String(), "--push-timeout", "2s",
 			"--poll-interval", "100ms", "--log-level", "debug")...)
@@ -70,6 +73,8 @@ func TestReplicasOnOnePostgres(t *testing.T) {
 		BearerToken string `json:"bearer_token"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(a.ok(t, "--json", "session", "mcp-config", sid)), &mcpConfig))
+	owner := func() string { return b.session(t, sid)["owner"].(string) }
+	assert.True(t, strings.HasSuffix(owner(), ":"+dirs[0]), "a owns it: %s", owner())
 	r := b.run(t, "session", "stop", sid)
 	assert.Equal(t, 5, r.code, "the other replica refuses: %s", r.stderr)
 	assert.Contains(t, r.stderr, "is owned by replica")
@@ -111,5 +116,6 @@ func TestReplicasOnOnePostgres(t *testing.T) {
 	require.Eventually(t, func() bool { return polls() > before+2 }, 30*time.Second, 10*time.Millisecond,
 		"the replica left polls the merge request")
 	assert.Equal(t, "running", b.session(t, sid)["state"])
+	assert.True(t, strings.HasSuffix(owner(), ":"+dirs[1]), "b owns it now: %s", owner())
 	assert.Contains(t, b.ok(t, "--json", "session", "stop", sid), "stopped", "the new owner stops it")
 }

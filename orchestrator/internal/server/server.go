@@ -385,7 +385,13 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		// agentctls (ADR 0014): any of them may take a session over.
 		orchestratorID = "toolscope@" + st.Path()
 	}
-	replica := ReplicaID(cfg.DataDir)
+	// With SQLite one process serves the database, so it has one replica,
+	// unnamed: every session is its own, as before replicas (a restored
+	// copy tries them all, and agentctl refuses it, ADR 0014).
+	replica := ""
+	if st.Shared() {
+		replica = ReplicaID(cfg.DataDir)
+	}
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), LogsDir: filepath.Join(cfg.DataDir, "logs"), Calls: dispatcher.CallHandler,

@@ -353,7 +353,7 @@ type tx struct {
 	sqlTx
 	now    time.Time
 	events []model.Event
-	notify bool // wake the other replicas' followers although no event was appended
+	notify bool            // wake the other replicas' followers although no event was appended
 	scrub  *scrub.Scrubber // for what agents and watchers read: event messages, prompts
 }
 

@@ -1174,6 +1174,11 @@ type Session struct {
 	// agent. The session stays running: its MCP endpoint is served until it
 	// is stopped.
 	AgentExitCode *int32 `protobuf:"varint,12,opt,name=agent_exit_code,json=agentExitCode,proto3,oneof" json:"agent_exit_code,omitempty"`
+	// The orchestrator replica that acts on the session ("<host>:<data
+	// directory>"): the one that launched it, or took it over when that
+	// one's lease expired. Replicas share one PostgreSQL database; with
+	// SQLite there is one, and this is empty.
+	Owner         string `protobuf:"bytes,13,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1295,13 @@ func (x *Session) GetAgentExitCode() int32 {
 		return *x.AgentExitCode
 	}
 	return 0
+}
+
+func (x *Session) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // TaskEvent is one entry in a task's append-only event log.
@@ -2438,7 +2450,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xe2\x04\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xf8\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2454,7 +2466,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12+\n" +
-	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01B\x12\n" +
+	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01\x12\x14\n" +
+	"\x05owner\x18\r \x01(\tR\x05ownerB\x12\n" +
 	"\x10_agent_exit_code\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
