@@ -105,6 +105,8 @@ BENCHES := \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
 	./orchestrator/internal/store:OpenAtScale:20x \
+	./orchestrator/internal/store:PostgresTaskProvidersAtScale:2000x \
+	./orchestrator/internal/service:PostgresBatchNotifiesEveryLiveSession:1x \
 	./orchestrator/internal/lifecycle:PollingCalls:50x \
 	./orchestrator/internal/scrub:Scrub:2000x \
 	./orchestrator/internal/toolcalls:ToolCallAudit:500x

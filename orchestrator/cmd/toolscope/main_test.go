@@ -293,6 +293,9 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-concurrency", "0"}, cli.ExitUsage, "invalid --provider-concurrency 0: give at least 1"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--provider-queue", "-1"}, cli.ExitUsage, "invalid --provider-queue -1: give 0 or more"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--lease-ttl", "5s", "--lease-renew", "5s"}, cli.ExitUsage,
+			"invalid --lease-ttl 5s or --lease-renew 5s: give a positive lease and a renewal shorter than it (0: a third of the lease; defaults 15s and 5s)"},
+		{[]string{"serve", "--data-dir", t.TempDir(), "--lease-ttl", "0s"}, cli.ExitUsage, "invalid --lease-ttl 0s"},
 		// PostgreSQL (--database): each mistake stops the start, before any database is needed.
 		{[]string{"serve", "--data-dir", private(), "--database", "postgres://u@db.example:notaport/x"}, cli.ExitUsage,
 			"invalid --database: not a PostgreSQL connection URL (postgres://user@host:port/database): invalid port"},

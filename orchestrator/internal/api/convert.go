@@ -110,7 +110,7 @@ func toSession(s model.Session) *pb.Session {
 		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
 		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
-		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(service.Transport(s)),
+		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(service.Transport(s)), Owner: s.Owner,
 	}
 }
 

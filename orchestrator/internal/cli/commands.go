@@ -82,6 +82,10 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 || cfg.ConsoleLogins.MaxStreams < 1 {
 				return usagef("invalid --console-login-ttl, --console-max-logins or --console-max-streams: give a positive duration and at least 1")
 			}
+			if cfg.LeaseTTL <= 0 || cfg.LeaseRenew < 0 || cfg.LeaseRenew >= cfg.LeaseTTL {
+				return usagef("invalid --lease-ttl %s or --lease-renew %s: give a positive lease and a renewal shorter than it (0: a third of the lease; defaults %s and %s)",
+					cfg.LeaseTTL, cfg.LeaseRenew, service.DefaultLeaseTTL, service.DefaultLeaseRenew)
+			}
 			if cfg.ProviderCalls.MaxQueued < 0 {
 				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
 			}
@@ -144,6 +148,8 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().StringVar(&dbPasswordEnv, "database-password-env", "", "environment variable holding the PostgreSQL password")
 	cmd.Flags().StringVar(&dbPasswordFile, "database-password-file", "", "file holding the PostgreSQL password")
 	cmd.MarkFlagsMutuallyExclusive("database-password-env", "database-password-file")
+	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", service.DefaultLeaseTTL, "replicas on one PostgreSQL database: a replica that has not renewed its lease for this long (by the database's clock) loses its sessions to another replica")
+	cmd.Flags().DurationVar(&cfg.LeaseRenew, "lease-renew", 0, "how often a replica renews its lease and looks for sessions to take over, less than --lease-ttl (0: a third of it, at most "+service.DefaultLeaseRenew.String()+")")
 	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
 	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")

@@ -56,6 +56,16 @@ type Options struct {
 	// Deliver pushes prompts to live sessions; prompts are stored either way.
 	Deliver Deliverer
 	Log     *slog.Logger
+	// Lease, if set, is asked before each workspace connection is polled
+	// and must report whether this poller holds the connection's lease
+	// (name: PollLease): of several replicas on one database, one polls
+	// each connection (ADR 0027). Nil: this poller polls every one.
+	Lease func(ctx context.Context, name string) bool
+}
+
+// PollLease is the name of the lease on polling a workspace connection.
+func PollLease(workspaceID string, provider providers.Provider) string {
+	return "poller:" + workspaceID + ":" + string(provider)
 }
 
 // Poller polls change requests and acts on their automation settings.
@@ -107,6 +117,10 @@ func (p *Poller) Cycle(ctx context.Context) error {
 
 func (p *Poller) pollConnection(ctx context.Context, ws model.Workspace, conn model.Connection) {
 	log := p.opts.Log.With("workspace_id", ws.ID, "provider", string(conn.Provider))
+	if p.opts.Lease != nil && !p.opts.Lease(ctx, PollLease(ws.ID, conn.Provider)) {
+		log.Debug("not polled here: another replica holds the connection's poll lease")
+		return
+	}
 	open, err := p.opts.Store.OpenChangeRequests(ctx, ws.ID, conn.Provider)
 	if err != nil || len(open) == 0 {
 		return

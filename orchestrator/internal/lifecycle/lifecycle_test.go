@@ -41,10 +41,17 @@ type world struct {
 // number 1, the workspace connected as username.
 func newWorld(t testing.TB, provider providers.Provider, username string) *world {
 	t.Helper()
+	return newWorldOn(t, provider, username, store.Options{})
+}
+
+// newWorldOn is newWorld on the database opts name (SQLite in a new
+// directory without a DatabaseURL).
+func newWorldOn(t testing.TB, provider providers.Provider, username string, opts store.Options) *world {
+	t.Helper()
 	ctx := context.Background()
 	w := &world{dir: t.TempDir()}
 	var err error
-	w.st, err = store.Open(ctx, w.dir, store.Options{})
+	w.st, err = store.Open(ctx, w.dir, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.st.Close() })
 	w.ws, err = w.st.CreateWorkspace(ctx, "acme")

@@ -150,8 +150,12 @@ type Session struct {
 	// agent.exited event.
 	AgentExited   bool
 	AgentExitCode int
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// Owner is the orchestrator replica that acts on the session (ADR
+	// 0027): it launched it, or took it over when its owner's lease
+	// expired. Only the store's claims change it.
+	Owner     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // SurfaceVersion is what a session's desired surface is a function of:

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -87,6 +89,9 @@ type Config struct {
 	// between two failed attempts to bring a session to its desired
 	// surface (service.DefaultRepairBackoff if zero).
 	PushTimeout, RepairBackoff time.Duration
+	// LeaseTTL and LeaseRenew are the replica lease's (ADR 0027):
+	// service.DefaultLeaseTTL and service.DefaultLeaseRenew if zero.
+	LeaseTTL, LeaseRenew time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 	// ProviderCalls bounds the provider calls in flight on each workspace
@@ -218,6 +223,15 @@ func InstallationID(dbPath string) string {
 	return "toolscope@" + host + ":" + dbPath
 }
 
+// ReplicaID names this orchestrator process among the replicas that share
+// a PostgreSQL database (ADR 0027): the host and the data directory's
+// absolute, resolved path. A restart keeps it, so the restarted replica
+// finds its sessions its own; two replicas cannot have one, since a data
+// directory serves one process (its socket lock).
+func ReplicaID(dataDir string) string {
+	return strings.TrimPrefix(InstallationID(dataDir), "toolscope@")
+}
+
 // newDocker enables the docker executor when a Docker engine answers.
 func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*docker.Executor, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -343,15 +357,30 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	obs := newMetrics(metricsLis)
 
 	broker := &events.Broker{}
+	// With a shared database the follower is the broker's one source, in
+	// sequence order across replicas; this process's commits only nudge it.
+	var follower atomic.Pointer[service.Follower]
 	dbOpts := store.Options{Logger: log, OnCommit: broker.Publish, Secrets: secrets, MaxReaders: cfg.DBMaxReaders, Metrics: obs}
 	if dbOpts.DatabaseURL, dbOpts.DatabasePassword, err = database(cfg, creds); err != nil {
 		return err
+	}
+	if dbOpts.DatabaseURL != "" {
+		dbOpts.OnCommit = func([]model.Event) {
+			if f := follower.Load(); f != nil {
+				f.Nudge()
+			}
+		}
 	}
 	st, err := store.Open(ctx, cfg.DataDir, dbOpts)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// The goroutines that use the store end before it closes.
+	var background sync.WaitGroup
+	defer background.Wait()
+	ctx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
 
 	// The one component that reaches GitHub and GitLab: the tool calls,
 	// the lifecycle poller and the connection validation share its
@@ -377,6 +406,18 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		}
 	}
 	orchestratorID := InstallationID(st.Path())
+	if st.Shared() {
+		// Every replica of a shared database is one installation to the
+		// agentctls (ADR 0014): any of them may take a session over.
+		orchestratorID = "toolscope@" + st.Path()
+	}
+	// With SQLite one process serves the database, so it has one replica,
+	// unnamed: every session is its own, as before replicas (a restored
+	// copy tries them all, and agentctl refuses it, ADR 0014).
+	replica := ""
+	if st.Shared() {
+		replica = ReplicaID(cfg.DataDir)
+	}
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), LogsDir: filepath.Join(cfg.DataDir, "logs"), Calls: dispatcher.CallHandler,
@@ -419,15 +460,34 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	defer pool.Close()
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
-		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions})
+		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions,
+		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew})
 	eventsTo.Store(svc)
+	if st.Shared() {
+		f, err := svc.NewFollower(ctx)
+		if err != nil {
+			return err
+		}
+		follower.Store(f)
+		background.Go(func() { f.Run(ctx) })
+	}
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err
 	})
 	if cfg.PollInterval > 0 {
-		poller := lifecycle.New(lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log, Connections: conns})
-		go poller.Run(ctx, cfg.PollInterval)
+		opts := lifecycle.Options{Store: st, Deliver: svc.DeliverPrompt, Log: log, Connections: conns,
+			Lease: func(ctx context.Context, name string) bool {
+				// Held across one interval and a replica lease, so the
+				// holder keeps it from one cycle to the next.
+				held, _, err := st.TakeLease(ctx, name, replica, cfg.PollInterval+svc.LeaseTTL())
+				return err == nil && held
+			}}
+		if st.Shared() {
+			opts.Deliver = nil // each replica's follower delivers to its own sessions
+		}
+		poller := lifecycle.New(opts)
+		background.Go(func() { poller.Run(ctx, cfg.PollInterval) })
 		log.Info("lifecycle polling on", "interval", cfg.PollInterval)
 	}
 	if attached, lost, err := svc.Reattach(ctx); err != nil {
@@ -435,6 +495,12 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	} else if attached+lost > 0 {
 		log.Info("sessions from before the restart", "reattached", attached, "lost", lost)
 	}
+	leaseLost := make(chan error, 1)
+	background.Go(func() {
+		if err := svc.RunReplica(ctx); err != nil {
+			leaseLost <- err
+		}
+	})
 
 	if cfg.Logs.Set() {
 		go func() {
@@ -497,6 +563,13 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	select {
 	case err := <-serveErr:
 		srv.Stop()
+		return err
+	case err := <-leaseLost:
+		// Fail-stop (ADR 0027): a supervisor restarts it, and it finds
+		// which sessions are still its own.
+		log.Error("stopping: the replica lease lapsed", "error", err.Error())
+		srv.Stop()
+		svc.Close()
 		return err
 	case <-ctx.Done():
 	}

@@ -8,9 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/executors/local"
 	"github.com/toolscope/toolscope/internal/benchstats"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/service"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
 // BenchmarkBatchNotifiesEveryLiveSession: one task with 1, 10 and 100 live
@@ -32,9 +37,25 @@ func BenchmarkBatchNotifiesEveryLiveSession(b *testing.B) {
 	}
 }
 
-func batchRound(b *testing.B, n int) {
+// BenchmarkPostgresBatchNotifiesEveryLiveSession is the 10-session round
+// of BenchmarkBatchNotifiesEveryLiveSession with the records in
+// PostgreSQL (a throw-away cluster on a Unix socket, fsync off).
+func BenchmarkPostgresBatchNotifiesEveryLiveSession(b *testing.B) {
+	for b.Loop() {
+		batchRound(b, 10, store.Options{DatabaseURL: pgtest.Shared(b).NewDatabase(b)})
+	}
+}
+
+func batchRound(b *testing.B, n int, dbOpts ...store.Options) {
 	ctx := context.Background()
-	l := newLive(b, 30*time.Second)
+	var l *live
+	if len(dbOpts) == 0 {
+		l = newLive(b, 30*time.Second)
+	} else {
+		exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(b), StateDir: b.TempDir(), OrchestratorID: b.Name()})
+		require.NoError(b, err)
+		l = newLiveOnStore(b, exec, service.Options{PushTimeout: 30 * time.Second}, dbOpts[0])
+	}
 	task := l.task(b, "local0")
 	clients := make([]*mcptest.Client, n)
 	for i := range clients {

@@ -51,7 +51,10 @@ func (s *Service) catalogChanged(ctx context.Context) {
 	if active, err := s.store.ActiveSessions(ctx); err != nil {
 		s.log.ErrorContext(ctx, "list sessions for a catalog change", "error", err.Error())
 	} else {
-		s.reconcileAndWait(ctx, running(active))
+		// Other replicas' sessions: their owners learn of the change from
+		// the database (FollowCommits).
+		own, _ := s.mine(running(active))
+		s.reconcileAndWait(ctx, own)
 	}
 	if s.catalog.onChange != nil {
 		s.catalog.onChange(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -52,7 +53,68 @@ func (s *Service) afterBatch(ctx context.Context, task model.Task, repoIDs []str
 	if err != nil {
 		return SourcesResult{Task: task, Pushes: []Push{{Err: err}}}, nil
 	}
-	return SourcesResult{Task: task, Pushes: s.reconcileAndWait(ctx, running(sessions))}, nil
+	own, others := s.mine(running(sessions))
+	if len(others) == 0 {
+		return SourcesResult{Task: task, Pushes: s.reconcileAndWait(ctx, own)}, nil
+	}
+	// Other replicas' sessions are pushed by their owners, woken through
+	// the database (ADR 0027); their outcomes arrive as events.
+	sub := s.broker.Subscribe(task.ID, 0)
+	defer sub.Close()
+	pushes := s.reconcileAndWait(ctx, own)
+	return SourcesResult{Task: task, Pushes: append(pushes, s.awaitOwners(ctx, sub, set.Generation, others)...)}, nil
+}
+
+// awaitOwners waits, at most twice the push timeout, for the owners of
+// sessions (other replicas) to push them generation gen or later, and
+// returns each one's outcome as its owner recorded it: a providers.pushed
+// or providers.push_failed event on sub, or the session's record already
+// at gen.
+func (s *Service) awaitOwners(ctx context.Context, sub *events.Subscription, gen uint64, sessions []model.Session) []Push {
+	out := make([]Push, len(sessions))
+	waiting := map[string]int{}
+	for i, sess := range sessions {
+		out[i] = Push{SessionID: sess.ID, Applied: sess.Applied}
+		waiting[sess.ID] = i
+		if now, err := s.store.GetSession(ctx, sess.ID); err == nil && now.Applied.Generation >= gen {
+			out[i].Applied = now.Applied
+			delete(waiting, sess.ID)
+		}
+	}
+	wait := time.NewTimer(2 * s.pushTimeout)
+	defer wait.Stop()
+	for len(waiting) > 0 {
+		select {
+		case e, ok := <-sub.Events():
+			if !ok {
+				return out // lagged or closing: the records tell the rest
+			}
+			i, ok := waiting[e.SessionID]
+			if !ok || e.Providers.Generation < gen {
+				continue
+			}
+			switch e.Kind {
+			case model.EventProvidersPushed:
+				out[i].Applied = e.Providers
+			case model.EventProvidersPushFailed:
+				out[i].Err = fmt.Errorf("pushed by replica %s: %s", sessions[i].Owner, e.Message)
+			default:
+				continue
+			}
+			delete(waiting, e.SessionID)
+		case <-wait.C:
+			for id, i := range waiting {
+				out[i].Err = fmt.Errorf("session %s is owned by replica %s, which did not report a push of generation %d within %s",
+					id, sessions[i].Owner, gen, 2*s.pushTimeout)
+			}
+			return out
+		case <-ctx.Done():
+			return out
+		case <-s.done:
+			return out
+		}
+	}
+	return out
 }
 
 // DeliverPrompt offers a stored prompt to the MCP clients of every running
@@ -65,8 +127,8 @@ func (s *Service) DeliverPrompt(ctx context.Context, p model.Prompt) {
 	}
 	text := p.Text + " (call task_inbox to acknowledge)"
 	for _, sess := range sessions {
-		if sess.State != model.SessionRunning {
-			continue
+		if sess.State != model.SessionRunning || !s.owns(sess) {
+			continue // another replica's session: its owner delivers it (ADR 0027)
 		}
 		notifyCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
 		offered, err := s.ctl.Notify(notifyCtx, handleOf(sess), text)

@@ -281,6 +281,10 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 		p.Err = errdefs.FailedPrecondition("session %s is %s", id, sess.State)
 		return p, true
 	}
+	if !s.owns(sess) {
+		p.Err = s.notOwned(sess) // its owner reconciles it (ADR 0027)
+		return p, true
+	}
 	desired, err := s.desired(ctx, sess, v)
 	if err != nil {
 		s.log.ErrorContext(ctx, "read a session's desired surface", "session_id", id, "error", err.Error())

@@ -55,6 +55,7 @@ type Service struct {
 	metrics       *metrics.Metrics
 	hosted        HostedLimits // bounds of hosted sessions (hosted.go)
 	hostedMu      sync.Mutex   // held while a hosted session is counted and recorded
+	replica       replicaState // this replica's id and lease (replica.go)
 }
 
 // Options configure a Service.
@@ -92,6 +93,14 @@ type Options struct {
 	// Hosted bounds the hosted sessions (AttachSession); the defaults
 	// where zero.
 	Hosted HostedLimits
+	// Replica is this orchestrator replica's id: the owner of the sessions
+	// it launches, and the holder of its lease (replica.go, ADR 0027).
+	Replica string
+	// LeaseTTL is how long the replica's lease holds after a renewal
+	// (DefaultLeaseTTL if zero); LeaseRenew how often RunReplica renews
+	// it, less than LeaseTTL (if zero, a third of LeaseTTL, at most
+	// DefaultLeaseRenew).
+	LeaseTTL, LeaseRenew time.Duration
 }
 
 // New returns a Service over st. broker receives nothing from the service
@@ -110,10 +119,18 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.RepairBackoff <= 0 {
 		opts.RepairBackoff = DefaultRepairBackoff
 	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.LeaseRenew <= 0 {
+		opts.LeaseRenew = min(DefaultLeaseRenew, opts.LeaseTTL/3)
+	}
 	life, endLife := context.WithCancel(context.Background())
-	return &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
+	svc := &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
 		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
+	svc.replica.id, svc.replica.ttl, svc.replica.renew = opts.Replica, opts.LeaseTTL, opts.LeaseRenew
+	return svc
 }
 
 // ErrShuttingDown ends event watchers when the service closes.

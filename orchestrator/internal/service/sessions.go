@@ -102,8 +102,12 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	if err := preflight(exec, in); err != nil {
 		return model.Session{}, err
 	}
+	if !s.leaseHeld() {
+		return model.Session{}, fmt.Errorf("this replica (%s) could not renew its lease within %s; launch through another replica: %w",
+			s.replica.id, s.replica.ttl, errdefs.ErrUnavailable)
+	}
 	sess, err := s.store.CreateSession(ctx, model.Session{
-		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending,
+		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending, Owner: s.replica.id,
 		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
 		AgentProfile: in.AgentProfile, AgentModel: in.AgentModel, AgentCredentialEnv: in.AgentCredentialEnv,
 	})
@@ -287,6 +291,9 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 	if err != nil {
 		return sess, err
 	}
+	if sess, err = s.act(ctx, sess); err != nil {
+		return sess, err
+	}
 	if sess.State == model.SessionRunning {
 		return s.repair(ctx, exec, sess)
 	}
@@ -341,6 +348,9 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	}
 	if sess.State == model.SessionStopped {
 		return sess, nil
+	}
+	if sess, err = s.act(ctx, sess); err != nil {
+		return sess, err
 	}
 	if sess.State == model.SessionRunning || (sess.State == model.SessionFailed && len(sess.Handle.State) > 0) {
 		exec, err := s.executor(sess.Executor)
@@ -405,8 +415,8 @@ func (s *Service) ListSessions(ctx context.Context, taskID string) ([]model.Sess
 
 // refresh asks a running session's executor whether it is still there.
 func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session {
-	if sess.State != model.SessionRunning {
-		return sess
+	if sess.State != model.SessionRunning || !s.owns(sess) {
+		return sess // another replica's session is as its owner recorded it
 	}
 	if _, ok := s.execs[sess.Executor]; !ok {
 		return sess
@@ -509,42 +519,6 @@ func agentExitedMessage(code int) string {
 	return fmt.Sprintf("agent exited with code %d; the session serves MCP until it is stopped", code)
 }
 
-// Reattach takes over the running sessions an earlier orchestrator process
-// launched; those whose agentctl is gone are recorded lost. It reports how
-// many were re-attached and lost.
-func (s *Service) Reattach(ctx context.Context) (attached, lost int, err error) {
-	active, err := s.store.ActiveSessions(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	var back []model.Session
-	for _, sess := range active {
-		if sess.State == model.SessionPending {
-			// Launched by a process that died before recording the outcome.
-			s.markLost(ctx, sess, "the orchestrator stopped during its launch")
-			lost++
-			continue
-		}
-		exec, ok := s.execs[sess.Executor]
-		if !ok {
-			continue // left as it is: a later orchestrator with that backend re-attaches
-		}
-		if err := exec.Reattach(ctx, handleOf(sess)); err != nil {
-			s.markLost(ctx, sess, err.Error())
-			lost++
-			continue
-		}
-		attached++
-		back = append(back, sess)
-	}
-	// Batches and catalog changes committed while the orchestrator was
-	// down, and pushes that failed, are reconciled now, like any other.
-	s.reconcileAndWait(ctx, back)
-	s.sweep(ctx)
-	s.PruneLogs(ctx)
-	return attached, lost, nil
-}
-
 // sweep lets backends that can (executors.Sweeper) remove what belongs to
 // no running session, such as containers of sessions that ended while the
 // orchestrator was down.
@@ -608,6 +582,9 @@ func (s *Service) GetSessionMCP(ctx context.Context, id string) (SessionMCP, err
 	}
 	if sess.State != model.SessionRunning {
 		return SessionMCP{}, errdefs.FailedPrecondition("session %q is %s; resume it first", id, sess.State)
+	}
+	if !s.owns(sess) {
+		return SessionMCP{}, s.notOwned(sess)
 	}
 	if _, err := s.executor(sess.Executor); err != nil {
 		return SessionMCP{}, err

@@ -25,10 +25,11 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds))
+	os.Exit(testutil.LeaveNothing(m, executortest.RemoveBuilds, catalogtest.RemoveBuilds, pgtest.StopShared))
 }
 
 // live is a service running sessions on one backend named "local": real
@@ -51,9 +52,17 @@ func newLive(t testing.TB, pushTimeout time.Duration) *live {
 // newLiveOn is a service whose "local" backend is exec.
 func newLiveOn(t testing.TB, exec executors.Executor, opts service.Options) *live {
 	t.Helper()
+	return newLiveOnStore(t, exec, opts, store.Options{})
+}
+
+// newLiveOnStore is newLiveOn on the database dbOpts names (a new SQLite
+// database without a DatabaseURL).
+func newLiveOnStore(t testing.TB, exec executors.Executor, opts service.Options, dbOpts store.Options) *live {
+	t.Helper()
 	ctx := context.Background()
 	broker := &events.Broker{}
-	st, err := store.Open(ctx, t.TempDir(), store.Options{OnCommit: broker.Publish})
+	dbOpts.OnCommit = broker.Publish
+	st, err := store.Open(ctx, t.TempDir(), dbOpts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	l := &live{st: st, exec: exec, repos: map[string]model.Repository{}}

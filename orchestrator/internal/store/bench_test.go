@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/benchstats"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
+	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
 // BenchmarkTaskProvidersAtScale: the provider-set query for one task in a
@@ -21,10 +23,28 @@ import (
 // floor — a primary-key read of one task column on the same file through
 // the same driver, the cheapest question SQLite can answer about a task.
 func BenchmarkTaskProvidersAtScale(b *testing.B) {
+	dir := b.TempDir()
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName)+"?mode=ro")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = raw.Close() })
+	taskProvidersAtScale(b, dir, store.Options{}, raw, `SELECT provider_generation FROM tasks WHERE id = ?`)
+}
+
+// BenchmarkPostgresTaskProvidersAtScale is BenchmarkTaskProvidersAtScale
+// on PostgreSQL (a throw-away cluster on a Unix socket, fsync off): the
+// floor is the same primary-key read through pgx.
+func BenchmarkPostgresTaskProvidersAtScale(b *testing.B) {
+	url := pgtest.Shared(b).NewDatabase(b)
+	raw, err := sql.Open("pgx", url)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = raw.Close() })
+	taskProvidersAtScale(b, b.TempDir(), store.Options{DatabaseURL: url}, raw, `SELECT provider_generation FROM tasks WHERE id = $1`)
+}
+
+func taskProvidersAtScale(b *testing.B, dir string, opts store.Options, raw *sql.DB, floorQuery string) {
 	const tasks, perTask, repos = 1000, 10, 200
 	ctx := context.Background()
-	dir := b.TempDir()
-	s, err := store.Open(ctx, dir, store.Options{})
+	s, err := store.Open(ctx, dir, opts)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
 	ws, err := s.CreateWorkspace(ctx, "scale")
@@ -51,9 +71,6 @@ func BenchmarkTaskProvidersAtScale(b *testing.B) {
 		require.NoError(b, err)
 		taskIDs[i] = t.ID
 	}
-	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName)+"?mode=ro")
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = raw.Close() })
 
 	var figure, floor benchstats.Samples
 	i := 0
@@ -68,7 +85,7 @@ func BenchmarkTaskProvidersAtScale(b *testing.B) {
 		})
 		floor.Time(func() {
 			var gen int64
-			if err := raw.QueryRowContext(ctx, `SELECT provider_generation FROM tasks WHERE id = ?`, id).Scan(&gen); err != nil {
+			if err := raw.QueryRowContext(ctx, floorQuery, id).Scan(&gen); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -490,6 +490,7 @@ func catalogGeneration(ctx context.Context, q queryer) (uint64, error) {
 }
 
 func bumpGeneration(ctx context.Context, t *tx) error {
+	t.notify = true // other replicas push the catalog's change to their sessions
 	_, err := t.ExecContext(ctx, `UPDATE catalog_generation SET generation = generation + 1 WHERE id = 1`)
 	return err
 }

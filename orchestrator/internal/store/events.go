@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"math"
 	"strings"
@@ -55,12 +56,42 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 	if err := taskExists(ctx, q, taskID); err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, `
-		SELECT seq, task_id, kind, session_id, repository_ids, providers, generation, message, actor, created_at
-		FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, taskID, afterSeq, limit)
+	rows, err := q.QueryContext(ctx, `SELECT `+eventColumns+` FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		taskID, afterSeq, limit)
 	if err != nil {
 		return nil, err
 	}
+	return scanEvents(rows)
+}
+
+const eventColumns = `seq, task_id, kind, session_id, repository_ids, providers, generation, message, actor, created_at`
+
+// EventsAfter returns up to limit events of every task with a sequence
+// number above afterSeq, in sequence order: what replicas committed,
+// read by each replica's follower (ADR 0027). Sequence numbers are taken
+// under the write lock and committed in their order, so an event read
+// later never has a number below one read before.
+func (s *Store) EventsAfter(ctx context.Context, afterSeq uint64, limit int) (out []model.Event, err error) {
+	if afterSeq > math.MaxInt64 {
+		return nil, errdefs.InvalidField("after_sequence", "%d is beyond any sequence number", afterSeq)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+eventColumns+` FROM task_events WHERE seq > ? ORDER BY seq LIMIT ?`, afterSeq, limit)
+	if err != nil {
+		return nil, hostError(s.path, err)
+	}
+	return scanEvents(rows)
+}
+
+// LastEventSeq returns the highest sequence number committed (0: none).
+func (s *Store) LastEventSeq(ctx context.Context) (uint64, error) {
+	var seq sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT MAX(seq) FROM task_events`).Scan(&seq); err != nil {
+		return 0, hostError(s.path, err)
+	}
+	return uint64(seq.Int64), nil
+}
+
+func scanEvents(rows *sql.Rows) ([]model.Event, error) {
 	defer rows.Close()
 	var out []model.Event
 	for rows.Next() {
@@ -78,6 +109,7 @@ func events(ctx context.Context, q queryer, taskID string, afterSeq uint64, limi
 			return nil, err
 		}
 		e.Providers.Set = providers.Of(strings.Split(provSet, ",")...)
+		var err error
 		if e.Time, err = parseTime(created); err != nil {
 			return nil, err
 		}

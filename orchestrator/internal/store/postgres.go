@@ -60,7 +60,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.MaxReaders)
 	r.SetMaxIdleConns(opts.MaxReaders)
 	r.SetConnMaxIdleTime(opts.ReaderIdleTime)
-	s := &Store{w: conn{w, dialectPostgres}, r: conn{r, dialectPostgres}, path: name, opts: opts}
+	s := &Store{w: conn{w, dialectPostgres}, r: conn{r, dialectPostgres}, path: name, opts: opts, pg: cfg.Copy()}
 	if err := w.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, hostError(name, err)

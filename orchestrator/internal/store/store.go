@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -91,6 +92,10 @@ type Options struct {
 	DatabasePassword string
 	// Metrics, if set, observes every transaction (metrics.go).
 	Metrics *metrics.Metrics
+	// Clock is this process's clock, for the records' times; time.Now if
+	// nil. Leases never use it (they use the database's clock): tests give
+	// a skewed one to show that.
+	Clock func() time.Time
 }
 
 // Store is the orchestrator's database, SQLite or PostgreSQL. It is safe
@@ -103,6 +108,7 @@ type Store struct {
 	r    conn   // readers
 	path string // the SQLite file, or the PostgreSQL URL without secrets
 	opts Options
+	pg   *pgx.ConnConfig // PostgreSQL: for the follower's LISTEN connection
 }
 
 // Open opens (creating if needed) the database in dataDir and migrates it
@@ -123,6 +129,9 @@ func Open(ctx context.Context, dataDir string, opts Options) (*Store, error) {
 	}
 	if opts.ReaderIdleTime <= 0 {
 		opts.ReaderIdleTime = DefaultReaderIdleTime
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	if opts.DatabaseURL != "" {
 		return openPostgres(ctx, opts)
@@ -347,6 +356,7 @@ type tx struct {
 	sqlTx
 	now    time.Time
 	events []model.Event
+	notify bool            // wake the other replicas' followers although no event was appended
 	scrub  *scrub.Scrubber // for what agents and watchers read: event messages, prompts
 }
 
@@ -367,10 +377,18 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) (err error) {
 			return hostError(s.path, err)
 		}
 	}
-	t := &tx{sqlTx: sqlTx, now: time.Now().UTC(), scrub: s.opts.Secrets.Scrubber()}
+	t := &tx{sqlTx: sqlTx, now: s.opts.Clock().UTC(), scrub: s.opts.Secrets.Scrubber()}
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return hostError(s.path, err)
+	}
+	if s.w.d == dialectPostgres && (len(t.events) > 0 || t.notify) {
+		// Wakes every replica's follower once this commits (FollowCommits):
+		// events to publish, or a catalog change to push.
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify('`+commitChannel+`', '')`); err != nil {
+			_ = sqlTx.Rollback()
+			return hostError(s.path, err)
+		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		_ = sqlTx.Rollback()

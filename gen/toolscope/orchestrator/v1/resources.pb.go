@@ -1178,7 +1178,12 @@ type Session struct {
 	// Where the session's tools are served from: "colocated" (by an
 	// agentctl next to the agent) or "hosted" (by the orchestrator, to an
 	// agent elsewhere; executor "hosted").
-	Transport     string `protobuf:"bytes,13,opt,name=transport,proto3" json:"transport,omitempty"`
+	Transport string `protobuf:"bytes,13,opt,name=transport,proto3" json:"transport,omitempty"`
+	// The orchestrator replica that acts on the session ("<host>:<data
+	// directory>"): the one that launched it, or took it over when that
+	// one's lease expired. Replicas share one PostgreSQL database; with
+	// SQLite there is one, and this is empty.
+	Owner         string `protobuf:"bytes,14,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1300,6 +1305,13 @@ func (x *Session) GetAgentExitCode() int32 {
 func (x *Session) GetTransport() string {
 	if x != nil {
 		return x.Transport
+	}
+	return ""
+}
+
+func (x *Session) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -2450,7 +2462,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\x80\x05\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\x96\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2467,7 +2479,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12+\n" +
 	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01\x12\x1c\n" +
-	"\ttransport\x18\r \x01(\tR\ttransportB\x12\n" +
+	"\ttransport\x18\r \x01(\tR\ttransport\x12\x14\n" +
+	"\x05owner\x18\x0e \x01(\tR\x05ownerB\x12\n" +
 	"\x10_agent_exit_code\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
