@@ -98,9 +98,10 @@ func (s *session) toolNamesLocked() []string {
 	return s.pub.Desired().Names()
 }
 
-// specLocked is what the session's registry is built from.
+// specLocked is what the session's registry is assembled from: agentctl
+// runs next to the agent and its checkout, so its surface is colocated.
 func (s *session) specLocked() registry.Spec {
-	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external}
+	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external, Transport: toolapi.TransportColocated}
 }
 
 // rebuildLocked publishes the registry of the session's current mode,
