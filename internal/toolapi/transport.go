@@ -53,7 +53,7 @@ var HostedFields = []Field{
 	{Name: "url", GoField: "ChangeRequest.URL",
 		Why: "the change request's web page on its provider"},
 	{Name: "remote_url", GoField: "Repository.RemoteURL",
-		Why: "the repository's address on its provider"},
+		Why: "the repository's clone address on its provider; a file: URL (a directory) is left out of a hosted session's results"},
 }
 
 // colocatedOnly is ColocatedOnly by name.
