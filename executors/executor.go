@@ -95,6 +95,17 @@ type Spec struct {
 	ExternalGeneration uint64
 	// Image is the container image, for the docker backend.
 	Image string
+	// Orientation is what the orchestrator knew at launch of why tools
+	// are missing or would fail; nil: nothing.
+	Orientation *Orientation
+}
+
+// Orientation is what only the orchestrator knows of why a session's
+// tools are missing or would fail (connections, credentials, catalog
+// states), as task_info says it. agentctl builds the server instructions
+// from it and the session's surface.
+type Orientation struct {
+	Entries []toolapi.Orientation
 }
 
 // Surface is what a session's tool list is built from: its mode (fixed
@@ -109,11 +120,15 @@ type Surface struct {
 	Generation         uint64
 	External           []ExternalTool
 	ExternalGeneration uint64
+	// Orientation rides along with a push (it has no generation: nil
+	// keeps what agentctl has).
+	Orientation *Orientation
 }
 
 // Surface is the surface a session launches with.
 func (s Spec) Surface() Surface {
-	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration}
+	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration,
+		Orientation: s.Orientation}
 }
 
 // ExternalTool is one tool of an external MCP server, from the

@@ -352,6 +352,19 @@ func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {
 	if sf.ExternalGeneration > 0 {
 		out.ExternalTools = ExternalToolSet(sf.External, sf.ExternalGeneration)
 	}
+	out.Orientation = OrientationOf(sf.Orientation)
+	return out
+}
+
+// OrientationOf converts an orientation to the wire (nil: absent).
+func OrientationOf(o *executors.Orientation) *agentctlv1.OrientationSet {
+	if o == nil {
+		return nil
+	}
+	out := &agentctlv1.OrientationSet{}
+	for _, e := range o.Entries {
+		out.Entries = append(out.Entries, &agentctlv1.Orientation{State: e.State, Provider: e.Provider, Tool: e.Tool, Message: e.Message})
+	}
 	return out
 }
 
@@ -476,6 +489,7 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 	if len(s.External) > 0 || s.ExternalGeneration > 0 {
 		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
 	}
+	out.Orientation = OrientationOf(s.Orientation)
 	if s.Agent != nil {
 		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
 			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}

@@ -66,11 +66,15 @@ type session struct {
 	genMoved  chan struct{}   // closed and replaced when gen moves
 	external  []registry.Tool // pushed external tool descriptors, validated
 	extGen    uint64
-	phase     agentctlv1.SessionPhase
-	exitCode  int32
-	exitTail  string // the last lines of the agent's output, once it exited
-	agent     *exec.Cmd
-	agentDone chan struct{} // closed when the agent process has been reaped
+	// orientation is the orchestrator's, as of its last launch or push
+	// that carried one (oriented); the instructions say it.
+	orientation []toolapi.Orientation
+	oriented    bool
+	phase       agentctlv1.SessionPhase
+	exitCode    int32
+	exitTail    string // the last lines of the agent's output, once it exited
+	agent       *exec.Cmd
+	agentDone   chan struct{} // closed when the agent process has been reaped
 }
 
 // status returns the session as agentctl sees it.
@@ -121,6 +125,8 @@ type surface struct {
 	set       providers.Set // providers', normalized once (newSurface)
 	external  *agentctlv1.ExternalToolSet
 	tools     []registry.Tool // external's tools, validated
+	// orientation, if set, replaces the session's (it has no generation).
+	orientation *agentctlv1.OrientationSet
 }
 
 // newSurface is a surface of the parts given; the provider set is
@@ -158,6 +164,9 @@ func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 		} else {
 			s.external, s.extGen, moved = in.tools, e.GetGeneration(), true
 		}
+	}
+	if o := in.orientation; o != nil {
+		s.orientation, s.oriented = orientationOf(o), true
 	}
 	return &agentctlv1.ApplySurfaceResponse{
 		AppliedProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},

@@ -387,6 +387,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
 		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff})
 	eventsTo.Store(svc)
+	svc.SetOrienter(dispatcher.Orientation)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err

@@ -51,6 +51,7 @@ type Service struct {
 	catalog       *catalogState // the governed tool catalog (catalog.go)
 	dataDir       string
 	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
+	orient        Orienter     // what a push carries for the server instructions (orient.go)
 }
 
 // Options configure a Service.

@@ -220,6 +220,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	} else if err != nil {
 		return sess, err
 	}
+	spec.Orientation = s.orientation(ctx, sess.ID)
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
 			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}

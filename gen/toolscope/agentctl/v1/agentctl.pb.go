@@ -368,6 +368,9 @@ type LaunchSpec struct {
 	ProviderSet *ProviderSet  `protobuf:"bytes,6,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
 	// External tools to expose from the start; absent: none.
 	ExternalTools *ExternalToolSet `protobuf:"bytes,7,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
+	// What the orchestrator knew at launch of why tools are missing or
+	// would fail; absent: nothing.
+	Orientation   *OrientationSet `protobuf:"bytes,8,opt,name=orientation,proto3" json:"orientation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +454,134 @@ func (x *LaunchSpec) GetExternalTools() *ExternalToolSet {
 	return nil
 }
 
+func (x *LaunchSpec) GetOrientation() *OrientationSet {
+	if x != nil {
+		return x.Orientation
+	}
+	return nil
+}
+
+// Orientation is one reason tools are missing or calls cannot succeed,
+// as task_info states it: a state (no_repository, not_connected,
+// credential_unresolved, plan_mode, catalog_tool_disabled,
+// catalog_tool_unavailable), the provider or tool it is about, and a
+// message saying what holds and what to do.
+type Orientation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Tool          string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Orientation) Reset() {
+	*x = Orientation{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Orientation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Orientation) ProtoMessage() {}
+
+func (x *Orientation) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Orientation.ProtoReflect.Descriptor instead.
+func (*Orientation) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Orientation) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Orientation) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Orientation) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Orientation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// OrientationSet is the orchestrator's orientation of a session when it
+// pushed: what only the orchestrator knows (connections, credentials, the
+// catalog's states). agentctl builds the server instructions from it and
+// from the session's surface.
+type OrientationSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*Orientation         `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrientationSet) Reset() {
+	*x = OrientationSet{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrientationSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrientationSet) ProtoMessage() {}
+
+func (x *OrientationSet) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrientationSet.ProtoReflect.Descriptor instead.
+func (*OrientationSet) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OrientationSet) GetEntries() []*Orientation {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 // ExternalTool is one tool of an external MCP server as a session exposes
 // it. Its calls go back to the orchestrator, which checks them again and
 // forwards them to the server.
@@ -473,7 +604,7 @@ type ExternalTool struct {
 
 func (x *ExternalTool) Reset() {
 	*x = ExternalTool{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +616,7 @@ func (x *ExternalTool) String() string {
 func (*ExternalTool) ProtoMessage() {}
 
 func (x *ExternalTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +629,7 @@ func (x *ExternalTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTool.ProtoReflect.Descriptor instead.
 func (*ExternalTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExternalTool) GetName() string {
@@ -557,7 +688,7 @@ type ExternalToolSet struct {
 
 func (x *ExternalToolSet) Reset() {
 	*x = ExternalToolSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +700,7 @@ func (x *ExternalToolSet) String() string {
 func (*ExternalToolSet) ProtoMessage() {}
 
 func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +713,7 @@ func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalToolSet.ProtoReflect.Descriptor instead.
 func (*ExternalToolSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExternalToolSet) GetTools() []*ExternalTool {
@@ -613,13 +744,16 @@ type Surface struct {
 	ProviderSet *ProviderSet `protobuf:"bytes,2,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
 	// Absent: the applied external tools are kept.
 	ExternalTools *ExternalToolSet `protobuf:"bytes,3,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
+	// Absent: the orientation agentctl has is kept. It has no generation:
+	// each push carries the orientation as of that push.
+	Orientation   *OrientationSet `protobuf:"bytes,4,opt,name=orientation,proto3" json:"orientation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +765,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +778,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Surface) GetMode() SessionMode {
@@ -668,6 +802,13 @@ func (x *Surface) GetExternalTools() *ExternalToolSet {
 	return nil
 }
 
+func (x *Surface) GetOrientation() *OrientationSet {
+	if x != nil {
+		return x.Orientation
+	}
+	return nil
+}
+
 type ApplySurfaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -678,7 +819,7 @@ type ApplySurfaceRequest struct {
 
 func (x *ApplySurfaceRequest) Reset() {
 	*x = ApplySurfaceRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +831,7 @@ func (x *ApplySurfaceRequest) String() string {
 func (*ApplySurfaceRequest) ProtoMessage() {}
 
 func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +844,7 @@ func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceRequest.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplySurfaceRequest) GetSessionId() string {
@@ -736,7 +877,7 @@ type ApplySurfaceResponse struct {
 
 func (x *ApplySurfaceResponse) Reset() {
 	*x = ApplySurfaceResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +889,7 @@ func (x *ApplySurfaceResponse) String() string {
 func (*ApplySurfaceResponse) ProtoMessage() {}
 
 func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +902,7 @@ func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceResponse.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplySurfaceResponse) GetAppliedProviderSet() *ProviderSet {
@@ -802,7 +943,7 @@ type SetExternalToolsRequest struct {
 
 func (x *SetExternalToolsRequest) Reset() {
 	*x = SetExternalToolsRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +955,7 @@ func (x *SetExternalToolsRequest) String() string {
 func (*SetExternalToolsRequest) ProtoMessage() {}
 
 func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +968,7 @@ func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetExternalToolsRequest) GetSessionId() string {
@@ -858,7 +999,7 @@ type SetExternalToolsResponse struct {
 
 func (x *SetExternalToolsResponse) Reset() {
 	*x = SetExternalToolsResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1011,7 @@ func (x *SetExternalToolsResponse) String() string {
 func (*SetExternalToolsResponse) ProtoMessage() {}
 
 func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1024,7 @@ func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetExternalToolsResponse) GetAppliedGeneration() uint64 {
@@ -916,7 +1057,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1069,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1082,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSessionRequest) GetSpec() *LaunchSpec {
@@ -960,7 +1101,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1113,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1126,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSessionResponse) GetStatus() *SessionStatus {
@@ -1005,7 +1146,7 @@ type SetProvidersRequest struct {
 
 func (x *SetProvidersRequest) Reset() {
 	*x = SetProvidersRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1158,7 @@ func (x *SetProvidersRequest) String() string {
 func (*SetProvidersRequest) ProtoMessage() {}
 
 func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1171,7 @@ func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersRequest.ProtoReflect.Descriptor instead.
 func (*SetProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetProvidersRequest) GetSessionId() string {
@@ -1061,7 +1202,7 @@ type SetProvidersResponse struct {
 
 func (x *SetProvidersResponse) Reset() {
 	*x = SetProvidersResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1214,7 @@ func (x *SetProvidersResponse) String() string {
 func (*SetProvidersResponse) ProtoMessage() {}
 
 func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1227,7 @@ func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersResponse.ProtoReflect.Descriptor instead.
 func (*SetProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetProvidersResponse) GetApplied() *ProviderSet {
@@ -1119,7 +1260,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1272,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1285,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionStateRequest) GetSessionId() string {
@@ -1163,7 +1304,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1316,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1329,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionStateResponse) GetStatus() *SessionStatus {
@@ -1207,7 +1348,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1360,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1373,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1251,7 +1392,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1404,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1417,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopSessionResponse) GetStatus() *SessionStatus {
@@ -1297,7 +1438,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1450,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1463,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NotifyRequest) GetSessionId() string {
@@ -1350,7 +1491,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1503,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1516,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NotifyResponse) GetDelivered() int32 {
@@ -1413,7 +1554,7 @@ type SessionStatus struct {
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1566,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1579,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -1527,7 +1668,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1680,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1693,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -1614,7 +1755,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1767,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1780,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1713,7 +1854,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1866,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1879,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -1765,7 +1906,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1918,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1931,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1817,7 +1958,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1970,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1983,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1899,7 +2040,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2052,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2065,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1983,7 +2124,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2136,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2149,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2063,7 +2204,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2216,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2229,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2115,7 +2256,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2268,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2281,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2160,7 +2301,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2313,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2326,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2212,7 +2353,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2365,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2378,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -2268,7 +2409,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\bpass_env\x18\a \x03(\tR\apassEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x03\n" +
 	"\n" +
 	"LaunchSpec\x12\x1d\n" +
 	"\n" +
@@ -2278,7 +2419,15 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x129\n" +
 	"\x05agent\x18\x05 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\x12E\n" +
 	"\fprovider_set\x18\x06 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
-	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"\xd1\x01\n" +
+	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
+	"\vorientation\x18\b \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"m\n" +
+	"\vOrientation\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"N\n" +
+	"\x0eOrientationSet\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".toolscope.agentctl.v1.OrientationR\aentries\"\xd1\x01\n" +
 	"\fExternalTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -2290,11 +2439,12 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x05tools\x18\x01 \x03(\v2#.toolscope.agentctl.v1.ExternalToolR\x05tools\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xd7\x01\n" +
+	"generation\"\xa0\x02\n" +
 	"\aSurface\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x12E\n" +
 	"\fprovider_set\x18\x02 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
-	"\x0eexternal_tools\x18\x03 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"n\n" +
+	"\x0eexternal_tools\x18\x03 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
+	"\vorientation\x18\x04 \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"n\n" +
 	"\x13ApplySurfaceRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -2443,7 +2593,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
@@ -2451,92 +2601,97 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*ProviderSet)(nil),              // 3: toolscope.agentctl.v1.ProviderSet
 	(*AgentCommand)(nil),             // 4: toolscope.agentctl.v1.AgentCommand
 	(*LaunchSpec)(nil),               // 5: toolscope.agentctl.v1.LaunchSpec
-	(*ExternalTool)(nil),             // 6: toolscope.agentctl.v1.ExternalTool
-	(*ExternalToolSet)(nil),          // 7: toolscope.agentctl.v1.ExternalToolSet
-	(*Surface)(nil),                  // 8: toolscope.agentctl.v1.Surface
-	(*ApplySurfaceRequest)(nil),      // 9: toolscope.agentctl.v1.ApplySurfaceRequest
-	(*ApplySurfaceResponse)(nil),     // 10: toolscope.agentctl.v1.ApplySurfaceResponse
-	(*SetExternalToolsRequest)(nil),  // 11: toolscope.agentctl.v1.SetExternalToolsRequest
-	(*SetExternalToolsResponse)(nil), // 12: toolscope.agentctl.v1.SetExternalToolsResponse
-	(*CreateSessionRequest)(nil),     // 13: toolscope.agentctl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 14: toolscope.agentctl.v1.CreateSessionResponse
-	(*SetProvidersRequest)(nil),      // 15: toolscope.agentctl.v1.SetProvidersRequest
-	(*SetProvidersResponse)(nil),     // 16: toolscope.agentctl.v1.SetProvidersResponse
-	(*GetSessionStateRequest)(nil),   // 17: toolscope.agentctl.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 18: toolscope.agentctl.v1.GetSessionStateResponse
-	(*StopSessionRequest)(nil),       // 19: toolscope.agentctl.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 20: toolscope.agentctl.v1.StopSessionResponse
-	(*NotifyRequest)(nil),            // 21: toolscope.agentctl.v1.NotifyRequest
-	(*NotifyResponse)(nil),           // 22: toolscope.agentctl.v1.NotifyResponse
-	(*SessionStatus)(nil),            // 23: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),            // 24: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),           // 25: toolscope.agentctl.v1.AttachResponse
-	(*AttachAck)(nil),                // 26: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),              // 27: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                 // 28: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),               // 29: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 30: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 31: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 32: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 33: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 34: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 35: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
+	(*Orientation)(nil),              // 6: toolscope.agentctl.v1.Orientation
+	(*OrientationSet)(nil),           // 7: toolscope.agentctl.v1.OrientationSet
+	(*ExternalTool)(nil),             // 8: toolscope.agentctl.v1.ExternalTool
+	(*ExternalToolSet)(nil),          // 9: toolscope.agentctl.v1.ExternalToolSet
+	(*Surface)(nil),                  // 10: toolscope.agentctl.v1.Surface
+	(*ApplySurfaceRequest)(nil),      // 11: toolscope.agentctl.v1.ApplySurfaceRequest
+	(*ApplySurfaceResponse)(nil),     // 12: toolscope.agentctl.v1.ApplySurfaceResponse
+	(*SetExternalToolsRequest)(nil),  // 13: toolscope.agentctl.v1.SetExternalToolsRequest
+	(*SetExternalToolsResponse)(nil), // 14: toolscope.agentctl.v1.SetExternalToolsResponse
+	(*CreateSessionRequest)(nil),     // 15: toolscope.agentctl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 16: toolscope.agentctl.v1.CreateSessionResponse
+	(*SetProvidersRequest)(nil),      // 17: toolscope.agentctl.v1.SetProvidersRequest
+	(*SetProvidersResponse)(nil),     // 18: toolscope.agentctl.v1.SetProvidersResponse
+	(*GetSessionStateRequest)(nil),   // 19: toolscope.agentctl.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 20: toolscope.agentctl.v1.GetSessionStateResponse
+	(*StopSessionRequest)(nil),       // 21: toolscope.agentctl.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 22: toolscope.agentctl.v1.StopSessionResponse
+	(*NotifyRequest)(nil),            // 23: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),           // 24: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),            // 25: toolscope.agentctl.v1.SessionStatus
+	(*AttachRequest)(nil),            // 26: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 27: toolscope.agentctl.v1.AttachResponse
+	(*AttachAck)(nil),                // 28: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 29: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 30: toolscope.agentctl.v1.ToolCall
+	(*ToolResult)(nil),               // 31: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 32: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 33: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 34: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 35: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 36: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 37: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	35, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	37, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 4: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	6,  // 5: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
-	0,  // 6: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 7: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 8: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	8,  // 9: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
-	3,  // 10: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 11: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	5,  // 12: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	23, // 13: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	3,  // 14: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	3,  // 15: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	23, // 16: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	23, // 17: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 18: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 19: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 20: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	27, // 21: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	29, // 22: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	28, // 23: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	30, // 24: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	26, // 25: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	2,  // 26: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	36, // 27: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	13, // 28: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	9,  // 29: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	15, // 30: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	11, // 31: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	17, // 32: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	19, // 33: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	21, // 34: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	31, // 35: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	33, // 36: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	24, // 37: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	14, // 38: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	10, // 39: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	16, // 40: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	12, // 41: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	18, // 42: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	20, // 43: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	22, // 44: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	32, // 45: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	34, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	25, // 47: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 4: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	7,  // 5: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	6,  // 6: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
+	8,  // 7: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
+	0,  // 8: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	3,  // 9: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	9,  // 10: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	7,  // 11: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	10, // 12: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
+	3,  // 13: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	9,  // 14: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	5,  // 15: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	25, // 16: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	3,  // 17: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	3,  // 18: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	25, // 19: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	25, // 20: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 21: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 22: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	3,  // 23: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	29, // 24: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	31, // 25: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	30, // 26: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	32, // 27: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	28, // 28: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	2,  // 29: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	38, // 30: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	15, // 31: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	11, // 32: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	17, // 33: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	13, // 34: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	19, // 35: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	21, // 36: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	23, // 37: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	33, // 38: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	35, // 39: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	26, // 40: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	16, // 41: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	12, // 42: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	18, // 43: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	14, // 44: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	20, // 45: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	22, // 46: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	24, // 47: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	34, // 48: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	36, // 49: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	27, // 50: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -2544,11 +2699,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -2559,7 +2714,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
