@@ -270,12 +270,16 @@ type Executor interface {
 }
 
 // Preflighter is an Executor that can check, before anything is recorded
-// or spawned, that an agent command can start where it spawns agents: its
-// binary on the PATH agentctl will get, the credential variable the user
-// named set (profiles.Preflight). A backend whose agents start elsewhere
-// (a container, a remote host) does not implement it.
+// or spawned, that a session can start where it spawns agents. Every
+// backend checks what it can reach cheaply (ADR 0032): local, the agent
+// binary on the PATH agentctl will get and the credential variable the
+// user named (profiles.Preflight); docker, the image on the engine and
+// the agent binary inside it; remote, that the daemon answers and, on its
+// host, the same checks as local (agentctl CheckAgent). The service calls
+// it before a launch records a session, before a resume starts one again,
+// and for a dry run, which reports the refusal.
 type Preflighter interface {
-	Preflight(agent *AgentCommand) error
+	Preflight(ctx context.Context, spec Spec) error
 }
 
 // Agentctl is the orchestrator's end of one agentctl, in domain types

@@ -342,6 +342,19 @@ func (l *Link) ApplySurface(ctx context.Context, sessionID string, sf executors.
 	}, nil
 }
 
+// CheckAgent asks agentctl whether agent could start on its host
+// (agentctl CheckAgent: the binary on the agent's PATH, the credential
+// variable named set). An agentctl from before CheckAgent answers
+// errdefs.ErrUnimplemented.
+func (l *Link) CheckAgent(ctx context.Context, agent *executors.AgentCommand) error {
+	if agent == nil {
+		return nil
+	}
+	_, err := l.Client.CheckAgent(ctx, &agentctlv1.CheckAgentRequest{Agent: &agentctlv1.AgentCommand{Argv: agent.Argv, Env: agent.Env,
+		WorkingDir: agent.WorkDir, Profile: agent.Profile, Model: agent.Model, CredentialEnv: agent.CredentialEnv, PassEnv: agent.PassEnv}})
+	return err
+}
+
 // SurfaceOf converts a surface to the wire: a part of generation 0 is
 // left out (kept by agentctl).
 func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {

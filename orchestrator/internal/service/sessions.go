@@ -99,7 +99,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	if err != nil {
 		return model.Session{}, err
 	}
-	if err := preflight(exec, in); err != nil {
+	if err := preflight(ctx, exec, in.preflightSpec(), "launch", "no session kept"); err != nil {
 		return model.Session{}, err
 	}
 	sess, err := s.store.CreateSession(ctx, model.Session{
@@ -116,21 +116,30 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	return s.start(ctx, exec, sess, progress, verbLaunched)
 }
 
-// preflight refuses, before a session is recorded, an agent the executor
-// cannot start: its binary missing from the PATH the agent gets, or the
-// credential variable the user named unset (executors.Preflighter; the
-// local executor). The refusal names what the user typed.
-func preflight(exec executors.Executor, in SessionInput) error {
+// preflight asks the executor, before a session is recorded (or started
+// again), whether it can start there (executors.Preflighter: the agent
+// binary, the credential variable the user named, the image, the remote
+// daemon). The refusal says what was refused (verb) and what is kept,
+// and names what the user typed.
+func preflight(ctx context.Context, exec executors.Executor, spec executors.Spec, verb, kept string) error {
 	p, ok := exec.(executors.Preflighter)
-	if !ok || (len(in.AgentArgv) == 0 && in.AgentProfile == "") {
+	if !ok {
 		return nil
 	}
-	err := p.Preflight(&executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
-		Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv})
-	if err != nil {
-		return fmt.Errorf("launch refused on the %s executor, no session kept: %w", exec.Name(), err)
+	if err := p.Preflight(ctx, spec); err != nil {
+		return fmt.Errorf("%s refused on the %s executor, %s: %w", verb, exec.Name(), kept, err)
 	}
 	return nil
+}
+
+// preflightSpec is what a launch of in would start, for preflight.
+func (in SessionInput) preflightSpec() executors.Spec {
+	spec := executors.Spec{TaskID: in.TaskID, Mode: in.Mode, Image: strings.TrimSpace(in.Image)}
+	if len(in.AgentArgv) > 0 || in.AgentProfile != "" {
+		spec.Agent = &executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
+			Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
+	}
+	return spec
 }
 
 // validateLaunch checks a launch request and applies its defaults.
@@ -295,6 +304,11 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 // run: a failed session's agentctl may still run (frozen for a while, or
 // unreachable), and one session never has two agentctls.
 func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
+	in := SessionInput{TaskID: sess.TaskID, Mode: sess.Mode, Image: sess.Image, AgentArgv: sess.AgentArgv, AgentWorkDir: sess.AgentWorkDir,
+		AgentProfile: sess.AgentProfile, AgentModel: sess.AgentModel, AgentCredentialEnv: sess.AgentCredentialEnv}
+	if err := preflight(ctx, exec, in.preflightSpec(), "resume", "session "+sess.ID+" left as it was"); err != nil {
+		return sess, err
+	}
 	if len(sess.Handle.State) > 0 {
 		if err := exec.Stop(ctx, handleOf(sess)); err != nil {
 			return sess, fmt.Errorf("end the last agentctl of session %s before resuming it: %w", sess.ID, err)

@@ -192,6 +192,86 @@ func (SessionEventKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
 }
 
+type CheckAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         *AgentCommand          `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAgentRequest) Reset() {
+	*x = CheckAgentRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAgentRequest) ProtoMessage() {}
+
+func (x *CheckAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAgentRequest.ProtoReflect.Descriptor instead.
+func (*CheckAgentRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CheckAgentRequest) GetAgent() *AgentCommand {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+type CheckAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAgentResponse) Reset() {
+	*x = CheckAgentResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAgentResponse) ProtoMessage() {}
+
+func (x *CheckAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAgentResponse.ProtoReflect.Descriptor instead.
+func (*CheckAgentResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+}
+
 // ProviderSet is a task's normalized provider set and the generation that
 // produced it. Receivers normalize it again through the same fail-closed
 // allowlist.
@@ -208,7 +288,7 @@ type ProviderSet struct {
 
 func (x *ProviderSet) Reset() {
 	*x = ProviderSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +300,7 @@ func (x *ProviderSet) String() string {
 func (*ProviderSet) ProtoMessage() {}
 
 func (x *ProviderSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +313,7 @@ func (x *ProviderSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSet.ProtoReflect.Descriptor instead.
 func (*ProviderSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProviderSet) GetProviders() []string {
@@ -279,7 +359,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +371,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +384,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentCommand) GetArgv() []string {
@@ -377,7 +457,7 @@ type LaunchSpec struct {
 
 func (x *LaunchSpec) Reset() {
 	*x = LaunchSpec{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +469,7 @@ func (x *LaunchSpec) String() string {
 func (*LaunchSpec) ProtoMessage() {}
 
 func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +482,7 @@ func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSpec.ProtoReflect.Descriptor instead.
 func (*LaunchSpec) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LaunchSpec) GetSessionId() string {
@@ -478,7 +558,7 @@ type Orientation struct {
 
 func (x *Orientation) Reset() {
 	*x = Orientation{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +570,7 @@ func (x *Orientation) String() string {
 func (*Orientation) ProtoMessage() {}
 
 func (x *Orientation) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +583,7 @@ func (x *Orientation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Orientation.ProtoReflect.Descriptor instead.
 func (*Orientation) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Orientation) GetState() string {
@@ -547,7 +627,7 @@ type OrientationSet struct {
 
 func (x *OrientationSet) Reset() {
 	*x = OrientationSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +639,7 @@ func (x *OrientationSet) String() string {
 func (*OrientationSet) ProtoMessage() {}
 
 func (x *OrientationSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +652,7 @@ func (x *OrientationSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrientationSet.ProtoReflect.Descriptor instead.
 func (*OrientationSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OrientationSet) GetEntries() []*Orientation {
@@ -604,7 +684,7 @@ type ExternalTool struct {
 
 func (x *ExternalTool) Reset() {
 	*x = ExternalTool{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +696,7 @@ func (x *ExternalTool) String() string {
 func (*ExternalTool) ProtoMessage() {}
 
 func (x *ExternalTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +709,7 @@ func (x *ExternalTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTool.ProtoReflect.Descriptor instead.
 func (*ExternalTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExternalTool) GetName() string {
@@ -688,7 +768,7 @@ type ExternalToolSet struct {
 
 func (x *ExternalToolSet) Reset() {
 	*x = ExternalToolSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +780,7 @@ func (x *ExternalToolSet) String() string {
 func (*ExternalToolSet) ProtoMessage() {}
 
 func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +793,7 @@ func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalToolSet.ProtoReflect.Descriptor instead.
 func (*ExternalToolSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExternalToolSet) GetTools() []*ExternalTool {
@@ -753,7 +833,7 @@ type Surface struct {
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +845,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +858,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Surface) GetMode() SessionMode {
@@ -819,7 +899,7 @@ type ApplySurfaceRequest struct {
 
 func (x *ApplySurfaceRequest) Reset() {
 	*x = ApplySurfaceRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +911,7 @@ func (x *ApplySurfaceRequest) String() string {
 func (*ApplySurfaceRequest) ProtoMessage() {}
 
 func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +924,7 @@ func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceRequest.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplySurfaceRequest) GetSessionId() string {
@@ -877,7 +957,7 @@ type ApplySurfaceResponse struct {
 
 func (x *ApplySurfaceResponse) Reset() {
 	*x = ApplySurfaceResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +969,7 @@ func (x *ApplySurfaceResponse) String() string {
 func (*ApplySurfaceResponse) ProtoMessage() {}
 
 func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +982,7 @@ func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceResponse.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplySurfaceResponse) GetAppliedProviderSet() *ProviderSet {
@@ -943,7 +1023,7 @@ type SetExternalToolsRequest struct {
 
 func (x *SetExternalToolsRequest) Reset() {
 	*x = SetExternalToolsRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1035,7 @@ func (x *SetExternalToolsRequest) String() string {
 func (*SetExternalToolsRequest) ProtoMessage() {}
 
 func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1048,7 @@ func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetExternalToolsRequest) GetSessionId() string {
@@ -999,7 +1079,7 @@ type SetExternalToolsResponse struct {
 
 func (x *SetExternalToolsResponse) Reset() {
 	*x = SetExternalToolsResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1091,7 @@ func (x *SetExternalToolsResponse) String() string {
 func (*SetExternalToolsResponse) ProtoMessage() {}
 
 func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1104,7 @@ func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetExternalToolsResponse) GetAppliedGeneration() uint64 {
@@ -1057,7 +1137,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1149,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1162,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSessionRequest) GetSpec() *LaunchSpec {
@@ -1101,7 +1181,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1193,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1206,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSessionResponse) GetStatus() *SessionStatus {
@@ -1146,7 +1226,7 @@ type SetProvidersRequest struct {
 
 func (x *SetProvidersRequest) Reset() {
 	*x = SetProvidersRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1238,7 @@ func (x *SetProvidersRequest) String() string {
 func (*SetProvidersRequest) ProtoMessage() {}
 
 func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1251,7 @@ func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersRequest.ProtoReflect.Descriptor instead.
 func (*SetProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetProvidersRequest) GetSessionId() string {
@@ -1202,7 +1282,7 @@ type SetProvidersResponse struct {
 
 func (x *SetProvidersResponse) Reset() {
 	*x = SetProvidersResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1294,7 @@ func (x *SetProvidersResponse) String() string {
 func (*SetProvidersResponse) ProtoMessage() {}
 
 func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1307,7 @@ func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersResponse.ProtoReflect.Descriptor instead.
 func (*SetProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetProvidersResponse) GetApplied() *ProviderSet {
@@ -1260,7 +1340,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1352,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1365,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionStateRequest) GetSessionId() string {
@@ -1304,7 +1384,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1396,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1409,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionStateResponse) GetStatus() *SessionStatus {
@@ -1348,7 +1428,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1440,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1453,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1392,7 +1472,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1484,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1497,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopSessionResponse) GetStatus() *SessionStatus {
@@ -1438,7 +1518,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1530,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1543,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NotifyRequest) GetSessionId() string {
@@ -1491,7 +1571,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1583,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1596,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NotifyResponse) GetDelivered() int32 {
@@ -1554,7 +1634,7 @@ type SessionStatus struct {
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1646,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1659,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -1668,7 +1748,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1760,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1773,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -1755,7 +1835,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1847,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1860,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1854,7 +1934,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1946,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1959,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -1906,7 +1986,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +1998,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2011,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1958,7 +2038,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2050,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2063,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -2040,7 +2120,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2132,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2145,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -2124,7 +2204,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2216,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2229,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2204,7 +2284,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2296,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2309,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2256,7 +2336,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2348,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2361,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2301,7 +2381,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2393,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2406,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2353,7 +2433,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2445,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2458,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -2392,7 +2472,10 @@ var File_toolscope_agentctl_v1_agentctl_proto protoreflect.FileDescriptor
 
 const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
-	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"K\n" +
+	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"\x11CheckAgentRequest\x129\n" +
+	"\x05agent\x18\x01 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\"\x14\n" +
+	"\x12CheckAgentResponse\"K\n" +
 	"\vProviderSet\x12\x1c\n" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1e\n" +
 	"\n" +
@@ -2566,7 +2649,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12+\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x1a\x02\b\x01\x12(\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\xb7\b\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\x9a\t\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fApplySurface\x12*.toolscope.agentctl.v1.ApplySurfaceRequest\x1a+.toolscope.agentctl.v1.ApplySurfaceResponse\x12l\n" +
@@ -2577,7 +2660,9 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12i\n" +
 	"\fReadAgentLog\x12*.toolscope.agentctl.v1.ReadAgentLogRequest\x1a+.toolscope.agentctl.v1.ReadAgentLogResponse0\x01\x12r\n" +
 	"\x0fReadAgentctlLog\x12-.toolscope.agentctl.v1.ReadAgentctlLogRequest\x1a..toolscope.agentctl.v1.ReadAgentctlLogResponse0\x01\x12Y\n" +
-	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01B\xe5\x01\n" +
+	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01\x12a\n" +
+	"\n" +
+	"CheckAgent\x12(.toolscope.agentctl.v1.CheckAgentRequest\x1a).toolscope.agentctl.v1.CheckAgentResponseB\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
 var (
@@ -2593,105 +2678,110 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
 	(SessionEventKind)(0),            // 2: toolscope.agentctl.v1.SessionEventKind
-	(*ProviderSet)(nil),              // 3: toolscope.agentctl.v1.ProviderSet
-	(*AgentCommand)(nil),             // 4: toolscope.agentctl.v1.AgentCommand
-	(*LaunchSpec)(nil),               // 5: toolscope.agentctl.v1.LaunchSpec
-	(*Orientation)(nil),              // 6: toolscope.agentctl.v1.Orientation
-	(*OrientationSet)(nil),           // 7: toolscope.agentctl.v1.OrientationSet
-	(*ExternalTool)(nil),             // 8: toolscope.agentctl.v1.ExternalTool
-	(*ExternalToolSet)(nil),          // 9: toolscope.agentctl.v1.ExternalToolSet
-	(*Surface)(nil),                  // 10: toolscope.agentctl.v1.Surface
-	(*ApplySurfaceRequest)(nil),      // 11: toolscope.agentctl.v1.ApplySurfaceRequest
-	(*ApplySurfaceResponse)(nil),     // 12: toolscope.agentctl.v1.ApplySurfaceResponse
-	(*SetExternalToolsRequest)(nil),  // 13: toolscope.agentctl.v1.SetExternalToolsRequest
-	(*SetExternalToolsResponse)(nil), // 14: toolscope.agentctl.v1.SetExternalToolsResponse
-	(*CreateSessionRequest)(nil),     // 15: toolscope.agentctl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 16: toolscope.agentctl.v1.CreateSessionResponse
-	(*SetProvidersRequest)(nil),      // 17: toolscope.agentctl.v1.SetProvidersRequest
-	(*SetProvidersResponse)(nil),     // 18: toolscope.agentctl.v1.SetProvidersResponse
-	(*GetSessionStateRequest)(nil),   // 19: toolscope.agentctl.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 20: toolscope.agentctl.v1.GetSessionStateResponse
-	(*StopSessionRequest)(nil),       // 21: toolscope.agentctl.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 22: toolscope.agentctl.v1.StopSessionResponse
-	(*NotifyRequest)(nil),            // 23: toolscope.agentctl.v1.NotifyRequest
-	(*NotifyResponse)(nil),           // 24: toolscope.agentctl.v1.NotifyResponse
-	(*SessionStatus)(nil),            // 25: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),            // 26: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),           // 27: toolscope.agentctl.v1.AttachResponse
-	(*AttachAck)(nil),                // 28: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),              // 29: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                 // 30: toolscope.agentctl.v1.ToolCall
-	(*ToolResult)(nil),               // 31: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 32: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 33: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 34: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 35: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 36: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 37: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
+	(*CheckAgentRequest)(nil),        // 3: toolscope.agentctl.v1.CheckAgentRequest
+	(*CheckAgentResponse)(nil),       // 4: toolscope.agentctl.v1.CheckAgentResponse
+	(*ProviderSet)(nil),              // 5: toolscope.agentctl.v1.ProviderSet
+	(*AgentCommand)(nil),             // 6: toolscope.agentctl.v1.AgentCommand
+	(*LaunchSpec)(nil),               // 7: toolscope.agentctl.v1.LaunchSpec
+	(*Orientation)(nil),              // 8: toolscope.agentctl.v1.Orientation
+	(*OrientationSet)(nil),           // 9: toolscope.agentctl.v1.OrientationSet
+	(*ExternalTool)(nil),             // 10: toolscope.agentctl.v1.ExternalTool
+	(*ExternalToolSet)(nil),          // 11: toolscope.agentctl.v1.ExternalToolSet
+	(*Surface)(nil),                  // 12: toolscope.agentctl.v1.Surface
+	(*ApplySurfaceRequest)(nil),      // 13: toolscope.agentctl.v1.ApplySurfaceRequest
+	(*ApplySurfaceResponse)(nil),     // 14: toolscope.agentctl.v1.ApplySurfaceResponse
+	(*SetExternalToolsRequest)(nil),  // 15: toolscope.agentctl.v1.SetExternalToolsRequest
+	(*SetExternalToolsResponse)(nil), // 16: toolscope.agentctl.v1.SetExternalToolsResponse
+	(*CreateSessionRequest)(nil),     // 17: toolscope.agentctl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 18: toolscope.agentctl.v1.CreateSessionResponse
+	(*SetProvidersRequest)(nil),      // 19: toolscope.agentctl.v1.SetProvidersRequest
+	(*SetProvidersResponse)(nil),     // 20: toolscope.agentctl.v1.SetProvidersResponse
+	(*GetSessionStateRequest)(nil),   // 21: toolscope.agentctl.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 22: toolscope.agentctl.v1.GetSessionStateResponse
+	(*StopSessionRequest)(nil),       // 23: toolscope.agentctl.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 24: toolscope.agentctl.v1.StopSessionResponse
+	(*NotifyRequest)(nil),            // 25: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),           // 26: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),            // 27: toolscope.agentctl.v1.SessionStatus
+	(*AttachRequest)(nil),            // 28: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 29: toolscope.agentctl.v1.AttachResponse
+	(*AttachAck)(nil),                // 30: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 31: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 32: toolscope.agentctl.v1.ToolCall
+	(*ToolResult)(nil),               // 33: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 34: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 35: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 36: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 37: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 38: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 39: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	37, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
-	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
-	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	9,  // 4: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	7,  // 5: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
-	6,  // 6: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
-	8,  // 7: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
-	0,  // 8: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 9: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	9,  // 10: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	7,  // 11: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
-	10, // 12: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
-	3,  // 13: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	9,  // 14: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	5,  // 15: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	25, // 16: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	3,  // 17: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	3,  // 18: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	25, // 19: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	25, // 20: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 21: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 22: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 23: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	29, // 24: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	31, // 25: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	30, // 26: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	32, // 27: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	28, // 28: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	2,  // 29: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	38, // 30: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	15, // 31: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	11, // 32: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	17, // 33: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	13, // 34: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	19, // 35: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	21, // 36: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	23, // 37: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	33, // 38: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	35, // 39: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	26, // 40: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	16, // 41: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	12, // 42: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	18, // 43: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	14, // 44: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	20, // 45: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	22, // 46: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	24, // 47: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	34, // 48: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	36, // 49: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	27, // 50: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	41, // [41:51] is the sub-list for method output_type
-	31, // [31:41] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	6,  // 0: toolscope.agentctl.v1.CheckAgentRequest.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	39, // 1: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	0,  // 2: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	6,  // 3: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	5,  // 4: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 5: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	9,  // 6: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	8,  // 7: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
+	10, // 8: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
+	0,  // 9: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	5,  // 10: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 11: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	9,  // 12: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	12, // 13: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
+	5,  // 14: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 15: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	7,  // 16: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	27, // 17: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	5,  // 18: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	5,  // 19: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	27, // 20: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	27, // 21: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 22: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 23: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	5,  // 24: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	31, // 25: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	33, // 26: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	32, // 27: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	34, // 28: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	30, // 29: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	2,  // 30: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	40, // 31: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	17, // 32: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	13, // 33: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	19, // 34: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	15, // 35: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	21, // 36: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	23, // 37: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	25, // 38: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	35, // 39: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	37, // 40: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	28, // 41: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	3,  // 42: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
+	18, // 43: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	14, // 44: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	20, // 45: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	16, // 46: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	22, // 47: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	24, // 48: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	26, // 49: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	36, // 50: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	38, // 51: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	29, // 52: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	4,  // 53: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
+	43, // [43:54] is the sub-list for method output_type
+	32, // [32:43] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -2699,11 +2789,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -2714,7 +2804,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
