@@ -457,6 +457,8 @@ func (a *app) sessionCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
+					// A refusal the launch would meet is part of the report
+					// (refused), not an error: the dry run starts nothing.
 					return a.emit(resp.GetPlan(), func(w io.Writer) { printPlan(w, resp.GetPlan()) })
 				})
 			}
@@ -639,6 +641,11 @@ func (a *app) sessionCmd() *cobra.Command {
 }
 
 func printPlan(w io.Writer, p *pb.LaunchPlan) {
+	defer func() {
+		if p.GetRefused() != "" {
+			fmt.Fprintf(w, "would be refused\t%s\n", p.GetRefused())
+		}
+	}()
 	fmt.Fprintf(w, "would start\t%s\n", shellJoin(p.GetArgv()))
 	for _, k := range slices.Sorted(maps.Keys(p.GetEnv())) {
 		fmt.Fprintf(w, "  env\t%s=%s\n", k, shellQuote(p.GetEnv()[k]))

@@ -40,15 +40,42 @@ func (in SessionInput) profileSpec(profile string) profiles.Spec {
 	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
 }
 
+// LaunchPlan is what a launch would start (profiles.Plan) and, if it
+// would be refused before anything is recorded, why.
+type LaunchPlan struct {
+	profiles.Plan
+	// Refused is the executor's preflight refusal (or the executor's
+	// absence), "" when the launch would pass it.
+	Refused string
+}
+
 // DryRun returns what launching in would start, through the same profile
-// rendering agentctl runs, with placeholders for the session's endpoint;
-// nothing is recorded or started. Its PassEnv is the whole allowlist of
-// the executor's environment (profiles.Allowed), which the executor and
-// agentctl apply.
-func (s *Service) DryRun(ctx context.Context, in SessionInput) (profiles.Plan, error) {
-	if _, err := s.validateLaunch(ctx, in); err != nil {
-		return profiles.Plan{}, err
+// rendering agentctl runs, with placeholders for the session's endpoint,
+// and what the executor's preflight would refuse; nothing is recorded or
+// started. Its PassEnv is the whole allowlist of the executor's
+// environment (profiles.Allowed), which the executor and agentctl apply.
+func (s *Service) DryRun(ctx context.Context, in SessionInput) (LaunchPlan, error) {
+	in, err := s.validateLaunch(ctx, in)
+	if err != nil {
+		return LaunchPlan{}, err
 	}
+	plan, err := s.plan(in)
+	if err != nil {
+		return LaunchPlan{}, err
+	}
+	out := LaunchPlan{Plan: plan}
+	exec, err := s.executor(in.Executor)
+	if err == nil {
+		err = preflight(ctx, exec, in.preflightSpec(), "launch", "no session would be kept")
+	}
+	if err != nil {
+		out.Refused = err.Error()
+	}
+	return out, nil
+}
+
+// plan renders what launching in would start.
+func (s *Service) plan(in SessionInput) (profiles.Plan, error) {
 	profile := in.AgentProfile
 	if profile == "" {
 		if len(in.AgentArgv) == 0 {
