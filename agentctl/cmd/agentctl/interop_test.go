@@ -49,9 +49,10 @@ func tsClient(t *testing.T) {
 }
 
 type tsEvent struct {
-	Event    string   `json:"event"`
-	Protocol *string  `json:"protocol"`
-	Names    []string `json:"names"`
+	Event        string   `json:"event"`
+	Protocol     *string  `json:"protocol"`
+	Names        []string `json:"names"`
+	Instructions string   `json:"instructions"`
 }
 
 // runTSClient starts the TypeScript client and returns its events; closing
@@ -160,6 +161,9 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 				t.Logf("TypeScript client negotiated %s over %s", *ready.Protocol, tc.name)
 			}
 			assert.Equal(t, toolapi.Surface("github"), ready.Names)
+			// It reads the instructions built at its initialize (issue 19).
+			assert.Contains(t, ready.Instructions, "task_ts")
+			assert.Contains(t, ready.Instructions, "Review providers: github.")
 
 			// The client opens its notification stream after connecting;
 			// toggle until it reports a change.
