@@ -105,6 +105,17 @@ type Spec struct {
 	ExternalGeneration uint64
 	// Image is the container image, for the docker backend.
 	Image string
+	// Orientation is what the orchestrator knew at launch of why tools
+	// are missing or would fail; nil: nothing.
+	Orientation *Orientation
+}
+
+// Orientation is what only the orchestrator knows of why a session's
+// tools are missing or would fail (connections, credentials, catalog
+// states), as task_info says it. agentctl builds the server instructions
+// from it and the session's surface.
+type Orientation struct {
+	Entries []toolapi.Orientation
 }
 
 // Surface is what a session's tool list is built from: its mode (fixed
@@ -119,11 +130,15 @@ type Surface struct {
 	Generation         uint64
 	External           []ExternalTool
 	ExternalGeneration uint64
+	// Orientation rides along with a push (it has no generation: nil
+	// keeps what agentctl has).
+	Orientation *Orientation
 }
 
 // Surface is the surface a session launches with.
 func (s Spec) Surface() Surface {
-	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration}
+	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration,
+		Orientation: s.Orientation}
 }
 
 // ExternalTool is one tool of an external MCP server, from the
@@ -265,12 +280,16 @@ type Executor interface {
 }
 
 // Preflighter is an Executor that can check, before anything is recorded
-// or spawned, that an agent command can start where it spawns agents: its
-// binary on the PATH agentctl will get, the credential variable the user
-// named set (profiles.Preflight). A backend whose agents start elsewhere
-// (a container, a remote host) does not implement it.
+// or spawned, that a session can start where it spawns agents. Every
+// backend checks what it can reach cheaply (ADR 0032): local, the agent
+// binary on the PATH agentctl will get and the credential variable the
+// user named (profiles.Preflight); docker, the image on the engine and
+// the agent binary inside it; remote, that the daemon answers and, on its
+// host, the same checks as local (agentctl CheckAgent). The service calls
+// it before a launch records a session, before a resume starts one again,
+// and for a dry run, which reports the refusal.
 type Preflighter interface {
-	Preflight(agent *AgentCommand) error
+	Preflight(ctx context.Context, spec Spec) error
 }
 
 // Agentctl is the orchestrator's end of one agentctl, in domain types

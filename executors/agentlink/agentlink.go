@@ -346,6 +346,19 @@ func (l *Link) ApplySurface(ctx context.Context, sessionID string, sf executors.
 	}, nil
 }
 
+// CheckAgent asks agentctl whether agent could start on its host
+// (agentctl CheckAgent: the binary on the agent's PATH, the credential
+// variable named set). An agentctl from before CheckAgent answers
+// errdefs.ErrUnimplemented.
+func (l *Link) CheckAgent(ctx context.Context, agent *executors.AgentCommand) error {
+	if agent == nil {
+		return nil
+	}
+	_, err := l.Client.CheckAgent(ctx, &agentctlv1.CheckAgentRequest{Agent: &agentctlv1.AgentCommand{Argv: agent.Argv, Env: agent.Env,
+		WorkingDir: agent.WorkDir, Profile: agent.Profile, Model: agent.Model, CredentialEnv: agent.CredentialEnv, PassEnv: agent.PassEnv}})
+	return err
+}
+
 // SurfaceOf converts a surface to the wire: a part of generation 0 is
 // left out (kept by agentctl).
 func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {
@@ -355,6 +368,19 @@ func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {
 	}
 	if sf.ExternalGeneration > 0 {
 		out.ExternalTools = ExternalToolSet(sf.External, sf.ExternalGeneration)
+	}
+	out.Orientation = OrientationOf(sf.Orientation)
+	return out
+}
+
+// OrientationOf converts an orientation to the wire (nil: absent).
+func OrientationOf(o *executors.Orientation) *agentctlv1.OrientationSet {
+	if o == nil {
+		return nil
+	}
+	out := &agentctlv1.OrientationSet{}
+	for _, e := range o.Entries {
+		out.Entries = append(out.Entries, &agentctlv1.Orientation{State: e.State, Provider: e.Provider, Tool: e.Tool, Message: e.Message})
 	}
 	return out
 }
@@ -480,6 +506,7 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 	if len(s.External) > 0 || s.ExternalGeneration > 0 {
 		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
 	}
+	out.Orientation = OrientationOf(s.Orientation)
 	if s.Agent != nil {
 		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
 			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}

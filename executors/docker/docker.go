@@ -180,12 +180,8 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, errdefs.RequiredField("image")
 	}
 	progress.Report("checking image %s", spec.Image)
-	if _, err := e.cli.ImageInspect(ctx, spec.Image); err != nil {
-		if client.IsErrNotFound(err) {
-			return executors.Handle{}, executors.Status{}, errdefs.FailedPrecondition(
-				"image %q is not on this Docker engine; pull or build it first", spec.Image)
-		}
-		return executors.Handle{}, executors.Status{}, fmt.Errorf("Docker engine: %w: %w", err, errdefs.ErrUnavailable)
+	if _, err := e.inspectImage(ctx, spec.Image); err != nil {
+		return executors.Handle{}, executors.Status{}, err
 	}
 
 	dir := filepath.Join(e.opts.StateDir, spec.SessionID)

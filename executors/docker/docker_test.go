@@ -22,6 +22,7 @@ import (
 	"github.com/toolscope/toolscope/executors/docker"
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
@@ -434,4 +435,41 @@ func TestAnotherInstallationCannotRemoveTheContainer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, executors.PhaseRunning, st.Phase, "the original's session still runs")
 	assert.DirExists(t, filepath.Join(state, "owned"), "its secret is kept")
+}
+
+// TestPreflightLooksInTheImage: on the real engine, preflight refuses an
+// image the engine lacks and an agent command the image does not hold
+// (by full path, or by name on the image's PATH), accepts one it holds,
+// and leaves no container behind (issue 19).
+func TestPreflightLooksInTheImage(t *testing.T) {
+	cli := executortest.RequireDocker(t)
+	image := executortest.BuildProbeImage(t, cli) // FROM scratch, /probe
+	e, err := docker.New(docker.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), Client: cli, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	agent := func(argv ...string) *executors.AgentCommand { return &executors.AgentCommand{Argv: argv} }
+
+	err = e.Preflight(ctx, executors.Spec{Image: "toolscope-does-not-exist:0", Agent: agent("/probe")})
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, `image "toolscope-does-not-exist:0" is not on this Docker engine`)
+
+	assert.NoError(t, e.Preflight(ctx, executors.Spec{Image: image}), "no agent: the image is all there is to check")
+	start := time.Now()
+	assert.NoError(t, e.Preflight(ctx, executors.Spec{Image: image, Agent: agent("/probe", "--flag")}))
+	t.Logf("a preflight that looks in the image took %s (create, stat, remove)", time.Since(start))
+
+	err = e.Preflight(ctx, executors.Spec{Image: image, Agent: agent("/usr/bin/claude")})
+	assert.ErrorIs(t, err, profiles.ErrAgentNotFound)
+	assert.ErrorContains(t, err, "agent command `/usr/bin/claude` not found")
+
+	err = e.Preflight(ctx, executors.Spec{Image: image, Agent: &executors.AgentCommand{Profile: profiles.ClaudeCode}})
+	assert.ErrorIs(t, err, profiles.ErrAgentNotFound)
+	assert.ErrorContains(t, err, "agent command `claude` not found on the executor's PATH \"/usr/local/sbin:", "the image sets no PATH: the engine's default")
+
+	err = e.Preflight(ctx, executors.Spec{Image: image, Agent: &executors.AgentCommand{Argv: []string{"/probe"}, CredentialEnv: "PREFLIGHT_TEST_NEVER_SET"}})
+	assert.ErrorIs(t, err, profiles.ErrCredentialUnset)
+
+	left, err := e.Managed(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, left, "preflight leaves no container")
 }

@@ -35,6 +35,7 @@ type session struct {
 	gen       uint64
 	external  []executors.ExternalTool
 	extGen    uint64
+	orient    *executors.Orientation // the last carried, as agentctl keeps it
 	stopped   bool
 	lost      string // why, once lost
 	fail      error  // every call fails with it while set
@@ -58,7 +59,8 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 		return executors.Handle{}, executors.Status{}, err
 	}
 	progress.Report("launching %s in memory", spec.SessionID)
-	s := &session{spec: spec, providers: spec.Providers, gen: spec.Generation, external: spec.External, extGen: spec.ExternalGeneration}
+	s := &session{spec: spec, providers: spec.Providers, gen: spec.Generation, external: spec.External, extGen: spec.ExternalGeneration,
+		orient: spec.Orientation}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old, ok := x.sessions[spec.SessionID]; ok && !old.stopped && old.lost == "" {
@@ -155,6 +157,8 @@ type Applied struct {
 	Pushes, Failed int
 	// Notes are the messages offered to its clients.
 	Notes []string
+	// Orientation is the last one a launch or push carried (nil: none).
+	Orientation *executors.Orientation
 }
 
 // Applied reports what a session's agentctl applied.
@@ -165,7 +169,8 @@ func (x *Executor) Applied(sessionID string) Applied {
 	if !ok {
 		return Applied{}
 	}
-	a := Applied{Providers: s.providers, Generation: s.gen, ExternalGeneration: s.extGen, Pushes: s.pushes, Failed: s.failed, Notes: slices.Clone(s.notes)}
+	a := Applied{Providers: s.providers, Generation: s.gen, ExternalGeneration: s.extGen, Pushes: s.pushes, Failed: s.failed, Notes: slices.Clone(s.notes),
+		Orientation: s.orient}
 	for _, t := range s.external {
 		a.External = append(a.External, t.Name)
 	}
@@ -220,6 +225,9 @@ func (a *agentctl) ApplySurface(ctx context.Context, id string, sf executors.Sur
 				changed = changed || !slices.EqualFunc(sf.External, s.external, func(a, b executors.ExternalTool) bool { return a.Name == b.Name })
 				s.external, s.extGen = slices.Clone(sf.External), sf.ExternalGeneration
 			}
+		}
+		if sf.Orientation != nil {
+			s.orient = sf.Orientation
 		}
 		res = executors.PushResult{Accepted: accepted, ToolsChanged: changed, Applied: s.providers, Generation: s.gen, ExternalGeneration: s.extGen}
 	})

@@ -181,12 +181,11 @@ func (e *Executor) Name() string { return Name }
 
 // Preflight implements executors.Preflighter: the agent starts on this
 // machine, with the environment Launch gives agentctl.
-func (e *Executor) Preflight(agent *executors.AgentCommand) error {
-	if agent == nil {
+func (e *Executor) Preflight(_ context.Context, spec executors.Spec) error {
+	if spec.Agent == nil {
 		return nil
 	}
-	spec := executors.Spec{Agent: agent}
-	return profiles.Preflight(agent.ProfileSpec(), agent.WorkDir, spec.AgentctlEnv(os.Environ()))
+	return profiles.Preflight(spec.Agent.ProfileSpec(), spec.Agent.WorkDir, spec.AgentctlEnv(os.Environ()))
 }
 
 // Launch implements executors.Executor.

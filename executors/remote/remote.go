@@ -159,6 +159,28 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(state{SessionID: spec.SessionID, Addr: e.opts.Addr})}, status, nil
 }
 
+// Preflight implements executors.Preflighter over the control channel:
+// the daemon answers (its Attach stream is live, as a launch needs), and
+// on its host the agent command is found on the PATH the agent would get
+// with the credential variable it names set (agentctl CheckAgent). A
+// daemon from before CheckAgent checks the command when it starts the
+// agent instead.
+func (e *Executor) Preflight(ctx context.Context, spec executors.Spec) error {
+	l, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	probe, cancel := context.WithTimeout(ctx, e.opts.ProbeTimeout)
+	defer cancel()
+	err = l.CheckAgent(probe, spec.Agent)
+	if errors.Is(err, errdefs.ErrUnimplemented) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("on %s: %w", e.opts.Addr, err)
+	}
+	return nil
+}
+
 // mcpURL rewrites a loopback MCP URL the daemon reports to its host as the
 // orchestrator reaches it. It is reachable from here only when the daemon
 // binds MCP beyond loopback (`agentctl serve --mcp-host 0.0.0.0`).

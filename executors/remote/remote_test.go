@@ -472,3 +472,42 @@ func TestAStoppedSessionsAgentLogIsServed(t *testing.T) {
 func control(e *remote.Executor) *executors.Controller {
 	return executors.NewController(map[string]executors.Executor{remote.Name: e})
 }
+
+// TestPreflightAsksTheRemoteHost: over the control channel, preflight
+// refuses a daemon that does not answer, and asks the daemon whether the
+// agent could start on its host: a binary that is not there, and a
+// credential variable its environment lacks, are refused; one it has
+// passes, though this process's environment lacks it (issue 19).
+func TestPreflightAsksTheRemoteHost(t *testing.T) {
+	t.Parallel()
+	h := startHostWith(t, hostOptions{env: []string{"PREFLIGHT_REMOTE_KEY=set-on-the-host"}})
+	e := h.executor(t, nil)
+	ctx := context.Background()
+	require.Empty(t, os.Getenv("PREFLIGHT_REMOTE_KEY"))
+
+	assert.NoError(t, e.Preflight(ctx, executors.Spec{}), "no agent: the daemon answers")
+	assert.NoError(t, e.Preflight(ctx, executors.Spec{Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl"},
+		CredentialEnv: "PREFLIGHT_REMOTE_KEY"}}), "the host has the binary and the variable")
+
+	err := e.Preflight(ctx, executors.Spec{Agent: &executors.AgentCommand{Argv: []string{"/usr/bin/claude"}}})
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, "agent command `/usr/bin/claude` not found")
+	assert.ErrorContains(t, err, h.addr, "names the host it was checked on")
+
+	err = e.Preflight(ctx, executors.Spec{Agent: &executors.AgentCommand{Profile: "codex"}})
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, "agent command `codex` not found on the executor's PATH")
+
+	err = e.Preflight(ctx, executors.Spec{Agent: &executors.AgentCommand{Argv: []string{"/toolscope/agentctl"}, CredentialEnv: "PREFLIGHT_NEVER_SET"}})
+	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, `credential_env "PREFLIGHT_NEVER_SET" is not set`)
+
+	cfg, err := pki.ClientConfig(h.clientTLS, h.ca.CertPEM)
+	require.NoError(t, err)
+	gone, err := remote.New(remote.Options{Addr: "127.0.0.1:" + freePort(t), TLS: cfg, ProbeTimeout: 200 * time.Millisecond, OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gone.Close() })
+	err = gone.Preflight(ctx, executors.Spec{})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "does not answer")
+}

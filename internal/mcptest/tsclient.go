@@ -38,6 +38,9 @@ type TSEvent struct {
 	Event    string   `json:"event"`
 	Protocol *string  `json:"protocol"`
 	Names    []string `json:"names"`
+	// Instructions are the server's instructions as the client read them
+	// at initialize.
+	Instructions string `json:"instructions"`
 }
 
 // TSClient is a running TypeScript client.

@@ -64,6 +64,13 @@ var (
 // path is taken from workDir) and the CredentialEnv the user named is set
 // in environ. It says nothing of any value.
 func Preflight(s Spec, workDir string, environ []string) error {
+	return PreflightWith(s, workDir, environ, executable)
+}
+
+// PreflightWith is Preflight on a machine the caller reaches its own way:
+// exists reports whether path names an executable file there (a stat
+// inside a container image, say). The PATH searched is environ's.
+func PreflightWith(s Spec, workDir string, environ []string, exists func(path string) error) error {
 	plan, err := Render(s, Endpoint{})
 	if err != nil {
 		return err
@@ -75,7 +82,7 @@ func Preflight(s Spec, workDir string, environ []string) error {
 		}
 	}
 	if len(plan.Argv) > 0 {
-		if _, err := lookPath(plan.Argv[0], workDir, env["PATH"]); err != nil {
+		if _, err := lookPath(plan.Argv[0], workDir, env["PATH"], exists); err != nil {
 			// The words agentctl uses for the same refusal (daemon/session.go),
 			// so a user meets one message whichever side refuses.
 			if strings.Contains(plan.Argv[0], "/") {
@@ -101,7 +108,7 @@ func profileName(p string) string {
 
 // lookPath is exec.LookPath over a given PATH (exec.LookPath reads the
 // calling process's), the one the agent will have.
-func lookPath(file, workDir, path string) (string, error) {
+func lookPath(file, workDir, path string, executable func(string) error) (string, error) {
 	if strings.Contains(file, "/") {
 		if !filepath.IsAbs(file) {
 			if workDir == "" {

@@ -1,16 +1,19 @@
 // Package registry decides which MCP tools a session's agent is shown. A
-// Registry is a pure function of a Spec — the session's mode, its provider
-// set and any tool descriptors the orchestrator pushed — and nothing else:
-// building one never calls the orchestrator, reads a git remote or scans a
-// file. Registries are immutable snapshots, safe to share between
-// goroutines; Diff tells a publisher exactly which tools to remove and
-// (re)add to move from one to another.
+// Registry is a pure function of a Spec — the capabilities injected into
+// it — and nothing else: building one never calls the orchestrator,
+// reads a git remote or scans a file. Registries are immutable
+// snapshots, safe to share between goroutines; Diff tells a publisher
+// exactly which tools to remove and (re)add to move from one to another.
 //
-// The built-in tools are toolapi's table: the task group is always
-// present, the github group only when github is in the provider set, the
-// gitlab group only when gitlab is. Plan mode keeps only read-only tools.
-// The same registry is served over streamable HTTP and over stdio
-// (`agentctl mcp` mirrors it), so the transport never changes the surface.
+// Assembly (Build): the task tools are the base of every surface; each
+// review provider of the forge capability (Spec.Providers) adds its tool
+// group from toolapi's table, and the catalog capability (Spec.External)
+// adds the external tools pushed for the session. A zero capability
+// contributes nothing. The mode then keeps only read-only tools unless it
+// is task mode, and the transport decides the schemas: a colocated
+// surface (agentctl, next to the files) publishes the table's, any other
+// omits toolapi.ColocatedOnly. The zero Spec is therefore the safest
+// surface: the read-only task tools with hosted schemas.
 package registry
 
 import (
@@ -55,18 +58,25 @@ type Tool struct {
 	Group string
 }
 
-// Spec is everything a registry depends on.
+// Spec is everything a registry depends on: the capabilities a surface
+// is assembled from. Its zero value is the safest surface (see Build).
 type Spec struct {
-	Mode      Mode
+	// Mode: task mode shows every assembled tool; plan mode, the zero
+	// value and any unknown mode only the read-only ones.
+	Mode Mode
+	// Providers is the forge capability: the review providers whose tool
+	// groups the session shows (the task's provider set). Empty: none.
 	Providers providers.Set
-	// Transport is where the surface is served from (colocated by
-	// agentctl, or hosted by the orchestrator); hosted surfaces omit the
-	// colocated-only fields (issue 19).
+	// Transport is where the surface is served from: TransportColocated
+	// (agentctl, next to the agent and its checkout) publishes the
+	// table's schemas; TransportHosted (the orchestrator), the zero value
+	// and any unknown transport omit toolapi.ColocatedOnly from them.
 	Transport toolapi.Transport
-	// External holds tool descriptors pushed by the orchestrator (for
-	// example external MCP tools exposed through agentctl). They obey the
-	// mode like every other tool; a descriptor whose name collides with a
-	// built-in tool is dropped.
+	// External is the catalog capability: tool descriptors pushed by the
+	// orchestrator (external MCP tools). Nil: none. They obey the mode
+	// like every other tool; a descriptor whose name collides with a
+	// built-in tool is dropped. Their schemas are their servers' and are
+	// published as they are on either transport.
 	External []Tool
 }
 
@@ -77,43 +87,59 @@ type Registry struct {
 	prints map[string][32]byte
 }
 
-// builtins are the built-in tool definitions, one per entry of toolapi's
-// table (the one statement of the built-in surface), made once: their
-// schemas were computed at build time, so this does no reflection.
-var builtins = func() []builtin {
-	var out []builtin
-	for _, t := range toolapi.Tools() {
-		out = append(out, builtin{entry: t, def: Tool{
-			Name: t.Name, Title: t.Title, Description: t.Description,
-			InputSchema: t.InputSchema(), OutputSchema: t.OutputSchema(),
-			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, Group: string(t.Group),
-		}})
-	}
-	return out
-}()
+// variant is the built-in tool definitions as one transport publishes
+// them, one per entry of toolapi's table (the one statement of the
+// built-in surface), with their fingerprints.
+type variant struct {
+	defs   []builtin
+	prints map[string][32]byte
+}
 
 type builtin struct {
 	entry toolapi.Tool
 	def   Tool
 }
 
-// builtinPrints are the built-in definitions' fingerprints, computed on
-// the first Build rather than on every one (each would re-encode the same
-// definitions) or at start-up.
-var builtinPrints = sync.OnceValue(func() map[string][32]byte {
-	out := make(map[string][32]byte, len(builtins))
-	for _, b := range builtins {
-		out[b.def.Name] = fingerprint(b.def)
+func newVariant(transport toolapi.Transport) *variant {
+	v := &variant{prints: map[string][32]byte{}}
+	for _, t := range toolapi.Tools() {
+		in, out := t.Schemas(transport)
+		def := Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: in, OutputSchema: out,
+			ReadOnly: t.ReadOnly, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, Group: string(t.Group),
+		}
+		v.defs = append(v.defs, builtin{entry: t, def: def})
+		v.prints[t.Name] = fingerprint(def)
 	}
-	return out
-})
+	return v
+}
 
-// Build returns the registry for spec. Unknown modes are treated as plan
-// mode: the narrowest surface, never a wider one.
+// The two variants are made on their first Build, once: the colocated
+// schemas were computed at build time and the hosted ones are rewritten
+// from them, so no Build re-encodes a definition, and start-up does
+// neither.
+var (
+	colocated = sync.OnceValue(func() *variant { return newVariant(toolapi.TransportColocated) })
+	hosted    = sync.OnceValue(func() *variant { return newVariant(toolapi.TransportHosted) })
+)
+
+// variantOf returns the definitions transport publishes: the table's for
+// a colocated surface, the hosted ones for every other transport.
+func variantOf(transport toolapi.Transport) *variant {
+	if transport == toolapi.TransportColocated {
+		return colocated()
+	}
+	return hosted()
+}
+
+// Build assembles the registry of spec's capabilities (see the package
+// comment). Unknown modes are treated as plan mode and unknown transports
+// as hosted: the narrowest surface, never a wider one.
 func Build(spec Spec) *Registry {
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
+	v := variantOf(spec.Transport)
 	var tools []Tool
-	for _, b := range builtins {
+	for _, b := range v.defs {
 		if b.entry.Shown(spec.Providers) && keep(b.def) {
 			tools = append(tools, b.def)
 		}
@@ -125,7 +151,7 @@ func Build(spec Spec) *Registry {
 		t.Group = "external"
 		tools = append(tools, t)
 	}
-	return newRegistry(tools, builtinPrints())
+	return newRegistry(tools, v.prints)
 }
 
 // Builtin reports whether name is a built-in tool's name, in any mode and

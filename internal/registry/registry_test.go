@@ -241,3 +241,79 @@ func TestBuildsFingerprintsAreTheDefinitions(t *testing.T) {
 		assert.Empty(t, upserted)
 	}
 }
+
+// hasProperty reports whether the JSON schema names a property called
+// name at any depth.
+func hasProperty(t *testing.T, raw json.RawMessage, name string) bool {
+	t.Helper()
+	var doc any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			if props, ok := v["properties"].(map[string]any); ok {
+				if _, ok := props[name]; ok {
+					return true
+				}
+			}
+			for _, sub := range v {
+				if walk(sub) {
+					return true
+				}
+			}
+		case []any:
+			for _, sub := range v {
+				if walk(sub) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(doc)
+}
+
+// TestZeroSpecIsTheSafestSurface pins what a surface assembled from no
+// capability serves: the read-only task tools, with hosted schemas (no
+// colocated-only field). An unknown mode or transport is no wider.
+func TestZeroSpecIsTheSafestSurface(t *testing.T) {
+	t.Parallel()
+	zero := registry.Build(registry.Spec{})
+	assert.Equal(t, planOnly, zero.Names())
+	for _, tool := range zero.Tools() {
+		for _, f := range toolapi.ColocatedOnly {
+			assert.False(t, hasProperty(t, tool.InputSchema, f.Name), "%s: input names %s", tool.Name, f.Name)
+			assert.False(t, hasProperty(t, tool.OutputSchema, f.Name), "%s: output names %s", tool.Name, f.Name)
+		}
+	}
+	hosted := registry.Build(registry.Spec{Mode: registry.ModePlan, Transport: toolapi.TransportHosted})
+	assert.True(t, zero.Equal(hosted), "the zero spec is the hosted plan-mode surface with no provider and no catalog tool")
+	bogus := registry.Build(registry.Spec{Mode: "bogus", Transport: "bogus"})
+	assert.True(t, zero.Equal(bogus), "an unknown mode and transport are the narrowest")
+}
+
+// TestTransportIsOneInput: the transport changes schemas, never which
+// tools are shown, and only the tools whose schemas name a
+// colocated-only field differ.
+func TestTransportIsOneInput(t *testing.T) {
+	t.Parallel()
+	both := providers.Of("github", "gitlab")
+	external := []registry.Tool{{Name: "docs_search", InputSchema: json.RawMessage(`{"type":"object","properties":{"local_path":{"type":"string"}}}`), ReadOnly: true}}
+	colocated := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: both, External: external, Transport: toolapi.TransportColocated})
+	hosted := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: both, External: external, Transport: toolapi.TransportHosted})
+	assert.Equal(t, colocated.Names(), hosted.Names())
+	removed, upserted := hosted.Diff(colocated)
+	assert.Empty(t, removed)
+	var changed []string
+	for _, u := range upserted {
+		changed = append(changed, u.Name)
+	}
+	assert.Equal(t, []string{toolapi.TaskInfoTool}, changed, "only task_info's result names a colocated-only field")
+	ti, _ := colocated.Lookup(toolapi.TaskInfoTool)
+	assert.True(t, hasProperty(t, ti.OutputSchema, "local_path"))
+	ti, _ = hosted.Lookup(toolapi.TaskInfoTool)
+	assert.False(t, hasProperty(t, ti.OutputSchema, "local_path"))
+	ext, _ := hosted.Lookup("docs_search")
+	assert.True(t, hasProperty(t, ext.InputSchema, "local_path"), "a catalog tool's schema is its server's, on either transport")
+}

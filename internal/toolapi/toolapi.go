@@ -123,12 +123,18 @@ type CallToolArgs struct {
 	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"The tool's arguments, a JSON object matching its input schema."`
 }
 
-// Repository is one repository attached to a task.
+// Repository is one repository of a task or its workspace.
 type Repository struct {
-	ID        string `json:"id"`
-	Provider  string `json:"provider"`
-	Host      string `json:"host,omitempty"`
-	Path      string `json:"path"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	Host     string `json:"host,omitempty"`
+	// Path is the repository's path on its review provider (owner/name);
+	// empty for a repository of no review provider.
+	Path string `json:"path,omitempty"`
+	// LocalPath is, for a repository of no review provider, its directory
+	// on the machine it was recorded on. Colocated-only (ColocatedOnly):
+	// a hosted surface has no such field.
+	LocalPath string `json:"local_path,omitempty"`
 	RemoteURL string `json:"remote_url,omitempty"`
 	Primary   bool   `json:"primary"`
 }

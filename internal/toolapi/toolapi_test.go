@@ -85,11 +85,11 @@ func TestSessionInfoCannotCarryFreeForm(t *testing.T) {
 func TestTaskInfoShape(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, []string{
-		"available", "available[].host", "available[].id", "available[].path", "available[].primary", "available[].provider",
+		"available", "available[].host", "available[].id", "available[].local_path", "available[].path", "available[].primary", "available[].provider",
 		"available[].remote_url",
 		"description", "generation",
 		"orientation", "orientation[].message", "orientation[].provider", "orientation[].state", "orientation[].tool",
-		"providers", "repositories", "repositories[].host", "repositories[].id",
+		"providers", "repositories", "repositories[].host", "repositories[].id", "repositories[].local_path",
 		"repositories[].path", "repositories[].primary", "repositories[].provider", "repositories[].remote_url",
 		"task_id", "title", "workspace_id",
 	}, properties(t, toolapi.OutputSchema[toolapi.TaskInfo]()))

@@ -63,6 +63,9 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 				t.Logf("TypeScript client negotiated %s over %s", *ready.Protocol, tc.name)
 			}
 			assert.Equal(t, toolapi.Surface("github"), ready.Names)
+			// It reads the instructions built at its initialize (issue 19).
+			assert.Contains(t, ready.Instructions, "task_ts")
+			assert.Contains(t, ready.Instructions, "Review providers: github.")
 
 			// The client opens its notification stream after connecting;
 			// toggle until it reports a change.

@@ -354,6 +354,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		dir: filepath.Join(d.opts.SessionsDir, spec.GetSessionId()), token: newToken(), uid: noUID,
 		providers: set, gen: spec.GetProviderSet().GetGeneration(), genMoved: make(chan struct{}), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
+		orientation: orientationOf(spec.GetOrientation()), oriented: spec.GetOrientation() != nil,
 	}
 
 	d.mu.Lock()
@@ -394,17 +395,6 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	return &agentctlv1.CreateSessionResponse{Status: s.status()}, nil
 }
 
-// instructions are the server instructions a session's clients get at
-// initialize. They are sent once per connection (MCP has no notification
-// that they changed), so they point at task_info, whose orientation is
-// computed at each call, rather than stating what may change.
-func instructions(taskID string) string {
-	return "toolscope tools for task " + taskID + ". Call task_info first: it names the repositories and " +
-		"the review providers whose tools you have. When a tool you expect is missing or a call fails, call task_info " +
-		"again: its orientation says why (no repository of that provider, workspace not connected, credential " +
-		"unresolved, plan mode, catalog tool disabled or unavailable) and what to do."
-}
-
 func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	// Built and set under the session's lock: a push that arrives while
 	// the session starts is either in the first registry or published
@@ -412,8 +402,9 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: traced(s, d.toolHandler(s)), Logger: d.log, AdoptWait: d.opts.AdoptWait,
-		Instructions: instructions(s.taskID), OnListChanged: d.metrics.onListChanged(),
+		OnListChanged: d.metrics.onListChanged(),
 	})
+	s.pub.InstructWith(s.instructions)
 	s.mu.Unlock()
 	if err := s.serveMCP(d.opts.MCPHost, d.opts.MCPPort, d.opts.MCPLimits); err != nil {
 		return err
@@ -660,7 +651,9 @@ func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceReq
 			return nil, err
 		}
 	}
-	return d.apply(s, newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)), nil
+	in := newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)
+	in.orientation = sf.GetOrientation()
+	return d.apply(s, in), nil
 }
 
 // apply applies a validated surface to a session and logs the outcome.

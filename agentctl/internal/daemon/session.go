@@ -66,11 +66,15 @@ type session struct {
 	genMoved  chan struct{}   // closed and replaced when gen moves
 	external  []registry.Tool // pushed external tool descriptors, validated
 	extGen    uint64
-	phase     agentctlv1.SessionPhase
-	exitCode  int32
-	exitTail  string // the last lines of the agent's output, once it exited
-	agent     *exec.Cmd
-	agentDone chan struct{} // closed when the agent process has been reaped
+	// orientation is the orchestrator's, as of its last launch or push
+	// that carried one (oriented); the instructions say it.
+	orientation []toolapi.Orientation
+	oriented    bool
+	phase       agentctlv1.SessionPhase
+	exitCode    int32
+	exitTail    string // the last lines of the agent's output, once it exited
+	agent       *exec.Cmd
+	agentDone   chan struct{} // closed when the agent process has been reaped
 }
 
 // status returns the session as agentctl sees it.
@@ -98,9 +102,10 @@ func (s *session) toolNamesLocked() []string {
 	return s.pub.Desired().Names()
 }
 
-// specLocked is what the session's registry is built from.
+// specLocked is what the session's registry is assembled from: agentctl
+// runs next to the agent and its checkout, so its surface is colocated.
 func (s *session) specLocked() registry.Spec {
-	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external}
+	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external, Transport: toolapi.TransportColocated}
 }
 
 // rebuildLocked publishes the registry of the session's current mode,
@@ -120,6 +125,8 @@ type surface struct {
 	set       providers.Set // providers', normalized once (newSurface)
 	external  *agentctlv1.ExternalToolSet
 	tools     []registry.Tool // external's tools, validated
+	// orientation, if set, replaces the session's (it has no generation).
+	orientation *agentctlv1.OrientationSet
 }
 
 // newSurface is a surface of the parts given; the provider set is
@@ -157,6 +164,9 @@ func (s *session) apply(in surface) *agentctlv1.ApplySurfaceResponse {
 		} else {
 			s.external, s.extGen, moved = in.tools, e.GetGeneration(), true
 		}
+	}
+	if o := in.orientation; o != nil {
+		s.orientation, s.oriented = orientationOf(o), true
 	}
 	return &agentctlv1.ApplySurfaceResponse{
 		AppliedProviderSet:             &agentctlv1.ProviderSet{Providers: s.providers.Strings(), Generation: s.gen},

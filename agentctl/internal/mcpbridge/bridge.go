@@ -82,8 +82,10 @@ func Run(ctx context.Context, cfg Config, transport mcp.Transport, version strin
 	if err != nil {
 		return err
 	}
+	// The session's instructions as of this connection (built at its
+	// initialize): the stdio client initializes with the bridge once.
 	pub := mcpserver.New(initial, mcpserver.Options{
-		Name: "toolscope", Version: version, Logger: log,
+		Name: "toolscope", Version: version, Logger: log, Instructions: upstream.InitializeResult().Instructions,
 		Handler: func(tool registry.Tool) mcp.ToolHandler {
 			return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				res, err := upstream.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name, Arguments: req.Params.Arguments})

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
 )
 
 type plan struct {
@@ -86,4 +88,24 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 		assert.Contains(t, r.stderr, "invalid --env #1: ")
 		assert.NotContains(t, r.stderr, "ghp_", "a value is never echoed")
 	}
+}
+
+// TestDryRunReportsThePreflightRefusal: the dry run of a launch the
+// executor's preflight would refuse shows the plan and the refusal, in
+// text and in --json, records nothing and exits 0 (issue 19).
+func TestDryRunReportsThePreflightRefusal(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir(), "--agentctl", executortest.Agentctl(t))
+	task := newTask(t, srv)
+	out := srv.ok(t, "session", "launch", task, "--executor", "local", "--dry-run", "--", "/nowhere/agent", "go")
+	assert.Regexp(t, `would start\s+/nowhere/agent go`, out)
+	assert.Regexp(t, "would be refused\\s+launch refused on the local executor, no session would be kept: agent command `/nowhere/agent` not found", out)
+	var plan struct {
+		Refused string `json:"refused"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "session", "launch", task, "--executor", "local", "--dry-run", "--", "/nowhere/agent")), &plan))
+	assert.Contains(t, plan.Refused, "agent command `/nowhere/agent` not found")
+	ok := srv.ok(t, "session", "launch", task, "--executor", "local", "--dry-run", "--", "/bin/sh", "-c", "true")
+	assert.NotContains(t, ok, "would be refused")
+	assert.NotContains(t, srv.ok(t, "session", "list", task), "sess_", "a dry run records nothing")
 }

@@ -186,7 +186,7 @@ func (h *sessions) LaunchSession(ctx context.Context, req *pb.LaunchSessionReque
 		if err != nil {
 			return nil, err
 		}
-		out := &pb.LaunchPlan{Argv: plan.Argv, Env: plan.Env, PassEnv: plan.PassEnv}
+		out := &pb.LaunchPlan{Argv: plan.Argv, Env: plan.Env, PassEnv: plan.PassEnv, Refused: plan.Refused}
 		for _, f := range plan.Files {
 			out.Files = append(out.Files, &pb.PlanFile{Path: f.Path, Content: f.Content})
 		}

@@ -9,7 +9,6 @@ import (
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
-	"github.com/toolscope/toolscope/orchestrator/internal/service"
 )
 
 func ts(t time.Time) *timestamppb.Timestamp {
@@ -110,7 +109,7 @@ func toSession(s model.Session) *pb.Session {
 		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
 		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
-		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(service.Transport(s)), Owner: s.Owner,
+		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(s.Transport()), Owner: s.Owner,
 	}
 }
 

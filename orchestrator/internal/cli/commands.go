@@ -489,6 +489,8 @@ func (a *app) sessionCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
+					// A refusal the launch would meet is part of the report
+					// (refused), not an error: the dry run starts nothing.
 					return a.emit(resp.GetPlan(), func(w io.Writer) { printPlan(w, resp.GetPlan()) })
 				})
 			}
@@ -701,6 +703,11 @@ refused once the session is stopped ('toolscope session stop SESSION').`,
 }
 
 func printPlan(w io.Writer, p *pb.LaunchPlan) {
+	defer func() {
+		if p.GetRefused() != "" {
+			fmt.Fprintf(w, "would be refused\t%s\n", p.GetRefused())
+		}
+	}()
 	fmt.Fprintf(w, "would start\t%s\n", shellJoin(p.GetArgv()))
 	for _, k := range slices.Sorted(maps.Keys(p.GetEnv())) {
 		fmt.Fprintf(w, "  env\t%s=%s\n", k, shellQuote(p.GetEnv()[k]))

@@ -56,10 +56,11 @@ import (
 	"github.com/toolscope/toolscope/internal/registry"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/internal/version"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
-// Name is the executor name of hosted sessions.
-const Name = "hosted"
+// Name is the executor name of hosted sessions (model.ExecutorHosted).
+const Name = model.ExecutorHosted
 
 // FlagPrefix is how refusals name the hosted endpoint's flags.
 const FlagPrefix = "toolscope serve --hosted-"
@@ -191,6 +192,10 @@ type session struct {
 	gen       uint64
 	external  []registry.Tool
 	extGen    uint64
+	// orientation is the orchestrator's as of the last launch or push
+	// that carried one (oriented); the instructions are built from it.
+	orientation []toolapi.Orientation
+	oriented    bool
 }
 
 // Launch implements executors.Executor: it starts serving a session with
@@ -209,6 +214,9 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 	token := newToken()
 	s := &session{id: spec.SessionID, taskID: spec.TaskID, mode: spec.Mode, tokenHash: sha256.Sum256([]byte(token)),
 		providers: spec.Providers, gen: spec.Generation, external: x.externalTools(spec.External), extGen: spec.ExternalGeneration}
+	if spec.Orientation != nil {
+		s.orientation, s.oriented = spec.Orientation.Entries, true
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
@@ -220,8 +228,8 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: x.toolHandler(s), Logger: x.log, AdoptWait: x.opts.AdoptWait,
-		Instructions: instructions(s.taskID),
 	})
+	s.pub.InstructWith(s.instructions)
 	s.mu.Unlock()
 	s.endpoint = s.pub.Handler(s.verify, x.opts.Limits)
 	x.sessions[s.id] = s
@@ -234,13 +242,17 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 	return h, st, nil
 }
 
-// instructions are the hosted sessions' server instructions: agentctl's
-// (they point at task_info, whose orientation is computed at each call).
-func instructions(taskID string) string {
-	return "toolscope tools for task " + taskID + ". Call task_info first: it names the repositories and " +
-		"the review providers whose tools you have. When a tool you expect is missing or a call fails, call task_info " +
-		"again: its orientation says why (no repository of that provider, workspace not connected, credential " +
-		"unresolved, plan mode, catalog tool disabled or unavailable) and what to do."
+// instructions are the session's server instructions, built at each
+// initialize by the function agentctl's are built with
+// (toolapi.Instructions), from the surface served then and the
+// orchestrator's orientation as of the last push.
+func (s *session) instructions() string {
+	s.mu.Lock()
+	o := toolapi.Orienting{TaskID: s.taskID, Mode: s.mode, Transport: toolapi.TransportHosted, Providers: s.providers,
+		Orientation: s.orientation, Known: s.oriented}
+	s.mu.Unlock()
+	o.Tools = s.pub.Published().Names()
+	return toolapi.Instructions(o)
 }
 
 // verify accepts the session's own token and nothing else, compared by
@@ -409,6 +421,9 @@ func (a *inProcess) ApplySurface(ctx context.Context, id string, sf executors.Su
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sf.Orientation != nil {
+		s.orientation, s.oriented = sf.Orientation.Entries, true
+	}
 	accepted, moved := true, false
 	if sf.Generation > 0 {
 		if sf.Generation < s.gen {

@@ -158,6 +158,21 @@ type Session struct {
 	UpdatedAt time.Time
 }
 
+// ExecutorHosted is the executor name of a hosted session: one whose MCP
+// surface the orchestrator serves itself, with no agentctl.
+const ExecutorHosted = "hosted"
+
+// Transport is where the session's surface is served from, which decides
+// the fields of its schemas and results: hosted for a session of the
+// hosted executor, colocated (agentctl next to the agent's files) for
+// every other.
+func (s Session) Transport() toolapi.Transport {
+	if s.Executor == ExecutorHosted {
+		return toolapi.TransportHosted
+	}
+	return toolapi.TransportColocated
+}
+
 // SurfaceVersion is what a session's desired surface is a function of:
 // its task's provider generation and the catalog generation (with the
 // workspace whose tools the catalog assigns). The mode is the session's.

@@ -471,6 +471,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		follower.Store(f)
 		background.Go(func() { f.Run(ctx) })
 	}
+	svc.SetOrienter(dispatcher.Orientation)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err

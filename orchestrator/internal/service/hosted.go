@@ -5,14 +5,8 @@ import (
 	"fmt"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
-
-// HostedExecutor is the executor name of hosted sessions: sessions whose
-// MCP surface the orchestrator serves itself (package hosted, ADR 0026),
-// with no agentctl and no agent.
-const HostedExecutor = "hosted"
 
 // Bounds of hosted sessions (toolscope serve --max-hosted,
 // --max-hosted-per-task).
@@ -37,15 +31,6 @@ func (l HostedLimits) withDefaults() HostedLimits {
 		l.PerTask = DefaultMaxHostedPerTask
 	}
 	return l
-}
-
-// Transport is where a session's surface is served from: hosted by the
-// orchestrator, or colocated by an agentctl next to the agent.
-func Transport(sess model.Session) toolapi.Transport {
-	if sess.Executor == HostedExecutor {
-		return toolapi.TransportHosted
-	}
-	return toolapi.TransportColocated
 }
 
 // Attached is a hosted session just attached: its record, its MCP URL
@@ -77,11 +62,11 @@ func (s *Service) AttachSession(ctx context.Context, taskID string, mode model.M
 	if err != nil {
 		return Attached{}, err
 	}
-	exec, err := s.executor(HostedExecutor)
+	exec, err := s.executor(model.ExecutorHosted)
 	if err != nil {
 		return Attached{}, fmt.Errorf("%w; the hosted endpoint is served with toolscope serve --hosted ADDR", err)
 	}
-	sess, err := s.recordHosted(ctx, model.Session{TaskID: task.ID, Executor: HostedExecutor, Mode: mode, State: model.SessionPending})
+	sess, err := s.recordHosted(ctx, model.Session{TaskID: task.ID, Executor: model.ExecutorHosted, Mode: mode, State: model.SessionPending})
 	if err != nil {
 		return Attached{}, err
 	}
@@ -104,7 +89,7 @@ func (s *Service) recordHosted(ctx context.Context, sess model.Session) (model.S
 	}
 	total, ofTask := 0, 0
 	for _, a := range active {
-		if a.Executor != HostedExecutor {
+		if a.Executor != model.ExecutorHosted {
 			continue
 		}
 		total++

@@ -298,6 +298,7 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 		}
 		return p, true
 	}
+	push.Orientation = s.orientation(ctx, sess.ID)
 	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
 	pushed := time.Now()
 	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), push)

@@ -56,6 +56,7 @@ type Service struct {
 	hosted        HostedLimits // bounds of hosted sessions (hosted.go)
 	hostedMu      sync.Mutex   // held while a hosted session is counted and recorded
 	replica       replicaState // this replica's id and lease (replica.go)
+	orient        Orienter     // what a push carries for the server instructions (orient.go)
 }
 
 // Options configure a Service.

@@ -40,15 +40,42 @@ func (in SessionInput) profileSpec(profile string) profiles.Spec {
 	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
 }
 
+// LaunchPlan is what a launch would start (profiles.Plan) and, if it
+// would be refused before anything is recorded, why.
+type LaunchPlan struct {
+	profiles.Plan
+	// Refused is the executor's preflight refusal (or the executor's
+	// absence), "" when the launch would pass it.
+	Refused string
+}
+
 // DryRun returns what launching in would start, through the same profile
-// rendering agentctl runs, with placeholders for the session's endpoint;
-// nothing is recorded or started. Its PassEnv is the whole allowlist of
-// the executor's environment (profiles.Allowed), which the executor and
-// agentctl apply.
-func (s *Service) DryRun(ctx context.Context, in SessionInput) (profiles.Plan, error) {
-	if _, err := s.validateLaunch(ctx, in); err != nil {
-		return profiles.Plan{}, err
+// rendering agentctl runs, with placeholders for the session's endpoint,
+// and what the executor's preflight would refuse; nothing is recorded or
+// started. Its PassEnv is the whole allowlist of the executor's
+// environment (profiles.Allowed), which the executor and agentctl apply.
+func (s *Service) DryRun(ctx context.Context, in SessionInput) (LaunchPlan, error) {
+	in, err := s.validateLaunch(ctx, in)
+	if err != nil {
+		return LaunchPlan{}, err
 	}
+	plan, err := s.plan(in)
+	if err != nil {
+		return LaunchPlan{}, err
+	}
+	out := LaunchPlan{Plan: plan}
+	exec, err := s.executor(in.Executor)
+	if err == nil {
+		err = preflight(ctx, exec, in.preflightSpec(), "launch", "no session would be kept")
+	}
+	if err != nil {
+		out.Refused = err.Error()
+	}
+	return out, nil
+}
+
+// plan renders what launching in would start.
+func (s *Service) plan(in SessionInput) (profiles.Plan, error) {
 	profile := in.AgentProfile
 	if profile == "" {
 		if len(in.AgentArgv) == 0 {
@@ -99,7 +126,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	if err != nil {
 		return model.Session{}, err
 	}
-	if err := preflight(exec, in); err != nil {
+	if err := preflight(ctx, exec, in.preflightSpec(), "launch", "no session kept"); err != nil {
 		return model.Session{}, err
 	}
 	if !s.leaseHeld() {
@@ -121,21 +148,30 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 	return running, err
 }
 
-// preflight refuses, before a session is recorded, an agent the executor
-// cannot start: its binary missing from the PATH the agent gets, or the
-// credential variable the user named unset (executors.Preflighter; the
-// local executor). The refusal names what the user typed.
-func preflight(exec executors.Executor, in SessionInput) error {
+// preflight asks the executor, before a session is recorded (or started
+// again), whether it can start there (executors.Preflighter: the agent
+// binary, the credential variable the user named, the image, the remote
+// daemon). The refusal says what was refused (verb) and what is kept,
+// and names what the user typed.
+func preflight(ctx context.Context, exec executors.Executor, spec executors.Spec, verb, kept string) error {
 	p, ok := exec.(executors.Preflighter)
-	if !ok || (len(in.AgentArgv) == 0 && in.AgentProfile == "") {
+	if !ok {
 		return nil
 	}
-	err := p.Preflight(&executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
-		Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv})
-	if err != nil {
-		return fmt.Errorf("launch refused on the %s executor, no session kept: %w", exec.Name(), err)
+	if err := p.Preflight(ctx, spec); err != nil {
+		return fmt.Errorf("%s refused on the %s executor, %s: %w", verb, exec.Name(), kept, err)
 	}
 	return nil
+}
+
+// preflightSpec is what a launch of in would start, for preflight.
+func (in SessionInput) preflightSpec() executors.Spec {
+	spec := executors.Spec{TaskID: in.TaskID, Mode: in.Mode, Image: strings.TrimSpace(in.Image)}
+	if len(in.AgentArgv) > 0 || in.AgentProfile != "" {
+		spec.Agent = &executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
+			Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
+	}
+	return spec
 }
 
 // validateLaunch checks a launch request and applies its defaults.
@@ -227,6 +263,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	} else if err != nil {
 		return sess, none, err
 	}
+	spec.Orientation = s.orientation(ctx, sess.ID)
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
 			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}
@@ -304,11 +341,16 @@ func (s *Service) ResumeSession(ctx context.Context, id string) (model.Session, 
 // run: a failed session's agentctl may still run (frozen for a while, or
 // unreachable), and one session never has two agentctls.
 func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess model.Session) (model.Session, error) {
-	if sess.Executor == HostedExecutor {
+	if sess.Executor == model.ExecutorHosted {
 		// Its token was shown once, at attach: a new run would need a new
 		// one, which only an attach shows.
 		return sess, errdefs.FailedPrecondition("session %q is a hosted session that %s; hosted sessions are not resumed: "+
 			"attach a new one (toolscope session attach %s)", sess.ID, sess.State, sess.TaskID)
+	}
+	in := SessionInput{TaskID: sess.TaskID, Mode: sess.Mode, Image: sess.Image, AgentArgv: sess.AgentArgv, AgentWorkDir: sess.AgentWorkDir,
+		AgentProfile: sess.AgentProfile, AgentModel: sess.AgentModel, AgentCredentialEnv: sess.AgentCredentialEnv}
+	if err := preflight(ctx, exec, in.preflightSpec(), "resume", "session "+sess.ID+" left as it was"); err != nil {
+		return sess, err
 	}
 	if len(sess.Handle.State) > 0 {
 		if err := exec.Stop(ctx, handleOf(sess)); err != nil {

@@ -25,9 +25,7 @@ func (d *Dispatcher) orientation(ctx context.Context, s scope) ([]toolapi.Orient
 	var out []toolapi.Orientation
 	for _, p := range providers.All() {
 		if !s.task.Providers.Set.Has(p) {
-			out = append(out, toolapi.Orientation{State: toolapi.OrientNoRepository, Provider: string(p),
-				Message: fmt.Sprintf("The task has no %s repository, so the %s tools (%s_*) are not shown. Attach one listed under available "+
-					"with task_add_sources, or ask the operator to add one to the workspace.", p, p, p)})
+			out = append(out, toolapi.NoRepository(p))
 			continue
 		}
 		conn, err := d.conns.Lookup(ctx, s.task.WorkspaceID, p)
@@ -46,15 +44,7 @@ func (d *Dispatcher) orientation(ctx context.Context, s scope) ([]toolapi.Orient
 		}
 	}
 	if readOnlySession(s.session) {
-		var hidden []string
-		for _, t := range toolapi.Tools() {
-			if !t.ReadOnly && t.Shown(s.task.Providers.Set) {
-				hidden = append(hidden, t.Name)
-			}
-		}
-		out = append(out, toolapi.Orientation{State: toolapi.OrientPlanMode,
-			Message: fmt.Sprintf("This session is in plan mode: only read-only tools are shown, and tools that change things (%v) are refused. "+
-				"Launch a task-mode session to use them.", hidden)})
+		out = append(out, toolapi.PlanMode(s.task.Providers.Set))
 	}
 	catalog, err := d.store.ListCatalogTools(ctx, "")
 	if err != nil {
@@ -82,4 +72,19 @@ func (d *Dispatcher) orientation(ctx context.Context, s scope) ([]toolapi.Orient
 		}
 	}
 	return out, nil
+}
+
+// Orientation is task_info's orientation of the session: what the
+// orchestrator pushes with a surface (and gives a hosted session's
+// instructions), so that the server instructions say it too.
+func (d *Dispatcher) Orientation(ctx context.Context, sessionID string) ([]toolapi.Orientation, error) {
+	sess, err := d.store.GetSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	task, err := d.store.GetTask(ctx, sess.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return d.orientation(ctx, scope{session: sess, task: task})
 }

@@ -17,6 +17,7 @@
 package toolcalls
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -360,21 +361,21 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 	if err != nil {
 		return fail(toolapi.CodeInternal, "the workspace's repositories could not be read")
 	}
+	transport := s.session.Transport()
 	for _, r := range all {
 		if !attached[r.ID] {
-			info.Available = append(info.Available, toolapi.Repository{ID: r.ID, Provider: r.Provider, Host: r.Host, Path: r.Path, RemoteURL: r.RemoteURL})
+			info.Available = append(info.Available, repository(r, false, transport))
 		}
 	}
 	var lines []string
 	for _, r := range s.task.Repositories {
-		info.Repositories = append(info.Repositories, toolapi.Repository{
-			ID: r.ID, Provider: r.Provider, Host: r.Host, Path: r.Path, RemoteURL: r.RemoteURL, Primary: r.Primary,
-		})
-		name := r.Path
-		if r.Host != "" {
-			name = r.Host + "/" + r.Path
+		repo := repository(r.Repository, r.Primary, transport)
+		info.Repositories = append(info.Repositories, repo)
+		name := cmp.Or(repo.Path, repo.LocalPath)
+		if repo.Host != "" {
+			name = repo.Host + "/" + repo.Path
 		}
-		lines = append(lines, fmt.Sprintf("- %s %s (%s)", r.ID, name, r.Provider))
+		lines = append(lines, strings.TrimSpace(fmt.Sprintf("- %s %s", r.ID, name))+" ("+r.Provider+")")
 	}
 	if info.Orientation, err = d.orientation(ctx, s); err != nil {
 		return fail(toolapi.CodeInternal, "the task's tool states could not be read")
@@ -388,6 +389,25 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 		}
 	}
 	return Result{Text: text, Structured: info}
+}
+
+// repository is r as task_info shows it to a session served over
+// transport: a repository of no review provider has a directory for a
+// path, which is colocated-only (toolapi.ColocatedOnly): a colocated
+// session reads it as local_path, a hosted one not at all; nor does a
+// hosted session read a file: remote URL.
+func repository(r model.Repository, primary bool, transport toolapi.Transport) toolapi.Repository {
+	out := toolapi.Repository{ID: r.ID, Provider: r.Provider, Host: r.Host, Path: r.Path, RemoteURL: r.RemoteURL, Primary: primary}
+	if providers.Of(r.Provider).IsEmpty() {
+		out.Path = ""
+		if transport == toolapi.TransportColocated {
+			out.LocalPath = r.Path
+		}
+	}
+	if transport != toolapi.TransportColocated && strings.HasPrefix(strings.ToLower(out.RemoteURL), "file:") {
+		out.RemoteURL = "" // a directory on the orchestrator's machine
+	}
+	return out
 }
 
 func sessionInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {

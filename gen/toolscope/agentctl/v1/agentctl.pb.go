@@ -192,6 +192,86 @@ func (SessionEventKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
 }
 
+type CheckAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         *AgentCommand          `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAgentRequest) Reset() {
+	*x = CheckAgentRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAgentRequest) ProtoMessage() {}
+
+func (x *CheckAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAgentRequest.ProtoReflect.Descriptor instead.
+func (*CheckAgentRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CheckAgentRequest) GetAgent() *AgentCommand {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+type CheckAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAgentResponse) Reset() {
+	*x = CheckAgentResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAgentResponse) ProtoMessage() {}
+
+func (x *CheckAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAgentResponse.ProtoReflect.Descriptor instead.
+func (*CheckAgentResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+}
+
 // ProviderSet is a task's normalized provider set and the generation that
 // produced it. Receivers normalize it again through the same fail-closed
 // allowlist.
@@ -208,7 +288,7 @@ type ProviderSet struct {
 
 func (x *ProviderSet) Reset() {
 	*x = ProviderSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +300,7 @@ func (x *ProviderSet) String() string {
 func (*ProviderSet) ProtoMessage() {}
 
 func (x *ProviderSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +313,7 @@ func (x *ProviderSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSet.ProtoReflect.Descriptor instead.
 func (*ProviderSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProviderSet) GetProviders() []string {
@@ -279,7 +359,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +371,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +384,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentCommand) GetArgv() []string {
@@ -368,13 +448,16 @@ type LaunchSpec struct {
 	ProviderSet *ProviderSet  `protobuf:"bytes,6,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
 	// External tools to expose from the start; absent: none.
 	ExternalTools *ExternalToolSet `protobuf:"bytes,7,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
+	// What the orchestrator knew at launch of why tools are missing or
+	// would fail; absent: nothing.
+	Orientation   *OrientationSet `protobuf:"bytes,8,opt,name=orientation,proto3" json:"orientation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LaunchSpec) Reset() {
 	*x = LaunchSpec{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +469,7 @@ func (x *LaunchSpec) String() string {
 func (*LaunchSpec) ProtoMessage() {}
 
 func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +482,7 @@ func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSpec.ProtoReflect.Descriptor instead.
 func (*LaunchSpec) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LaunchSpec) GetSessionId() string {
@@ -451,6 +534,134 @@ func (x *LaunchSpec) GetExternalTools() *ExternalToolSet {
 	return nil
 }
 
+func (x *LaunchSpec) GetOrientation() *OrientationSet {
+	if x != nil {
+		return x.Orientation
+	}
+	return nil
+}
+
+// Orientation is one reason tools are missing or calls cannot succeed,
+// as task_info states it: a state (no_repository, not_connected,
+// credential_unresolved, plan_mode, catalog_tool_disabled,
+// catalog_tool_unavailable), the provider or tool it is about, and a
+// message saying what holds and what to do.
+type Orientation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Tool          string                 `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Orientation) Reset() {
+	*x = Orientation{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Orientation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Orientation) ProtoMessage() {}
+
+func (x *Orientation) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Orientation.ProtoReflect.Descriptor instead.
+func (*Orientation) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Orientation) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Orientation) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Orientation) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Orientation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// OrientationSet is the orchestrator's orientation of a session when it
+// pushed: what only the orchestrator knows (connections, credentials, the
+// catalog's states). agentctl builds the server instructions from it and
+// from the session's surface.
+type OrientationSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*Orientation         `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrientationSet) Reset() {
+	*x = OrientationSet{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrientationSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrientationSet) ProtoMessage() {}
+
+func (x *OrientationSet) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrientationSet.ProtoReflect.Descriptor instead.
+func (*OrientationSet) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OrientationSet) GetEntries() []*Orientation {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 // ExternalTool is one tool of an external MCP server as a session exposes
 // it. Its calls go back to the orchestrator, which checks them again and
 // forwards them to the server.
@@ -473,7 +684,7 @@ type ExternalTool struct {
 
 func (x *ExternalTool) Reset() {
 	*x = ExternalTool{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +696,7 @@ func (x *ExternalTool) String() string {
 func (*ExternalTool) ProtoMessage() {}
 
 func (x *ExternalTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +709,7 @@ func (x *ExternalTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTool.ProtoReflect.Descriptor instead.
 func (*ExternalTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExternalTool) GetName() string {
@@ -557,7 +768,7 @@ type ExternalToolSet struct {
 
 func (x *ExternalToolSet) Reset() {
 	*x = ExternalToolSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +780,7 @@ func (x *ExternalToolSet) String() string {
 func (*ExternalToolSet) ProtoMessage() {}
 
 func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +793,7 @@ func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalToolSet.ProtoReflect.Descriptor instead.
 func (*ExternalToolSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExternalToolSet) GetTools() []*ExternalTool {
@@ -613,13 +824,16 @@ type Surface struct {
 	ProviderSet *ProviderSet `protobuf:"bytes,2,opt,name=provider_set,json=providerSet,proto3" json:"provider_set,omitempty"`
 	// Absent: the applied external tools are kept.
 	ExternalTools *ExternalToolSet `protobuf:"bytes,3,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
+	// Absent: the orientation agentctl has is kept. It has no generation:
+	// each push carries the orientation as of that push.
+	Orientation   *OrientationSet `protobuf:"bytes,4,opt,name=orientation,proto3" json:"orientation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +845,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +858,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Surface) GetMode() SessionMode {
@@ -668,6 +882,13 @@ func (x *Surface) GetExternalTools() *ExternalToolSet {
 	return nil
 }
 
+func (x *Surface) GetOrientation() *OrientationSet {
+	if x != nil {
+		return x.Orientation
+	}
+	return nil
+}
+
 type ApplySurfaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -678,7 +899,7 @@ type ApplySurfaceRequest struct {
 
 func (x *ApplySurfaceRequest) Reset() {
 	*x = ApplySurfaceRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +911,7 @@ func (x *ApplySurfaceRequest) String() string {
 func (*ApplySurfaceRequest) ProtoMessage() {}
 
 func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +924,7 @@ func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceRequest.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplySurfaceRequest) GetSessionId() string {
@@ -736,7 +957,7 @@ type ApplySurfaceResponse struct {
 
 func (x *ApplySurfaceResponse) Reset() {
 	*x = ApplySurfaceResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +969,7 @@ func (x *ApplySurfaceResponse) String() string {
 func (*ApplySurfaceResponse) ProtoMessage() {}
 
 func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +982,7 @@ func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceResponse.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplySurfaceResponse) GetAppliedProviderSet() *ProviderSet {
@@ -802,7 +1023,7 @@ type SetExternalToolsRequest struct {
 
 func (x *SetExternalToolsRequest) Reset() {
 	*x = SetExternalToolsRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +1035,7 @@ func (x *SetExternalToolsRequest) String() string {
 func (*SetExternalToolsRequest) ProtoMessage() {}
 
 func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +1048,7 @@ func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetExternalToolsRequest) GetSessionId() string {
@@ -858,7 +1079,7 @@ type SetExternalToolsResponse struct {
 
 func (x *SetExternalToolsResponse) Reset() {
 	*x = SetExternalToolsResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1091,7 @@ func (x *SetExternalToolsResponse) String() string {
 func (*SetExternalToolsResponse) ProtoMessage() {}
 
 func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1104,7 @@ func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetExternalToolsResponse) GetAppliedGeneration() uint64 {
@@ -916,7 +1137,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1149,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1162,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSessionRequest) GetSpec() *LaunchSpec {
@@ -960,7 +1181,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1193,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1206,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSessionResponse) GetStatus() *SessionStatus {
@@ -1005,7 +1226,7 @@ type SetProvidersRequest struct {
 
 func (x *SetProvidersRequest) Reset() {
 	*x = SetProvidersRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1238,7 @@ func (x *SetProvidersRequest) String() string {
 func (*SetProvidersRequest) ProtoMessage() {}
 
 func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1251,7 @@ func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersRequest.ProtoReflect.Descriptor instead.
 func (*SetProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetProvidersRequest) GetSessionId() string {
@@ -1061,7 +1282,7 @@ type SetProvidersResponse struct {
 
 func (x *SetProvidersResponse) Reset() {
 	*x = SetProvidersResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1294,7 @@ func (x *SetProvidersResponse) String() string {
 func (*SetProvidersResponse) ProtoMessage() {}
 
 func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1307,7 @@ func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersResponse.ProtoReflect.Descriptor instead.
 func (*SetProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetProvidersResponse) GetApplied() *ProviderSet {
@@ -1119,7 +1340,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1352,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1365,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionStateRequest) GetSessionId() string {
@@ -1163,7 +1384,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1396,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1409,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionStateResponse) GetStatus() *SessionStatus {
@@ -1207,7 +1428,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1440,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1453,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1251,7 +1472,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1484,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1497,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopSessionResponse) GetStatus() *SessionStatus {
@@ -1297,7 +1518,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1530,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1543,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NotifyRequest) GetSessionId() string {
@@ -1350,7 +1571,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1583,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1596,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NotifyResponse) GetDelivered() int32 {
@@ -1413,7 +1634,7 @@ type SessionStatus struct {
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1646,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1659,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -1527,7 +1748,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1760,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1773,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -1614,7 +1835,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1847,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1860,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1713,7 +1934,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1946,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1959,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -1765,7 +1986,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1998,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2011,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -1822,7 +2043,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2055,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2068,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1905,7 +2126,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2138,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2151,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -1966,7 +2187,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2199,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2212,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -2050,7 +2271,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2283,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2296,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2130,7 +2351,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2363,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2376,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2182,7 +2403,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2415,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2428,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2227,7 +2448,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2460,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2473,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2279,7 +2500,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2512,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2525,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -2318,7 +2539,10 @@ var File_toolscope_agentctl_v1_agentctl_proto protoreflect.FileDescriptor
 
 const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
-	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"K\n" +
+	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"\x11CheckAgentRequest\x129\n" +
+	"\x05agent\x18\x01 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\"\x14\n" +
+	"\x12CheckAgentResponse\"K\n" +
 	"\vProviderSet\x12\x1c\n" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1e\n" +
 	"\n" +
@@ -2335,7 +2559,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\bpass_env\x18\a \x03(\tR\apassEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x03\n" +
 	"\n" +
 	"LaunchSpec\x12\x1d\n" +
 	"\n" +
@@ -2345,7 +2569,15 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x129\n" +
 	"\x05agent\x18\x05 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\x12E\n" +
 	"\fprovider_set\x18\x06 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
-	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"\xd1\x01\n" +
+	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
+	"\vorientation\x18\b \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"m\n" +
+	"\vOrientation\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"N\n" +
+	"\x0eOrientationSet\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".toolscope.agentctl.v1.OrientationR\aentries\"\xd1\x01\n" +
 	"\fExternalTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -2357,11 +2589,12 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x05tools\x18\x01 \x03(\v2#.toolscope.agentctl.v1.ExternalToolR\x05tools\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xd7\x01\n" +
+	"generation\"\xa0\x02\n" +
 	"\aSurface\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x12E\n" +
 	"\fprovider_set\x18\x02 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
-	"\x0eexternal_tools\x18\x03 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\"n\n" +
+	"\x0eexternal_tools\x18\x03 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
+	"\vorientation\x18\x04 \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"n\n" +
 	"\x13ApplySurfaceRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -2489,7 +2722,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12+\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x1a\x02\b\x01\x12(\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\xb7\b\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\x9a\t\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fApplySurface\x12*.toolscope.agentctl.v1.ApplySurfaceRequest\x1a+.toolscope.agentctl.v1.ApplySurfaceResponse\x12l\n" +
@@ -2500,7 +2733,9 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x06Notify\x12$.toolscope.agentctl.v1.NotifyRequest\x1a%.toolscope.agentctl.v1.NotifyResponse\x12i\n" +
 	"\fReadAgentLog\x12*.toolscope.agentctl.v1.ReadAgentLogRequest\x1a+.toolscope.agentctl.v1.ReadAgentLogResponse0\x01\x12r\n" +
 	"\x0fReadAgentctlLog\x12-.toolscope.agentctl.v1.ReadAgentctlLogRequest\x1a..toolscope.agentctl.v1.ReadAgentctlLogResponse0\x01\x12Y\n" +
-	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01B\xe5\x01\n" +
+	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01\x12a\n" +
+	"\n" +
+	"CheckAgent\x12(.toolscope.agentctl.v1.CheckAgentRequest\x1a).toolscope.agentctl.v1.CheckAgentResponseB\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
 var (
@@ -2516,102 +2751,112 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
 	(SessionEventKind)(0),            // 2: toolscope.agentctl.v1.SessionEventKind
-	(*ProviderSet)(nil),              // 3: toolscope.agentctl.v1.ProviderSet
-	(*AgentCommand)(nil),             // 4: toolscope.agentctl.v1.AgentCommand
-	(*LaunchSpec)(nil),               // 5: toolscope.agentctl.v1.LaunchSpec
-	(*ExternalTool)(nil),             // 6: toolscope.agentctl.v1.ExternalTool
-	(*ExternalToolSet)(nil),          // 7: toolscope.agentctl.v1.ExternalToolSet
-	(*Surface)(nil),                  // 8: toolscope.agentctl.v1.Surface
-	(*ApplySurfaceRequest)(nil),      // 9: toolscope.agentctl.v1.ApplySurfaceRequest
-	(*ApplySurfaceResponse)(nil),     // 10: toolscope.agentctl.v1.ApplySurfaceResponse
-	(*SetExternalToolsRequest)(nil),  // 11: toolscope.agentctl.v1.SetExternalToolsRequest
-	(*SetExternalToolsResponse)(nil), // 12: toolscope.agentctl.v1.SetExternalToolsResponse
-	(*CreateSessionRequest)(nil),     // 13: toolscope.agentctl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 14: toolscope.agentctl.v1.CreateSessionResponse
-	(*SetProvidersRequest)(nil),      // 15: toolscope.agentctl.v1.SetProvidersRequest
-	(*SetProvidersResponse)(nil),     // 16: toolscope.agentctl.v1.SetProvidersResponse
-	(*GetSessionStateRequest)(nil),   // 17: toolscope.agentctl.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 18: toolscope.agentctl.v1.GetSessionStateResponse
-	(*StopSessionRequest)(nil),       // 19: toolscope.agentctl.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 20: toolscope.agentctl.v1.StopSessionResponse
-	(*NotifyRequest)(nil),            // 21: toolscope.agentctl.v1.NotifyRequest
-	(*NotifyResponse)(nil),           // 22: toolscope.agentctl.v1.NotifyResponse
-	(*SessionStatus)(nil),            // 23: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),            // 24: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),           // 25: toolscope.agentctl.v1.AttachResponse
-	(*AttachAck)(nil),                // 26: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),              // 27: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                 // 28: toolscope.agentctl.v1.ToolCall
-	(*TraceContext)(nil),             // 29: toolscope.agentctl.v1.TraceContext
-	(*ToolResult)(nil),               // 30: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 31: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 32: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 33: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 34: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 35: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 36: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
+	(*CheckAgentRequest)(nil),        // 3: toolscope.agentctl.v1.CheckAgentRequest
+	(*CheckAgentResponse)(nil),       // 4: toolscope.agentctl.v1.CheckAgentResponse
+	(*ProviderSet)(nil),              // 5: toolscope.agentctl.v1.ProviderSet
+	(*AgentCommand)(nil),             // 6: toolscope.agentctl.v1.AgentCommand
+	(*LaunchSpec)(nil),               // 7: toolscope.agentctl.v1.LaunchSpec
+	(*Orientation)(nil),              // 8: toolscope.agentctl.v1.Orientation
+	(*OrientationSet)(nil),           // 9: toolscope.agentctl.v1.OrientationSet
+	(*ExternalTool)(nil),             // 10: toolscope.agentctl.v1.ExternalTool
+	(*ExternalToolSet)(nil),          // 11: toolscope.agentctl.v1.ExternalToolSet
+	(*Surface)(nil),                  // 12: toolscope.agentctl.v1.Surface
+	(*ApplySurfaceRequest)(nil),      // 13: toolscope.agentctl.v1.ApplySurfaceRequest
+	(*ApplySurfaceResponse)(nil),     // 14: toolscope.agentctl.v1.ApplySurfaceResponse
+	(*SetExternalToolsRequest)(nil),  // 15: toolscope.agentctl.v1.SetExternalToolsRequest
+	(*SetExternalToolsResponse)(nil), // 16: toolscope.agentctl.v1.SetExternalToolsResponse
+	(*CreateSessionRequest)(nil),     // 17: toolscope.agentctl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 18: toolscope.agentctl.v1.CreateSessionResponse
+	(*SetProvidersRequest)(nil),      // 19: toolscope.agentctl.v1.SetProvidersRequest
+	(*SetProvidersResponse)(nil),     // 20: toolscope.agentctl.v1.SetProvidersResponse
+	(*GetSessionStateRequest)(nil),   // 21: toolscope.agentctl.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 22: toolscope.agentctl.v1.GetSessionStateResponse
+	(*StopSessionRequest)(nil),       // 23: toolscope.agentctl.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 24: toolscope.agentctl.v1.StopSessionResponse
+	(*NotifyRequest)(nil),            // 25: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),           // 26: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),            // 27: toolscope.agentctl.v1.SessionStatus
+	(*AttachRequest)(nil),            // 28: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 29: toolscope.agentctl.v1.AttachResponse
+	(*AttachAck)(nil),                // 30: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 31: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 32: toolscope.agentctl.v1.ToolCall
+	(*TraceContext)(nil),             // 33: toolscope.agentctl.v1.TraceContext
+	(*ToolResult)(nil),               // 34: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 35: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 36: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 37: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 38: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 39: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 40: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	36, // 0: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
-	0,  // 1: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	4,  // 2: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
-	3,  // 3: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 4: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	6,  // 5: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
-	0,  // 6: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 7: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 8: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	8,  // 9: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
-	3,  // 10: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	7,  // 11: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	5,  // 12: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	23, // 13: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	3,  // 14: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	3,  // 15: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	23, // 16: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	23, // 17: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 18: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 19: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	3,  // 20: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	27, // 21: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	30, // 22: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	28, // 23: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	31, // 24: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	26, // 25: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	29, // 26: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
-	2,  // 27: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	37, // 28: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	13, // 29: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	9,  // 30: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	15, // 31: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	11, // 32: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	17, // 33: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	19, // 34: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	21, // 35: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	32, // 36: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	34, // 37: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	24, // 38: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	14, // 39: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	10, // 40: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	16, // 41: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	12, // 42: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	18, // 43: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	20, // 44: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	22, // 45: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	33, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	35, // 47: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	25, // 48: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	39, // [39:49] is the sub-list for method output_type
-	29, // [29:39] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	6,  // 0: toolscope.agentctl.v1.CheckAgentRequest.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	40, // 1: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	0,  // 2: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	6,  // 3: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	5,  // 4: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 5: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	9,  // 6: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	8,  // 7: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
+	10, // 8: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
+	0,  // 9: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	5,  // 10: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 11: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	9,  // 12: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	12, // 13: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
+	5,  // 14: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	11, // 15: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	7,  // 16: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	27, // 17: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	5,  // 18: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	5,  // 19: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	27, // 20: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	27, // 21: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 22: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 23: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	5,  // 24: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	31, // 25: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	34, // 26: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	32, // 27: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	35, // 28: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	30, // 29: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	33, // 30: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
+	2,  // 31: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	41, // 32: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	17, // 33: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	13, // 34: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	19, // 35: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	15, // 36: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	21, // 37: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	23, // 38: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	25, // 39: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	36, // 40: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	38, // 41: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	28, // 42: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	3,  // 43: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
+	18, // 44: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	14, // 45: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	20, // 46: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	16, // 47: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	22, // 48: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	24, // 49: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	26, // 50: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	37, // 51: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	39, // 52: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	29, // 53: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	4,  // 54: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
+	44, // [44:55] is the sub-list for method output_type
+	33, // [33:44] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -2619,11 +2864,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -2634,7 +2879,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	AgentctlService_ReadAgentLog_FullMethodName     = "/toolscope.agentctl.v1.AgentctlService/ReadAgentLog"
 	AgentctlService_ReadAgentctlLog_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/ReadAgentctlLog"
 	AgentctlService_Attach_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Attach"
+	AgentctlService_CheckAgent_FullMethodName       = "/toolscope.agentctl.v1.AgentctlService/CheckAgent"
 )
 
 // AgentctlServiceClient is the client API for AgentctlService service.
@@ -100,6 +101,13 @@ type AgentctlServiceClient interface {
 	// the retryable code orchestrator_unreachable. One orchestrator at a
 	// time (see AttachHello).
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
+	// CheckAgent checks, on agentctl's host and before any session is
+	// created, that an agent command could start there: its binary on the
+	// PATH the agent would get (agentctl's own environment, filtered to the
+	// command's allowlist) and the credential variable it names set.
+	// Nothing is recorded or started. A refusal is FAILED_PRECONDITION
+	// naming what was typed, never a value.
+	CheckAgent(ctx context.Context, in *CheckAgentRequest, opts ...grpc.CallOption) (*CheckAgentResponse, error)
 }
 
 type agentctlServiceClient struct {
@@ -233,6 +241,16 @@ func (c *agentctlServiceClient) Attach(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentctlService_AttachClient = grpc.BidiStreamingClient[AttachRequest, AttachResponse]
 
+func (c *agentctlServiceClient) CheckAgent(ctx context.Context, in *CheckAgentRequest, opts ...grpc.CallOption) (*CheckAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAgentResponse)
+	err := c.cc.Invoke(ctx, AgentctlService_CheckAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentctlServiceServer is the server API for AgentctlService service.
 // All implementations must embed UnimplementedAgentctlServiceServer
 // for forward compatibility.
@@ -302,6 +320,13 @@ type AgentctlServiceServer interface {
 	// the retryable code orchestrator_unreachable. One orchestrator at a
 	// time (see AttachHello).
 	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
+	// CheckAgent checks, on agentctl's host and before any session is
+	// created, that an agent command could start there: its binary on the
+	// PATH the agent would get (agentctl's own environment, filtered to the
+	// command's allowlist) and the credential variable it names set.
+	// Nothing is recorded or started. A refusal is FAILED_PRECONDITION
+	// naming what was typed, never a value.
+	CheckAgent(context.Context, *CheckAgentRequest) (*CheckAgentResponse, error)
 	mustEmbedUnimplementedAgentctlServiceServer()
 }
 
@@ -341,6 +366,9 @@ func (UnimplementedAgentctlServiceServer) ReadAgentctlLog(*ReadAgentctlLogReques
 }
 func (UnimplementedAgentctlServiceServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedAgentctlServiceServer) CheckAgent(context.Context, *CheckAgentRequest) (*CheckAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAgent not implemented")
 }
 func (UnimplementedAgentctlServiceServer) mustEmbedUnimplementedAgentctlServiceServer() {}
 func (UnimplementedAgentctlServiceServer) testEmbeddedByValue()                         {}
@@ -518,6 +546,24 @@ func _AgentctlService_Attach_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentctlService_AttachServer = grpc.BidiStreamingServer[AttachRequest, AttachResponse]
 
+func _AgentctlService_CheckAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentctlServiceServer).CheckAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentctlService_CheckAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentctlServiceServer).CheckAgent(ctx, req.(*CheckAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentctlService_ServiceDesc is the grpc.ServiceDesc for AgentctlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +598,10 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Notify",
 			Handler:    _AgentctlService_Notify_Handler,
+		},
+		{
+			MethodName: "CheckAgent",
+			Handler:    _AgentctlService_CheckAgent_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1032,8 +1032,12 @@ type LaunchPlan struct {
 	Env   map[string]string      `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Every variable passed through from the executor's environment (names,
 	// never values): the whole allowlist, nothing else reaches the agent.
-	PassEnv       []string    `protobuf:"bytes,3,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
-	Files         []*PlanFile `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	PassEnv []string    `protobuf:"bytes,3,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	Files   []*PlanFile `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	// Why the launch would be refused before anything is recorded: the
+	// executor's preflight (the agent binary, the credential variable, the
+	// image, the remote daemon); empty when it would pass.
+	Refused       string `protobuf:"bytes,5,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1094,6 +1098,13 @@ func (x *LaunchPlan) GetFiles() []*PlanFile {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *LaunchPlan) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
 }
 
 // PlanFile is a configuration file a launch writes.
@@ -2450,13 +2461,14 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\aprofile\x18\x03 \x01(\tR\aprofile\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12%\n" +
 	"\x0ecredential_env\x18\x05 \x01(\tR\rcredentialEnv\x12\x19\n" +
-	"\bpass_env\x18\x06 \x03(\tR\apassEnv\"\xf0\x01\n" +
+	"\bpass_env\x18\x06 \x03(\tR\apassEnv\"\x8a\x02\n" +
 	"\n" +
 	"LaunchPlan\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12@\n" +
 	"\x03env\x18\x02 \x03(\v2..toolscope.orchestrator.v1.LaunchPlan.EnvEntryR\x03env\x12\x19\n" +
 	"\bpass_env\x18\x03 \x03(\tR\apassEnv\x129\n" +
-	"\x05files\x18\x04 \x03(\v2#.toolscope.orchestrator.v1.PlanFileR\x05files\x1a6\n" +
+	"\x05files\x18\x04 \x03(\v2#.toolscope.orchestrator.v1.PlanFileR\x05files\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\tR\arefused\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +

@@ -45,7 +45,7 @@ client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
 });
 
 await client.connect(transport);
-say({ event: "ready", protocol: transport.protocolVersion ?? null, names: await names() });
+say({ event: "ready", protocol: transport.protocolVersion ?? null, names: await names(), instructions: client.getInstructions() ?? null });
 
 process.stdin.resume();
 process.stdin.on("end", async () => {
