@@ -77,6 +77,9 @@ type Publisher struct {
 	// reading by every tools/list request.
 	listMu    sync.RWMutex
 	published *registry.Registry // what the SDK serves; guarded by listMu
+	// shown holds the full definitions of the tools the SDK holds a
+	// stand-in for (definitions.go), by name; guarded by listMu.
+	shown map[string]*mcp.Tool
 	// epoch counts the applications that changed the SDK's tool set; it
 	// moves only under listMu's write lock.
 	epoch atomic.Uint64
@@ -115,7 +118,8 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	}
 	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
 		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait}
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait,
+		shown: map[string]*mcp.Tool{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -209,14 +213,25 @@ func (p *Publisher) applyLocked() {
 		return
 	}
 	// Build everything before taking the lock, so the SDK's tool set
-	// changes in one short burst.
-	tools := make([]*mcp.Tool, len(upserted))
+	// changes in one short burst. Only the changed tools are built, and
+	// built-in ones only once per process (definitions.go).
+	defs := make([]definition, len(upserted))
 	handlers := make([]mcp.ToolHandler, len(upserted))
 	for i, t := range upserted {
-		tools[i] = toMCP(t)
+		defs[i] = define(target, t)
 		handlers[i] = p.handler(t)
 	}
 	p.listMu.Lock()
+	for _, name := range removed {
+		delete(p.shown, name)
+	}
+	for _, d := range defs {
+		if d.sdk != d.full {
+			p.shown[d.full.Name] = d.full
+		} else {
+			delete(p.shown, d.full.Name)
+		}
+	}
 	p.epoch.Add(1)
 	calls := 0
 	between := func() {
@@ -228,9 +243,9 @@ func (p *Publisher) applyLocked() {
 		between()
 		p.server.RemoveTools(removed...)
 	}
-	for i := range tools {
+	for i := range defs {
 		between()
-		p.server.AddTool(tools[i], handlers[i])
+		p.server.AddTool(defs[i].sdk, handlers[i])
 	}
 	p.published = target
 	p.listMu.Unlock()
@@ -316,12 +331,20 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 		p.listMu.RLock()
 		epoch := p.epoch.Load()
 		res, err := next(ctx, method, req)
+		list, _ := res.(*mcp.ListToolsResult)
+		if list != nil {
+			for i, t := range list.Tools {
+				if full, ok := p.shown[t.Name]; ok {
+					list.Tools[i] = full // the SDK holds a stand-in (definitions.go)
+				}
+			}
+		}
 		p.listMu.RUnlock()
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if err != nil || ss == nil {
 			return res, err
 		}
-		if list, ok := res.(*mcp.ListToolsResult); ok && !relists(ss) && list.NextCursor == "" {
+		if list != nil && !relists(ss) && list.NextCursor == "" {
 			list.Tools = append(list.Tools, callToolDefinition)
 		}
 		p.record(p.listed, ss, epoch)
