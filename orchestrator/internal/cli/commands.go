@@ -150,6 +150,8 @@ them.`,
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
+	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 262144)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPEventAge, "mcp-event-age", 0, "sessions' MCP endpoints: a request's stream is kept for resuming this long (0: agentctl's default, 1m0s)")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
@@ -776,7 +778,7 @@ func eventKindFilter(names []string) (map[pb.TaskEventKind]bool, error) {
 func checkServeBounds(cmd *cobra.Command) error {
 	for _, name := range []string{"logs-max-bytes", "logs-max-age", "docker-log-tail", "exit-tail-lines", "exit-tail-bytes",
 		"log-backlog", "agent-log-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
-		"mcp-max-sessions", "mcp-session-idle"} {
+		"mcp-max-sessions", "mcp-session-idle", "mcp-event-bytes", "mcp-event-age"} {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
 			return usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
 		}
