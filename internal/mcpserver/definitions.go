@@ -18,9 +18,9 @@ import (
 // to check its "type", and once more to look for x-mcp-header annotations;
 // with two hundred sessions applying one change that was 40% of the
 // daemon's CPU, for definitions that never change. So the SDK is handed a
-// stand-in for each built-in tool — its name and the smallest schema the
-// SDK accepts — and tools/list shows the full definition in its place
-// (gateListing). The SDK uses a raw tool's schemas only to list them and to
+// stand-in for each built-in tool — its name and a schema the SDK checks
+// without decoding anything (standInSchema) — and tools/list shows the
+// full definition in its place (gateListing). The SDK uses a raw tool's schemas only to list them and to
 // read x-mcp-header annotations; a tool whose schema has any keeps its full
 // definition in the SDK too. Tools from outside the table (external,
 // mirrored) are handed to the SDK whole, as before: its checks are theirs.
@@ -36,11 +36,15 @@ type definition struct {
 	sdk  *mcp.Tool // what the SDK holds; full itself unless stood in for
 }
 
-// minimalSchema is the least input schema the SDK accepts. A parsed
-// schema, not raw JSON: AddTool checks a parsed schema's type by reading a
-// field, where it would decode raw JSON into a map (and go-sdk's decoder
-// allocates 32 KB for each decoding, however small the input).
-var minimalSchema = &jsonschema.Schema{Type: "object"}
+// standInSchema is the input schema of a stand-in: a parsed schema of type
+// "object", which AddTool checks by reading a field where it would decode
+// raw JSON into a map. It cannot be encoded (Defs and Definitions are both
+// set), so AddTool's scan for x-mcp-header annotations, which encodes it
+// and decodes the result, stops at once instead of decoding (go-sdk's
+// decoder allocates 32 KB for each decoding, however small the input). A
+// stand-in is never listed (gateListing), and TestListingShowsWholeDefinitions
+// fails if the SDK ever encodes one.
+var standInSchema = &jsonschema.Schema{Type: "object", Defs: map[string]*jsonschema.Schema{}, Definitions: map[string]*jsonschema.Schema{}}
 
 var builtinDefinitions = struct {
 	sync.Mutex
@@ -64,7 +68,7 @@ func define(r *registry.Registry, t registry.Tool) definition {
 	// Checked whole once: a definition the SDK would refuse keeps its full
 	// form, and AddTool refuses it as it always did.
 	if Check(t) == nil && !bytes.Contains(t.InputSchema, []byte("x-mcp-header")) {
-		d.sdk = &mcp.Tool{Name: t.Name, InputSchema: minimalSchema}
+		d.sdk = &mcp.Tool{Name: t.Name, InputSchema: standInSchema}
 	}
 	builtinDefinitions.m[print] = d
 	return d
