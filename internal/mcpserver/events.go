@@ -13,7 +13,7 @@ import (
 
 // Defaults of the event store's bounds (Limits.EventBytes, EventAge).
 const (
-	DefaultEventBytes = 256 << 10 // 256 KiB per MCP session
+	DefaultEventBytes = 64 << 10 // 64 KiB per MCP session: the largest tools/list result is 23 KB
 	DefaultEventAge   = time.Minute
 )
 

@@ -381,7 +381,7 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 		if list != nil && !relists(ss) && list.NextCursor == "" {
 			list.Tools = append(list.Tools, callToolDefinition)
 		}
-		p.record(p.listed, ss, epoch)
+		p.recordListed(ss, epoch)
 		return res, err
 	}
 }

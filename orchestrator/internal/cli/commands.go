@@ -150,7 +150,7 @@ them.`,
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
 	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
-	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 262144)")
+	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 65536)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPEventAge, "mcp-event-age", 0, "sessions' MCP endpoints: a request's stream is kept for resuming this long (0: agentctl's default, 1m0s)")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
