@@ -47,9 +47,22 @@ type definition struct {
 var standInSchema = &jsonschema.Schema{Type: "object", Defs: map[string]*jsonschema.Schema{}, Definitions: map[string]*jsonschema.Schema{}}
 
 var builtinDefinitions = struct {
-	sync.Mutex
+	sync.RWMutex
 	m map[[32]byte]definition
 }{m: map[[32]byte]definition{}}
+
+// shown returns the whole definition to list for the SDK's stand-in of the
+// named tool of r, if the SDK holds a stand-in for it.
+func shown(r *registry.Registry, name string) (*mcp.Tool, bool) {
+	print, ok := r.Fingerprint(name)
+	if !ok {
+		return nil, false
+	}
+	builtinDefinitions.RLock()
+	d, ok := builtinDefinitions.m[print]
+	builtinDefinitions.RUnlock()
+	return d.full, ok && d.sdk != d.full
+}
 
 // define returns the definition of t, a tool of r.
 func define(r *registry.Registry, t registry.Tool) definition {

@@ -80,9 +80,6 @@ type Publisher struct {
 	// reading by every tools/list request.
 	listMu    sync.RWMutex
 	published *registry.Registry // what the SDK serves; guarded by listMu
-	// shown holds the full definitions of the tools the SDK holds a
-	// stand-in for (definitions.go), by name; guarded by listMu.
-	shown map[string]*mcp.Tool
 	// epoch counts the applications that changed the SDK's tool set; it
 	// moves only under listMu's write lock.
 	epoch atomic.Uint64
@@ -125,8 +122,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	}
 	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
 		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait,
-		shown: map[string]*mcp.Tool{}}
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -255,16 +251,6 @@ func (p *Publisher) applyLocked() {
 		handlers[i] = p.handler(t)
 	}
 	p.listMu.Lock()
-	for _, name := range removed {
-		delete(p.shown, name)
-	}
-	for _, d := range defs {
-		if d.sdk != d.full {
-			p.shown[d.full.Name] = d.full
-		} else {
-			delete(p.shown, d.full.Name)
-		}
-	}
 	p.epoch.Add(1)
 	calls := 0
 	between := func() {
@@ -368,7 +354,7 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 		list, _ := res.(*mcp.ListToolsResult)
 		if list != nil {
 			for i, t := range list.Tools {
-				if full, ok := p.shown[t.Name]; ok {
+				if full, ok := shown(p.published, t.Name); ok {
 					list.Tools[i] = full // the SDK holds a stand-in (definitions.go)
 				}
 			}
