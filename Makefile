@@ -100,9 +100,11 @@ BENCHES := \
 	./agentctl/internal/daemon:TwoHundredSessions:20x \
 	./orchestrator/internal/service:BatchNotifiesEveryLiveSession:1x \
 	./executors/local:LaunchToFirstList:20x \
+	./executors/local:StartToFirstList:20x \
 	./executors/docker:LaunchToFirstList:10x \
 	./executors/remote:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \
+	./agentctl/cmd/agentctl:ListingMemory:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \
 	./orchestrator/internal/store:OpenAtScale:20x \
 	./orchestrator/internal/store:PostgresTaskProvidersAtScale:2000x \

@@ -13,8 +13,8 @@ import (
 // them on its command line.
 type AgentctlFlags struct {
 	// The MCP endpoints' bounds (agentctl serve --mcp-*).
-	MCPHeaderTimeout, MCPBodyTimeout, MCPIdleTimeout, MCPSessionIdle time.Duration
-	MCPMaxConns, MCPMaxSessions                                      int
+	MCPHeaderTimeout, MCPBodyTimeout, MCPIdleTimeout, MCPSessionIdle, MCPEventAge time.Duration
+	MCPMaxConns, MCPMaxSessions, MCPEventBytes                                    int
 	// ExitTailLines and ExitTailBytes bound the output an agent_exited
 	// event carries; LogBacklog what a log read sends before following;
 	// AgentLogMax a running agent's log.
@@ -41,6 +41,8 @@ func (f AgentctlFlags) Args() []string {
 	dur("mcp-session-idle", f.MCPSessionIdle)
 	num("mcp-max-conns", int64(f.MCPMaxConns))
 	num("mcp-max-sessions", int64(f.MCPMaxSessions))
+	num("mcp-event-bytes", int64(f.MCPEventBytes))
+	dur("mcp-event-age", f.MCPEventAge)
 	num("exit-tail-lines", int64(f.ExitTailLines))
 	num("exit-tail-bytes", int64(f.ExitTailBytes))
 	num("log-backlog", f.LogBacklog)

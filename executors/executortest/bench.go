@@ -134,3 +134,43 @@ func ContainerFloor(cli *client.Client, image, program string) func(b *testing.B
 		return func() { att.Close(); remove() }
 	}
 }
+
+// BareServerFloor starts a bare go-sdk MCP server process serving the same
+// tool definitions (internal/mcptest/bareserver, built once into dir) and
+// lists its tools over streamable HTTP: the floor of agentctl's start to
+// first tools/list, with nothing of toolscope's around the SDK. The process
+// is stopped untimed.
+func BareServerFloor(b *testing.B, dir string) func(b *testing.B) func() {
+	program := dir + "/bareserver"
+	build := exec.Command("go", "build", "-o", program, "github.com/toolscope/toolscope/internal/mcptest/bareserver")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build bareserver: %v\n%s", err, out)
+	}
+	return func(b *testing.B) func() {
+		cmd := exec.Command(program)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stop := func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }
+		url, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			stop()
+			b.Fatalf("bareserver said %q: %v", url, err)
+		}
+		c := mcptest.Connect(b, mcptest.HTTP(url[:len(url)-1], ""), "")
+		if len(c.Names(b)) == 0 {
+			stop()
+			b.Fatal("empty tool list")
+		}
+		return func() { _ = c.Session.Close(); stop() }
+	}
+}

@@ -345,7 +345,8 @@ func TestALaunchRefusedForItsAgentUIDLeavesNoSecret(t *testing.T) {
 func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
 	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: filepath.Join(t.TempDir(), "sessions"), OrchestratorID: t.Name(),
 		Calls:         func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
-		AgentctlFlags: executors.AgentctlFlags{MCPMaxSessions: 7, MCPSessionIdle: 90 * time.Second, ExitTailLines: 2, AgentLogMax: 1 << 20}})
+		AgentctlFlags: executors.AgentctlFlags{MCPMaxSessions: 7, MCPSessionIdle: 90 * time.Second, ExitTailLines: 2, AgentLogMax: 1 << 20,
+			MCPEventBytes: 65536, MCPEventAge: 30 * time.Second}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -358,7 +359,7 @@ func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
 	require.NoError(t, err)
 	args := strings.Join(strings.Split(string(cmdline), "\x00"), " ")
 	for _, want := range []string{"--mcp-max-sessions 7", "--mcp-session-idle 1m30s", "--exit-tail-lines 2", "--agent-log-max-bytes 1048576",
-		"--logs-max-bytes 0"} {
+		"--logs-max-bytes 0", "--mcp-event-bytes 65536", "--mcp-event-age 30s"} {
 		assert.Contains(t, args, want)
 	}
 	var st executors.Status

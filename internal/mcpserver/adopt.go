@@ -86,6 +86,20 @@ func (p *Publisher) record(m map[*mcp.ServerSession]uint64, ss *mcp.ServerSessio
 	}
 }
 
+// recordListed notes that ss listed the surface of epoch, if ss is a
+// session that started here. A stateless (2026-07-28 over HTTP) client
+// makes a session per request, which adopted never looks at; recording
+// each one held it, and what it pinned, until the next pruning: with 64
+// sessions listing in a loop, ~90 MB.
+func (p *Publisher) recordListed(ss *mcp.ServerSession, epoch uint64) {
+	p.notifiedMu.Lock()
+	_, started := p.joined[ss]
+	p.notifiedMu.Unlock()
+	if started {
+		p.record(p.listed, ss, epoch)
+	}
+}
+
 // pruneEvery is how many records go between two prunings of closed
 // sessions' entries.
 const pruneEvery = 256

@@ -27,11 +27,15 @@ func floorServer(r *registry.Registry) *mcp.Server {
 	return s
 }
 
-func listClient(b *testing.B, transport mcp.Transport) *mcp.ClientSession {
+func listClient(b *testing.B, transport mcp.Transport, version string) *mcp.ClientSession {
 	b.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), transport, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), transport,
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
+	}
+	if r := cs.InitializeResult(); version != "" && (r == nil || r.ProtocolVersion != version) {
+		b.Fatalf("negotiated %+v, want %s", r, version)
 	}
 	b.Cleanup(func() { _ = cs.Close() })
 	return cs
@@ -51,7 +55,10 @@ func pipes(b *testing.B, s *mcp.Server) mcp.Transport {
 
 // BenchmarkToolsList: tools/list of a task with both providers through a
 // toolscope publisher, interleaved with the same list from a bare go-sdk
-// server (the floor), over streamable HTTP and over stdio framing.
+// server (the floor), over streamable HTTP and over stdio framing, at each
+// protocol version: the floor always speaks the subject's version (over
+// HTTP, 2026-07-28 is served statelessly and 2025-11-25 statefully, by
+// toolscope as by the floor).
 func BenchmarkToolsList(b *testing.B) {
 	reg := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
 	pub := mcpserver.New(reg, mcpserver.Options{Name: "toolscope", Handler: echo})
@@ -68,26 +75,30 @@ func BenchmarkToolsList(b *testing.B) {
 		}},
 		{"stdio", func(s *mcp.Server, _ http.Handler) mcp.Transport { return pipes(b, s) }},
 	} {
-		b.Run(tr.name, func(b *testing.B) {
-			ours := listClient(b, tr.transport(pub.Server(), pub.HTTPHandler()))
-			bare := listClient(b, tr.transport(floor, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor }, nil)))
-			ctx := context.Background()
-			var figure, base benchstats.Samples
-			for b.Loop() {
-				figure.Time(func() {
-					if _, err := ours.ListTools(ctx, nil); err != nil {
-						b.Fatal(err)
-					}
-				})
-				base.Time(func() {
-					if _, err := bare.ListTools(ctx, nil); err != nil {
-						b.Fatal(err)
-					}
-				})
-			}
-			benchstats.Report(b, figure, base)
-			b.ReportMetric(float64(reg.Len()), "tools")
-		})
+		for _, version := range []string{"2025-11-25", "2026-07-28"} {
+			b.Run(tr.name+"/"+version, func(b *testing.B) {
+				floorHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return floor },
+					&mcp.StreamableHTTPOptions{Stateless: version >= "2026-07-28"})
+				ours := listClient(b, tr.transport(pub.Server(), pub.HTTPHandler()), version)
+				bare := listClient(b, tr.transport(floor, floorHandler), version)
+				ctx := context.Background()
+				var figure, base benchstats.Samples
+				for b.Loop() {
+					figure.Time(func() {
+						if _, err := ours.ListTools(ctx, nil); err != nil {
+							b.Fatal(err)
+						}
+					})
+					base.Time(func() {
+						if _, err := bare.ListTools(ctx, nil); err != nil {
+							b.Fatal(err)
+						}
+					})
+				}
+				benchstats.Report(b, figure, base)
+				b.ReportMetric(float64(reg.Len()), "tools")
+			})
+		}
 	}
 }
 
@@ -102,7 +113,7 @@ func BenchmarkContextCost(b *testing.B) {
 			reg := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of(c.set...)})
 			pub := mcpserver.New(reg, mcpserver.Options{Name: "toolscope", Handler: echo})
 			defer pub.Close()
-			cs := listClient(b, pipes(b, pub.Server()))
+			cs := listClient(b, pipes(b, pub.Server()), "")
 			var size int
 			for b.Loop() {
 				res, err := cs.ListTools(context.Background(), nil)

@@ -48,6 +48,12 @@ type Limits struct {
 	// SessionIdle closes a stateful session with no request in progress
 	// (a notification stream is one) and none for this long.
 	SessionIdle time.Duration
+	// EventBytes bounds, per stateful MCP session, the bytes of sent
+	// messages kept so that a broken stream can be resumed (events.go).
+	EventBytes int
+	// EventAge drops a stateful session's request stream, and what it
+	// sent, this long after it opened (events.go).
+	EventAge time.Duration
 	// KeepAlive pings, on this interval, every stateful session that holds
 	// a notification stream, and closes those that do not answer within
 	// half of it. It is not a bound on clients, and has no flag.
@@ -89,6 +95,10 @@ func (l Limits) WithDefaults() Limits {
 	orDefault(&l.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&l.SessionIdle, DefaultSessionIdle)
 	orDefault(&l.KeepAlive, DefaultKeepAlive)
+	orDefault(&l.EventAge, DefaultEventAge)
+	if l.EventBytes <= 0 {
+		l.EventBytes = DefaultEventBytes
+	}
 	if l.MaxConns <= 0 {
 		l.MaxConns = DefaultMaxConns
 	}
@@ -155,7 +165,7 @@ func (p *Publisher) Serve(lis net.Listener, verify auth.TokenVerifier, limits Li
 // reach it with the URL path Path. Close ends its sessions.
 func (p *Publisher) Handler(verify auth.TokenVerifier, limits Limits) *Endpoint {
 	limits = limits.WithDefaults()
-	e := &Endpoint{pub: p, limits: limits, log: p.log, inner: p.HTTPHandler(), table: sessionTable{byID: map[string]*sessionUse{}}}
+	e := &Endpoint{pub: p, limits: limits, log: p.log, inner: p.httpHandler(limits), table: sessionTable{byID: map[string]*sessionUse{}}}
 	e.authed = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(e.serveAuthenticated))
 	e.stopped, e.stop = context.WithCancel(context.Background())
 	e.workers.Go(e.sweeper)

@@ -1,5 +1,7 @@
 package mcpserver
 
+import "github.com/toolscope/toolscope/internal/registry"
+
 // SetBetweenSDKCalls installs f to run between two SDK calls of every
 // later application, as a scheduler that deschedules the publisher there
 // would.
@@ -15,4 +17,15 @@ func (p *Publisher) Tracked() int {
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
 	return max(len(p.sent), len(p.listed), len(p.joined))
+}
+
+// ToMCP is the whole MCP definition of t.
+var ToMCP = toMCP
+
+// ApplyNow publishes r and applies it at once, past the throttle.
+func ApplyNow(p *Publisher, r *registry.Registry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.desired = r
+	p.applyLocked()
 }

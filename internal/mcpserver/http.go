@@ -33,11 +33,17 @@ const MaxRequestBytes = toolapi.MaxArgumentBytes + 64<<10
 // It has no bounds of its own beyond MaxRequestBytes: agentctl serves it
 // through an Endpoint (Serve), which authenticates, bounds connections and
 // bodies, and counts and reaps stateful sessions.
-func (p *Publisher) HTTPHandler() http.Handler {
+//
+// Its stateful sessions' event stores are bounded by the default Limits.
+func (p *Publisher) HTTPHandler() http.Handler { return p.httpHandler(Limits{}.WithDefaults()) }
+
+func (p *Publisher) httpHandler(limits Limits) http.Handler {
+	return p.handlerWith(newEventStore(limits.EventBytes, limits.EventAge))
+}
+
+func (p *Publisher) handlerWith(events mcp.EventStore) http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return p.server }
-	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		EventStore: mcp.NewMemoryEventStore(nil),
-	})
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{EventStore: events})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)

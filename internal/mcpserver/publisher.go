@@ -22,11 +22,13 @@
 //
 // The SDK's debounce is trailing-edge with no maximum wait: changes closer
 // together than 10 ms would postpone the notification for as long as they
-// continue. The publisher therefore applies at most once per MinInterval
-// (the first change of a quiet period at once, later ones coalesced into
-// the latest snapshot), which leaves the debounce room to fire: under
-// continuous churn clients still get a notification at least every
-// MinInterval + 10 ms.
+// continue. The publisher therefore applies a change only once the SDK has
+// sent the previous application's notification (its debounce fired), or
+// MinInterval after that application if no notification leaves (no
+// session); the first change of a quiet period goes at once, later ones
+// are coalesced into the latest snapshot. Under continuous churn clients
+// get a notification about every 10 ms (the debounce), at least every
+// MinInterval + 10 ms, and never a second one for one change.
 package mcpserver
 
 import (
@@ -42,8 +44,8 @@ import (
 	"github.com/toolscope/toolscope/internal/registry"
 )
 
-// DefaultMinInterval is the least time between two applications of a
-// registry to the SDK.
+// DefaultMinInterval is the most an application waits for the previous
+// one's notification to leave (see the package comment).
 const DefaultMinInterval = 25 * time.Millisecond
 
 // HandlerFunc returns the handler of the named tool. It is called when the
@@ -58,7 +60,8 @@ type Options struct {
 	Instructions string
 	// Handler supplies each tool's handler.
 	Handler HandlerFunc
-	// MinInterval between two applications; DefaultMinInterval if zero.
+	// MinInterval bounds how long an application waits for the previous
+	// one's notification; DefaultMinInterval if zero.
 	MinInterval time.Duration
 	// AdoptWait bounds how long a self-triggered change's result waits
 	// for the session's clients (adopt.go); DefaultAdoptWait if zero.
@@ -84,6 +87,10 @@ type Publisher struct {
 	// epoch counts the applications that changed the SDK's tool set; it
 	// moves only under listMu's write lock.
 	epoch atomic.Uint64
+	// released is the latest epoch whose list_changed the SDK has sent to
+	// some session: its debounce timer has fired, so the next application
+	// need not wait out MinInterval.
+	released atomic.Uint64
 
 	notifiedMu sync.Mutex
 	notified   map[*mcp.ServerSession]uint64 // the epoch of each session's last list_changed
@@ -172,9 +179,9 @@ func (p *Publisher) Desired() *registry.Registry {
 	return p.desired
 }
 
-// Publish makes r the surface clients see: at once if nothing was applied
-// within MinInterval, else at the end of it, coalesced with any later
-// snapshot. It reports whether r differs from the previous snapshot; an
+// Publish makes r the surface clients see: at once if the previous
+// application's notification has left or MinInterval has passed since it,
+// else when one of them happens, coalesced with any later snapshot. It reports whether r differs from the previous snapshot; an
 // equivalent snapshot changes nothing and notifies no one.
 func (p *Publisher) Publish(r *registry.Registry) (changed bool) {
 	p.mu.Lock()
@@ -186,12 +193,38 @@ func (p *Publisher) Publish(r *registry.Registry) (changed bool) {
 	if p.timer != nil {
 		return true // a pending application will pick r up
 	}
-	if wait := p.every - time.Since(p.lastApply); wait > 0 {
+	if wait := p.every - time.Since(p.lastApply); wait > 0 && p.released.Load() < p.epoch.Load() {
 		p.timer = time.AfterFunc(wait, p.flush)
 		return true
 	}
 	p.applyLocked()
 	return true
+}
+
+// release notes that epoch's notification has left, and runs a pending
+// application at once if it waits on that one alone.
+func (p *Publisher) release(epoch uint64) {
+	for {
+		old := p.released.Load()
+		if epoch <= old {
+			return // another session's send released it
+		}
+		if p.released.CompareAndSwap(old, epoch) {
+			break
+		}
+	}
+	// Not inline: this runs inside the SDK's notification loop, which an
+	// application would hold up.
+	go func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.timer == nil || p.closed || p.released.Load() < p.epoch.Load() {
+			return
+		}
+		p.timer.Stop()
+		p.timer = nil
+		p.applyLocked()
+	}()
 }
 
 func (p *Publisher) flush() {
@@ -214,11 +247,12 @@ func (p *Publisher) applyLocked() {
 		return
 	}
 	// Build everything before taking the lock, so the SDK's tool set
-	// changes in one short burst.
-	tools := make([]*mcp.Tool, len(upserted))
+	// changes in one short burst. Only the changed tools are built, and
+	// built-in ones only once per process (definitions.go).
+	defs := make([]definition, len(upserted))
 	handlers := make([]mcp.ToolHandler, len(upserted))
 	for i, t := range upserted {
-		tools[i] = toMCP(t)
+		defs[i] = define(target, t)
 		handlers[i] = p.handler(t)
 	}
 	p.listMu.Lock()
@@ -233,9 +267,9 @@ func (p *Publisher) applyLocked() {
 		between()
 		p.server.RemoveTools(removed...)
 	}
-	for i := range tools {
+	for i := range defs {
 		between()
-		p.server.AddTool(tools[i], handlers[i])
+		p.server.AddTool(defs[i].sdk, handlers[i])
 	}
 	p.published = target
 	p.listMu.Unlock()
@@ -285,6 +319,7 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 					if p.onListChanged != nil {
 						p.onListChanged()
 					}
+					p.release(epoch)
 				}
 				return res, err
 			}
@@ -324,15 +359,23 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 		p.listMu.RLock()
 		epoch := p.epoch.Load()
 		res, err := next(ctx, method, req)
+		list, _ := res.(*mcp.ListToolsResult)
+		if list != nil {
+			for i, t := range list.Tools {
+				if full, ok := shown(p.published, t.Name); ok {
+					list.Tools[i] = full // the SDK holds a stand-in (definitions.go)
+				}
+			}
+		}
 		p.listMu.RUnlock()
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if err != nil || ss == nil {
 			return res, err
 		}
-		if list, ok := res.(*mcp.ListToolsResult); ok && !relists(ss) && list.NextCursor == "" {
+		if list != nil && !relists(ss) && list.NextCursor == "" {
 			list.Tools = append(list.Tools, callToolDefinition)
 		}
-		p.record(p.listed, ss, epoch)
+		p.recordListed(ss, epoch)
 		return res, err
 	}
 }

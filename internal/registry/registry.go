@@ -249,6 +249,11 @@ func (r *Registry) Diff(old *Registry) (removed []string, upserted []Tool) {
 	return removed, upserted
 }
 
+// Fingerprint returns the fingerprint of the named tool's definition:
+// equal fingerprints mean a client sees the same tool. Publishers key
+// what they build from a definition on it.
+func (r *Registry) Fingerprint(name string) ([32]byte, bool) { return r.lookupPrint(name) }
+
 func (r *Registry) lookupPrint(name string) ([32]byte, bool) {
 	if r == nil {
 		return [32]byte{}, false

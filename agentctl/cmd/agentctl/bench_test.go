@@ -3,21 +3,27 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	"github.com/toolscope/toolscope/agentctl/internal/mcpbridge"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
@@ -103,4 +109,81 @@ func vmRSS(b *testing.B, pid int) float64 {
 	}
 	b.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
+}
+
+var benchLists = flag.Int("bench-lists", 1000, "lists per client in BenchmarkListingMemory")
+
+// BenchmarkListingMemory: the resident memory of `agentctl serve` hosting
+// 64 sessions (its default limit), each with a live client that lists the
+// tools 1,000 times, per protocol version: stateful 2025-11-25 sessions
+// keep what they sent for resuming (bounded by --mcp-event-bytes and
+// --mcp-event-age), stateless 2026-07-28 ones keep nothing. The floor is
+// the same process with the same clients connected, before they list.
+func BenchmarkListingMemory(b *testing.B) {
+	const sessions = 64
+	lists := *benchLists
+	bin := filepath.Join(b.TempDir(), "agentctl")
+	build := exec.Command("go", "build", "-o", bin, "github.com/toolscope/toolscope/agentctl/cmd/agentctl")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, "go build agentctl: %s", out)
+	for b.Loop() {
+		for _, version := range []string{"2025-11-25", "2026-07-28"} {
+			idle, listed := listingRSS(b, bin, version, sessions, lists)
+			b.ReportMetric(listed/1e6, "rss-"+version+"-MB")
+			b.ReportMetric(idle/1e6, "floor-rss-"+version+"-MB")
+		}
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
+// listingRSS starts agentctl with n sessions, connects a client of version
+// to each, and returns its RSS then and after each client listed lists
+// times.
+func listingRSS(b *testing.B, bin, version string, n, lists int) (idle, listed float64) {
+	const secret = "bench-secret"
+	state := b.TempDir()
+	cmd := exec.Command(bin, "serve", "--state-dir", state, "--log-level", "error")
+	cmd.Env = append(withoutSecret(os.Environ()), daemon.EnvSecret+"="+secret)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var ready Ready
+	line, logs := firstLine(b, cmd)
+	require.NoError(b, json.Unmarshal([]byte(line), &ready), "readiness line %q; logs: %s", line, logs.String())
+	conn, err := grpc.NewClient(ready.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer.Credentials(secret, false)))
+	require.NoError(b, err)
+	defer conn.Close()
+	client := agentctlv1.NewAgentctlServiceClient(conn)
+	ctx := context.Background()
+	clients := make([]*mcp.ClientSession, n)
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		res, err := client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
+			SessionId: id, TaskId: "task_1", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github", "gitlab"}, Generation: 1}}})
+		require.NoError(b, err)
+		var cfg mcpbridge.Config
+		raw, err := os.ReadFile(filepath.Join(state, "sessions", id, "bridge.json"))
+		require.NoError(b, err)
+		require.NoError(b, json.Unmarshal(raw, &cfg))
+		clients[i], err = mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx,
+			mcptest.HTTP(res.GetStatus().GetMcpUrl(), cfg.Token), &mcp.ClientSessionOptions{ProtocolVersion: version})
+		require.NoError(b, err)
+		defer clients[i].Close()
+	}
+	idle = vmRSS(b, cmd.Process.Pid)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, cs := range clients {
+		wg.Go(func() {
+			for range lists {
+				if _, err := cs.ListTools(ctx, nil); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(b, errors.Join(errs...))
+	return idle, vmRSS(b, cmd.Process.Pid)
 }

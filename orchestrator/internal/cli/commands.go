@@ -182,6 +182,8 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	f.IntVar(&cfg.HostedLimits.MaxConns, "hosted-max-conns", mcpserver.DefaultMaxConns, "hosted endpoint: most connections open at once, all sessions together; more wait to be accepted")
 	f.IntVar(&cfg.HostedLimits.MaxSessions, "hosted-max-sessions", mcpserver.DefaultMaxSessions, "hosted endpoint: most MCP sessions (clients before 2026-07-28) of one hosted session at once; more are refused")
 	f.DurationVar(&cfg.HostedLimits.SessionIdle, "hosted-session-idle", mcpserver.DefaultSessionIdle, "hosted endpoint: an MCP session with no request (a notification stream counts as one) for this long is closed")
+	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 65536)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPEventAge, "mcp-event-age", 0, "sessions' MCP endpoints: a request's stream is kept for resuming this long (0: agentctl's default, 1m0s)")
 	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
@@ -849,7 +851,7 @@ func eventKindFilter(names []string) (map[pb.TaskEventKind]bool, error) {
 func checkServeBounds(cmd *cobra.Command) error {
 	for _, name := range []string{"logs-max-bytes", "logs-max-age", "docker-log-tail", "exit-tail-lines", "exit-tail-bytes",
 		"log-backlog", "agent-log-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
-		"mcp-max-sessions", "mcp-session-idle"} {
+		"mcp-max-sessions", "mcp-session-idle", "mcp-event-bytes", "mcp-event-age"} {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
 			return usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
 		}

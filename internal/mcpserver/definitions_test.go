@@ -1,0 +1,103 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/registry"
+)
+
+// wholeDefinitions is what a client must list for r: each tool's full
+// definition, as a bare go-sdk server handed it whole would list it.
+func wholeDefinitions(t *testing.T, r *registry.Registry) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tool := range r.Tools() {
+		raw, err := json.Marshal(mcpserver.ToMCP(tool))
+		require.NoError(t, err)
+		out[tool.Name] = string(raw)
+	}
+	return out
+}
+
+func listed(t *testing.T, c *mcptest.Client) map[string]string {
+	t.Helper()
+	res, err := c.Session.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, tool := range res.Tools {
+		raw, err := json.Marshal(tool)
+		require.NoError(t, err)
+		out[tool.Name] = string(raw)
+	}
+	return out
+}
+
+// The SDK holds stand-ins for built-in tools (definitions.go); every
+// transport and protocol version still lists each tool's whole definition,
+// before and after a change, and calls reach the tool.
+func TestListingShowsWholeDefinitions(t *testing.T) {
+	t.Parallel()
+	for name, connect := range transports {
+		for _, version := range mcptest.ProtocolVersions {
+			t.Run(name+"/"+mcptest.VersionName(version), func(t *testing.T) {
+				t.Parallel()
+				p := newPublisher(t, build("github"))
+				c := mcptest.Connect(t, connect(t, p), version)
+				assertListed(t, wholeDefinitions(t, build("github")), listed(t, c))
+				c.Subscribe(t, func() { p.Publish(build()) })
+				require.True(t, p.Publish(build("gitlab", "github")))
+				c.WaitChanged(t)
+				assertListed(t, wholeDefinitions(t, build("github", "gitlab")), listed(t, c))
+				res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "gitlab_mr_status"})
+				require.NoError(t, err)
+				assert.Equal(t, "called gitlab_mr_status", res.Content[0].(*mcp.TextContent).Text)
+			})
+		}
+	}
+}
+
+func assertListed(t *testing.T, want, got map[string]string) {
+	t.Helper()
+	for name, def := range want {
+		assert.JSONEq(t, def, got[name], name)
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			assert.Equal(t, "call_tool", name, "only call_tool is listed beyond the registry")
+		}
+	}
+}
+
+// A push costs the SDK little per changed tool, whatever the size of its
+// schemas: go-sdk's AddTool re-decodes a raw schema into a map twice
+// (≈64 KB of garbage per built-in tool, go-sdk's decoder allocating 32 KB
+// each time), a stand-in costs it under 1 KB. Two hundred sessions
+// applying one change made that 40% of the daemon's CPU.
+func TestApplyingAChangeAllocatesLittlePerTool(t *testing.T) {
+	a, b := build("github"), build("gitlab")
+	removed, upserted := b.Diff(a)
+	require.NotEmpty(t, upserted)
+	p := newPublisher(t, a)
+	p.Publish(b) // builds the shared definitions once
+	toggle := []*registry.Registry{a, b}
+	const rounds = 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range rounds {
+		mcpserver.ApplyNow(p, toggle[i%2])
+	}
+	runtime.ReadMemStats(&after)
+	perTool := float64(after.TotalAlloc-before.TotalAlloc) / rounds / float64(len(upserted)+len(removed))
+	t.Logf("%.0f bytes allocated per changed tool", perTool)
+	assert.Less(t, perTool, 8_000.0, "bytes allocated per changed tool")
+}
