@@ -361,12 +361,18 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return fail(err)
 	}
 	progress.Report("agentctl in pod %s reached (%s); creating the session with providers %q (generation %d)", name, e.opts.Connect, spec.Providers.String(), spec.Generation)
+	// agentctl answers once its Attach stream is acknowledged: the link
+	// redials (100 ms, growing to 2 s) while agentctl is still starting.
 	ready, cancel := context.WithTimeout(ctx, e.opts.ReadyTimeout)
 	defer cancel()
-	status, err := s.link.CreateSession(ready, spec)
-	if err == nil {
-		err = s.link.WaitAttached(ready)
+	if err := s.link.WaitAttached(ready); err != nil {
+		e.release(s)
+		if ready.Err() != nil {
+			return fail(fmt.Errorf("agentctl in pod %s did not answer within %s: %w", name, e.opts.ReadyTimeout, errdefs.ErrUnavailable))
+		}
+		return fail(fmt.Errorf("attach to agentctl in pod %s: %w", name, err))
 	}
+	status, err := s.link.CreateSession(ready, spec)
 	if err != nil {
 		e.release(s)
 		return fail(fmt.Errorf("agentctl in pod %s: %w", name, err))

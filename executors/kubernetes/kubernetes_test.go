@@ -67,6 +67,12 @@ func setup(t testing.TB) fixture {
 	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	// Pods are admitted once the namespace's default ServiceAccount
+	// exists (the controller-manager makes it), token or not.
+	require.Eventually(t, func() bool {
+		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the namespace's default ServiceAccount")
 	user := "toolscope-orchestrator-" + ns
 	_, err = c.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "toolscope"}, Rules: Rules}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -25,6 +25,10 @@ ip link set eth0 up
 ip route add default via "$HOST_IP"
 sysctl -qw net.ipv4.ip_forward=1
 
+# The kubelet's cgroup root must exist in every hierarchy (kubetest
+# removes it after the cluster ended).
+for h in /sys/fs/cgroup/*/; do mkdir -p "$h$CGROUP"; done
+
 start() { # name, command...
   local name="$1"
   shift

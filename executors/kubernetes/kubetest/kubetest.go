@@ -186,8 +186,8 @@ func start(t testing.TB) (c *Cluster, err error) {
 	}
 	etcd, _ := exec.LookPath("etcd")
 	files := map[string]string{
-		"env": fmt.Sprintf("NODE_IP=%s\nHOST_IP=%s\nSERVICE_CIDR=%s\nBIN=%s\nETCD=%s\nNODE_NAME=%s\n",
-			c.NodeIP, hostIP, serviceCIDR, Bin(), etcd, NodeName),
+		"env": fmt.Sprintf("NODE_IP=%s\nHOST_IP=%s\nSERVICE_CIDR=%s\nBIN=%s\nETCD=%s\nNODE_NAME=%s\nCGROUP=%s\n",
+			c.NodeIP, hostIP, serviceCIDR, Bin(), etcd, NodeName, c.cgroup),
 		"cluster.sh": string(script),
 		"ca.crt":     string(c.CA.CertPEM),
 		"containerd.toml": fmt.Sprintf(`version = 2
