@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"testing"
@@ -89,8 +90,12 @@ func setup(t testing.TB) fixture {
 }
 
 func (f fixture) options(id string, calls executors.CallHandler, events executors.EventHandler) kubernetes.Options {
-	return kubernetes.Options{Config: f.config, Namespace: f.namespace, AgentctlImage: agentctlImage, StateDir: f.stateDir,
+	opts := kubernetes.Options{Config: f.config, Namespace: f.namespace, AgentctlImage: agentctlImage, StateDir: f.stateDir,
 		ImagePullPolicy: corev1.PullNever, Calls: calls, Events: events, OrchestratorID: id}
+	if os.Getenv("KUBETEST_DEBUG") != "" {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return opts
 }
 
 func (f fixture) executor(t testing.TB, opts kubernetes.Options) *kubernetes.Executor {

@@ -46,18 +46,29 @@ start kube-apiserver "$BIN/kube-apiserver" --etcd-servers http://127.0.0.1:2379 
   --kubelet-client-certificate "$D/admin.crt" --kubelet-client-key "$D/admin.key" \
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$D/sa.pub" \
   --service-account-signing-key-file "$D/sa.key" --service-cluster-ip-range "$SERVICE_CIDR" \
-  --authorization-mode Node,RBAC --anonymous-auth=false --profiling=false --v=0
-start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$D/admin.kubeconfig" \
+  --kubelet-preferred-address-types InternalIP --authorization-mode Node,RBAC --anonymous-auth=false --profiling=false --v=0
+# The controller-manager and the scheduler give up when the apiserver is
+# not healthy within 10 s (a loaded machine): they are started again.
+again() { # name, command...
+  local name="$1"
+  shift
+  while true; do
+    "$@" >>"$D/logs/$name.log" 2>&1 || true
+    sleep 1
+  done
+}
+again kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$D/admin.kubeconfig" \
   --service-account-private-key-file "$D/sa.key" --root-ca-file "$D/ca.crt" --leader-elect=false \
-  --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --v=0
-start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$D/admin.kubeconfig" --leader-elect=false \
-  --bind-address 127.0.0.1 --secure-port 0 --v=0
+  --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --v=0 &
+again kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$D/admin.kubeconfig" --leader-elect=false \
+  --bind-address 127.0.0.1 --secure-port 0 --v=0 &
 # The kubelet starts once containerd answers.
 for _ in $(seq 1 200); do [[ -S "$D/containerd.sock" ]] && break; sleep 0.05; done
 start kubelet "$BIN/kubelet" --config "$D/kubelet.yaml" --kubeconfig "$D/kubelet.kubeconfig" \
   --root-dir /var/lib/kubelet --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" --v=0
 
-# Any component ending ends the cluster: the test fails with its log.
-wait -n
+# containerd, etcd, the apiserver or the kubelet ending ends the cluster:
+# the test fails with its log.
+wait -n "$(cat "$D/containerd.pid")" "$(cat "$D/etcd.pid")" "$(cat "$D/kube-apiserver.pid")" "$(cat "$D/kubelet.pid")"
 echo "a cluster process ended" >&2
 exit 1
