@@ -22,9 +22,10 @@ import (
 // forwarder relays connections made to local listeners (on 127.0.0.1)
 // to ports of a pod, through the API server's port-forward subresource:
 // what an orchestrator outside the cluster reaches agentctl and the MCP
-// endpoint by. One upgraded connection to the API server carries every
-// relayed connection as a pair of streams; it is dialed again when it
-// closes (an API server restart), so a listener's address never changes.
+// endpoint by. Each relayed connection gets an upgraded connection to the
+// API server of its own, carrying its pair of streams (one shared
+// connection let a stalled stream creation reset every other relayed
+// connection); a listener's address never changes.
 // TLS between the orchestrator and agentctl runs inside the relayed bytes,
 // end to end.
 type forwarder struct {
@@ -35,7 +36,7 @@ type forwarder struct {
 	grpcAddr, mcpAddr string
 
 	mu     sync.Mutex
-	conn   httpstream.Connection
+	conns  map[httpstream.Connection]bool // one per relayed connection
 	closed bool
 	lis    []net.Listener
 	nextID atomic.Int64
@@ -64,7 +65,7 @@ func relayFor(cfg *rest.Config, client kubernetes.Interface, namespace, pod, uid
 	if err != nil {
 		return nil, err
 	}
-	f := &forwarder{dialer: dialer, log: log}
+	f := &forwarder{dialer: dialer, log: log, conns: map[httpstream.Connection]bool{}}
 	if f.grpcAddr, err = f.listen(GRPCPort); err == nil {
 		f.mcpAddr, err = f.listen(MCPPort)
 	}
@@ -134,26 +135,27 @@ func (f *forwarder) listen(port int) (string, error) {
 	return lis.Addr().String(), nil
 }
 
-// stream returns the upgraded connection, dialing it if there is none.
+// stream dials an upgraded connection of its own for one relayed
+// connection: a stream pair that stalls or fails takes no other
+// connection with it.
 func (f *forwarder) stream() (httpstream.Connection, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
 		return nil, net.ErrClosed
-	}
-	if f.conn != nil {
-		select {
-		case <-f.conn.CloseChan():
-			f.conn = nil
-		default:
-			return f.conn, nil
-		}
 	}
 	conn, _, err := f.dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward through the API server: %w", err)
 	}
-	f.conn = conn
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		_ = conn.Close()
+		return nil, net.ErrClosed
+	}
+	f.conns[conn] = true
 	return conn, nil
 }
 
@@ -165,6 +167,7 @@ func (f *forwarder) relay(local net.Conn, port int) {
 		f.log.Debug("port-forward", "port", port, "error", err)
 		return
 	}
+	defer conn.Close()
 	headers := http.Header{}
 	headers.Set(corev1.StreamType, corev1.StreamTypeError)
 	headers.Set(corev1.PortHeader, strconv.Itoa(port))
@@ -172,10 +175,11 @@ func (f *forwarder) relay(local net.Conn, port int) {
 	errStream, err := conn.CreateStream(headers)
 	if err != nil {
 		f.log.Debug("port-forward: error stream", "port", port, "error", err)
-		_ = conn.Close() // a broken connection is dialed again next time
+		f.forget(conn)
 		return
 	}
 	_ = errStream.Close() // nothing is written to it
+	defer f.forget(conn)
 	defer conn.RemoveStreams(errStream)
 	remoteErr := make(chan error, 1)
 	go func() {
@@ -210,7 +214,15 @@ func (f *forwarder) relay(local net.Conn, port int) {
 	}
 }
 
-// close stops the listeners and the upgraded connection.
+// forget closes one relayed connection's upgraded connection.
+func (f *forwarder) forget(conn httpstream.Connection) {
+	f.mu.Lock()
+	delete(f.conns, conn)
+	f.mu.Unlock()
+	_ = conn.Close()
+}
+
+// close stops the listeners and the relayed connections.
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -218,7 +230,8 @@ func (f *forwarder) close() {
 	for _, l := range f.lis {
 		_ = l.Close()
 	}
-	if f.conn != nil {
-		_ = f.conn.Close()
+	for c := range f.conns {
+		_ = c.Close()
 	}
+	clear(f.conns)
 }

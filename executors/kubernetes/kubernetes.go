@@ -873,7 +873,9 @@ func (e *Executor) Managed(ctx context.Context) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, p := range list.Items {
-		out[p.Annotations[AnnotationSession]] = p.Name
+		if p.DeletionTimestamp == nil { // one being deleted is gone already
+			out[p.Annotations[AnnotationSession]] = p.Name
+		}
 	}
 	return out, nil
 }
