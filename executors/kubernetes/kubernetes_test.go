@@ -24,6 +24,7 @@ import (
 	"github.com/toolscope/toolscope/executors/kubernetes"
 	"github.com/toolscope/toolscope/executors/kubernetes/kubetest"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
@@ -339,4 +340,27 @@ func TestIsolation(t *testing.T) {
 		// Another session's files are in another pod: the probe tries
 		// their path in its own (OtherDirs nil).
 	})
+}
+
+// TestPodIPConnect: an orchestrator inside the cluster (here: on the host
+// the pod network is routed to) dials agentctl at the pod's IP, with the
+// same mutual TLS; the MCP endpoint still goes through port-forward.
+func TestPodIPConnect(t *testing.T) {
+	f := setup(t)
+	opts := f.options("podip", nil, nil)
+	opts.Connect = kubernetes.ConnectPodIP
+	e := f.executor(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, st, err := e.Launch(ctx, executors.Spec{SessionID: "ses_podip", TaskID: "task_1", Mode: executors.ModeTask, Image: scratchImage,
+		Providers: providers.Of("github"), Generation: 1}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, executors.PhaseRunning, st.Phase)
+	names := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "").Names(t)
+	assert.Contains(t, names, "github_pr_status")
+	res, err := executors.NewController(map[string]executors.Executor{e.Name(): e}).ApplySurface(ctx, h,
+		executors.Surface{Providers: providers.Of("github", "gitlab"), Generation: 2})
+	require.NoError(t, err)
+	assert.True(t, res.Accepted, "a push reaches agentctl at the pod's IP")
+	require.NoError(t, e.Stop(ctx, h))
 }
