@@ -231,7 +231,7 @@ check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)
 
 .PHONY: tidy-check
 tidy-check: ## fail if any go.mod/go.sum is not tidy
-	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off $(GO) mod tidy); done
+	@for m in $(MODULES) tools tools/kubernetes; do (cd $$m && GOWORK=off $(GO) mod tidy); done
 	@if [[ -n "$$(git status --porcelain -- '*go.mod' '*go.sum')" ]]; then \
 		git --no-pager diff -- '*go.mod' '*go.sum'; echo "run 'go mod tidy' in the modules above and commit" >&2; exit 1; fi
 

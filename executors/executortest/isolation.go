@@ -96,6 +96,10 @@ type Isolation struct {
 	// agents of this backend would name them (nil: the same directory of
 	// sessions as the probe's).
 	OtherDirs func(t *testing.T, h executors.Handle) []string
+	// Forbidden are more files the agent must not read where it runs
+	// (agentctl's TLS key, a service-account token); APIs are URLs that
+	// must not answer it with a 2xx (the Kubernetes API server).
+	Forbidden, APIs []string
 }
 
 // RequireRoot fails under CI and skips loudly elsewhere when the tests do
@@ -170,6 +174,8 @@ func RunIsolation(t *testing.T, b Isolation) {
 	s := spec("probe")
 	s.Agent = &executors.AgentCommand{Argv: []string{b.Probe}, CredentialEnv: EnvModelKey, PassEnv: []string{EnvPassed},
 		Env: map[string]string{"PROBE_OTHER_ID": otherSpec.SessionID, "PROBE_OTHER_DIRS": strings.Join(otherDirs, string(filepath.ListSeparator))}}
+	s.Agent.Env["PROBE_FORBIDDEN"] = strings.Join(b.Forbidden, string(filepath.ListSeparator))
+	s.Agent.Env["PROBE_APIS"] = strings.Join(b.APIs, ",")
 	if b.Ports != nil {
 		s.Agent.Env["PROBE_PORTS"] = strings.Join(b.Ports(t, otherHandle), ",")
 	}
@@ -228,6 +234,19 @@ func RunIsolation(t *testing.T, b Isolation) {
 		}
 	}
 	assert.Positive(t, others, "the probe tried the other session's files")
+	forbidden, apis := 0, 0
+	for k, v := range r {
+		switch {
+		case strings.HasPrefix(k, "forbidden["):
+			denied(k)
+			forbidden++
+		case strings.HasPrefix(k, "api["):
+			assert.False(t, strings.HasPrefix(v, "status 2"), "%s answered the agent: %s", k, v)
+			apis++
+		}
+	}
+	assert.Equal(t, len(b.Forbidden), forbidden, "the probe tried every forbidden file")
+	assert.Equal(t, len(b.APIs), apis, "the probe tried every API")
 	if r["pid1/environ"] != "" && r["agentctl_pid"] != "1" {
 		denied("pid1/environ")
 	}

@@ -344,7 +344,7 @@ func TestALaunchRefusedForItsAgentUIDLeavesNoSecret(t *testing.T) {
 // them.
 func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
 	e, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: filepath.Join(t.TempDir(), "sessions"), OrchestratorID: t.Name(),
-		Calls:         func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
+		Calls: func(context.Context, executors.ToolCall) executors.ToolResult { return executors.ToolResult{} },
 		AgentctlFlags: executors.AgentctlFlags{MCPMaxSessions: 7, MCPSessionIdle: 90 * time.Second, ExitTailLines: 2, AgentLogMax: 1 << 20,
 			MCPEventBytes: 65536, MCPEventAge: 30 * time.Second}})
 	require.NoError(t, err)

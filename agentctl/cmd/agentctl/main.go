@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCmd(stdout, stderr), mcpCmd(stdin, stdout, stderr), &cobra.Command{
+	root.AddCommand(serveCmd(stdout, stderr), mcpCmd(stdin, stdout, stderr), installCmd(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the build and the orchestrator contract this agentctl speaks",
 		Args:  cobra.NoArgs,

@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -36,6 +37,8 @@ const (
 	EnvOtherDirs = "PROBE_OTHER_DIRS" // another session's directories, ':'-separated
 	EnvOtherID   = "PROBE_OTHER_ID"   // its session id
 	EnvPorts     = "PROBE_PORTS"      // ports to call agentctl's API on; empty: every port agentctl's uid listens on
+	EnvForbidden = "PROBE_FORBIDDEN"  // more files the agent must not read, ':'-separated
+	EnvAPIs      = "PROBE_APIS"       // URLs the agent must not be answered 2xx by, ','-separated (an API server)
 	ReportTool   = "probe__report"
 )
 
@@ -79,6 +82,12 @@ func main() {
 		for _, f := range []string{"bridge.json", "mcp.json", "agent.log"} {
 			r[fmt.Sprintf("other[%d]/%s", i, f)] = readAll(filepath.Join(d, f))
 		}
+	}
+	for i, path := range filepath.SplitList(os.Getenv(EnvForbidden)) {
+		r[fmt.Sprintf("forbidden[%d](%s)", i, path)] = readAll(path)
+	}
+	for _, u := range strings.FieldsFunc(os.Getenv(EnvAPIs), func(r rune) bool { return r == ',' }) {
+		r["api["+u+"]"] = get(u)
 	}
 	ports := strings.FieldsFunc(os.Getenv(EnvPorts), func(r rune) bool { return r == ',' })
 	if len(ports) == 0 {
@@ -170,6 +179,19 @@ func callAgentctl(addr, self, other string) string {
 		Mode: agentctlv1.SessionMode_SESSION_MODE_TASK}})
 	out = append(out, "create="+status.Code(err).String())
 	return strings.Join(out, " ")
+}
+
+// get is what an HTTPS GET of url answers ("status N"), or "denied: ..."
+// when nothing answers. The server's certificate is not checked: the
+// probe wants to know whether the API would serve it, not whom it is.
+func get(url string) string {
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a probe
+	res, err := c.Get(url)
+	if err != nil {
+		return "denied: " + err.Error()
+	}
+	defer res.Body.Close()
+	return "status " + strconv.Itoa(res.StatusCode)
 }
 
 type bearer struct{ token string }

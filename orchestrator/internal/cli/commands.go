@@ -188,6 +188,17 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
 	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
 	cmd.Flags().StringVar(&cfg.Remote.CA, "remote-ca", "", "CA certificate that signed the remote daemon's certificate")
+	k := &cfg.Kubernetes
+	f.StringVar(&k.Namespace, "kubernetes-namespace", "", "run sessions as pods in this namespace (enables the kubernetes executor; docs/operations.md)")
+	f.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig file of the kubernetes executor (default $KUBECONFIG, ~/.kube/config, else the in-cluster configuration)")
+	f.StringVar(&k.Context, "kubernetes-context", "", "kubeconfig context of the kubernetes executor (default: the current one)")
+	f.StringVar(&k.AgentctlImage, "kubernetes-agentctl-image", "", "the toolscope image with /agentctl, the pods' init container (deploy/kubernetes)")
+	f.StringVar(&k.Connect, "kubernetes-connect", "port-forward", "how agentctl is reached: port-forward (through the API server) or pod-ip (an orchestrator inside the cluster)")
+	f.StringVar(&k.PullPolicy, "kubernetes-pull-policy", "", "imagePullPolicy of the pods' containers: Always, IfNotPresent or Never (default: the cluster's)")
+	f.StringVar(&k.CPU, "kubernetes-cpu", "", "CPU request and limit of each session's pod (e.g. 500m; default: none)")
+	f.StringVar(&k.Memory, "kubernetes-memory", "", "memory request and limit of each session's pod (e.g. 1Gi; default: none)")
+	f.StringArrayVar(&k.NodeSelector, "kubernetes-node-selector", nil, "key=value the sessions' nodes must carry (repeatable)")
+	f.StringArrayVar(&k.Tolerations, "kubernetes-toleration", nil, "key[=value]:Effect taint the sessions' pods tolerate (repeatable)")
 	return cmd
 }
 
@@ -466,7 +477,7 @@ func (a *app) sessionCmd() *cobra.Command {
 		dryRun                         bool
 	)
 	launch := &cobra.Command{
-		Use:   "launch TASK --executor local|docker|remote [--mode task|plan] [-- AGENT COMMAND...]",
+		Use:   "launch TASK --executor local|docker|remote|kubernetes [--mode task|plan] [-- AGENT COMMAND...]",
 		Short: "Launch an agent session on a task",
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -518,10 +529,10 @@ func (a *app) sessionCmd() *cobra.Command {
 			})
 		},
 	}
-	launch.Flags().StringVar(&executor, "executor", "local", "local, docker or remote")
+	launch.Flags().StringVar(&executor, "executor", "local", "local, docker, remote or kubernetes")
 	launch.Flags().StringVar(&mode, "mode", "", "task (default) or plan")
 	launch.Flags().StringVar(&workdir, "workdir", "", "agent working directory")
-	launch.Flags().StringVar(&image, "image", "", "container image (docker executor)")
+	launch.Flags().StringVar(&image, "image", "", "container image (docker and kubernetes executors)")
 	launch.Flags().StringVar(&profile, "agent", "", "agent profile: claude-code, codex or command (writes the MCP config that agent reads)")
 	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
 	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")

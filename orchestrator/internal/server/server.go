@@ -26,6 +26,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/docker"
+	"github.com/toolscope/toolscope/executors/kubernetes"
 	"github.com/toolscope/toolscope/executors/local"
 	"github.com/toolscope/toolscope/executors/remote"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -81,6 +82,8 @@ type Config struct {
 	Agentctl string
 	// Remote, if Addr is set, enables the remote executor.
 	Remote RemoteConfig
+	// Kubernetes, if its Namespace is set, enables the kubernetes executor.
+	Kubernetes kubernetes.Settings
 	// PollInterval is how often the lifecycle polls the tasks' pull and
 	// merge requests; zero turns polling off.
 	PollInterval time.Duration
@@ -249,6 +252,19 @@ func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev exec
 		AgentctlFlags: cfg.AgentctlFlags, LogTailLines: cfg.DockerLogTailLines,
 		Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log,
 	})
+}
+
+// newKubernetes enables the kubernetes executor: pods in the namespace
+// given, reached through a kubeconfig context or the in-cluster
+// configuration (ADR 0031).
+func newKubernetes(cfg Config, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*kubernetes.Executor, error) {
+	opts, err := cfg.Kubernetes.Options()
+	if err != nil {
+		return nil, err
+	}
+	opts.StateDir = filepath.Join(cfg.DataDir, "kubernetes")
+	opts.AgentctlFlags, opts.Calls, opts.Events, opts.OrchestratorID, opts.Log = cfg.AgentctlFlags, d.CallHandler, ev, id, log
+	return kubernetes.New(opts)
 }
 
 func newRemote(rc RemoteConfig, d *toolcalls.Dispatcher, ev executors.EventHandler, id string, log *slog.Logger) (*remote.Executor, error) {
@@ -450,6 +466,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		}
 		defer hostedExec.Close()
 		execs[hosted.Name] = hostedExec
+	}
+	if cfg.Kubernetes.Namespace != "" {
+		kubeExec, err := newKubernetes(cfg, dispatcher, sessionEvents, orchestratorID, log)
+		if err != nil {
+			return fmt.Errorf("kubernetes executor: %w", err)
+		}
+		defer kubeExec.Close()
+		execs[kubernetes.Name] = kubeExec
 	}
 	for name := range execs {
 		log.Info("executor on", "executor", name)

@@ -16,8 +16,11 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
+// runsImages says whether an executor runs a session in an image.
+func runsImages(executor string) bool { return executor == "docker" || executor == "kubernetes" }
+
 // Executors are the backend names a session can be launched with.
-var Executors = []string{"local", "docker", "remote"}
+var Executors = []string{"local", "docker", "remote", "kubernetes"}
 
 // SessionInput is a request to launch a session.
 type SessionInput struct {
@@ -32,7 +35,7 @@ type SessionInput struct {
 	// AgentPassEnv names more variables of the executor's environment the
 	// agent gets (--env NAME): names, never values.
 	AgentPassEnv []string
-	Image        string // docker only
+	Image        string // docker and kubernetes only
 }
 
 // profileSpec is the launch as package profiles sees it.
@@ -200,10 +203,10 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 		return in, errdefs.InvalidField("agent.argv", "is %d characters in all; the limit is %d", total, textlimit.Text.Max)
 	}
 	switch {
-	case in.Executor == "docker" && strings.TrimSpace(in.Image) == "":
-		return in, errdefs.InvalidField("image", "is required for the docker executor")
-	case in.Executor != "docker" && in.Image != "":
-		return in, errdefs.InvalidField("image", "only the docker executor runs images")
+	case runsImages(in.Executor) && strings.TrimSpace(in.Image) == "":
+		return in, errdefs.InvalidField("image", "is required for the %s executor", in.Executor)
+	case !runsImages(in.Executor) && in.Image != "":
+		return in, errdefs.InvalidField("image", "only the docker and kubernetes executors run images")
 	}
 	if len(in.AgentPassEnv) > profiles.MaxPassEnv {
 		return in, errdefs.InvalidField("agent.pass_env", "at most %d names, not %d", profiles.MaxPassEnv, len(in.AgentPassEnv))
