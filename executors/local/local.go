@@ -227,7 +227,9 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		// The agent reaches its own session directory through this one
 		// (mode 0711: entered, never listed); the state directory, with
 		// the secret, stays closed to it.
-		if st.SessionsDir, err = os.MkdirTemp("", "toolscope-sessions-"); err != nil {
+		// Named with this process's pid, so that the test guard
+		// (testutil.SessionsDirPattern) attributes it exactly.
+		if st.SessionsDir, err = os.MkdirTemp("", fmt.Sprintf("toolscope-sessions-%d-", os.Getpid())); err != nil {
 			e.releaseAgent(st)
 			return executors.Handle{}, executors.Status{}, err
 		}
