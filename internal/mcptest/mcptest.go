@@ -78,7 +78,7 @@ func connect(t testing.TB, transport mcp.Transport, version string, relist bool)
 			c.logs <- text
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -127,7 +127,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Names lists the session's tools, sorted.
 func (c *Client) Names(t testing.TB) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	res, err := c.Session.ListTools(ctx, nil)
 	if err != nil {
@@ -147,7 +147,7 @@ func (c *Client) Names(t testing.TB) []string {
 // list), then drains the count. It returns how many calls it took.
 func (c *Client) Subscribe(t testing.TB, change func()) int {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(Hang)
 	for calls := 1; ; calls++ {
 		change()
 		select {
@@ -166,10 +166,15 @@ func (c *Client) WaitChanged(t testing.TB) {
 	t.Helper()
 	select {
 	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed within 10s")
+	case <-time.After(Hang):
+		t.Fatalf("no notifications/tools/list_changed within %s", Hang)
 	}
 }
+
+// Hang bounds every wait of a Client for something expected: long enough
+// that only a hang reaches it, however loaded the machine (a flood that
+// takes 15 s alone took over 4 min beside other test runs on 2 cores).
+const Hang = 2 * time.Minute
 
 // Quiet is the window in which an expected absence of notifications is
 // observed: the SDK's 10 ms debounce plus ample slack for a busy machine.
@@ -221,7 +226,7 @@ func (c *Client) Negotiated() string {
 // Listen asks the server for log notifications (notifications/message).
 func (c *Client) Listen(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	if err := c.Session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
@@ -234,8 +239,8 @@ func (c *Client) WaitLog(t testing.TB) string {
 	select {
 	case text := <-c.logs:
 		return text
-	case <-time.After(10 * time.Second):
-		t.Fatal("no log notification within 10s")
+	case <-time.After(Hang):
+		t.Fatalf("no log notification within %s", Hang)
 		return ""
 	}
 }

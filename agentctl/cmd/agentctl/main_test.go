@@ -262,7 +262,7 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 			stdio.WaitChanged(t)
 			httpClient.WaitChanged(t)
 			want := toolapi.Surface("github", "gitlab")
-			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, time.Minute, 10*time.Millisecond)
 			assert.Equal(t, want, httpClient.Names(t))
 			stdio.ExpectNone(t, "one push, one notification through the bridge")
 			assert.Equal(t, 0, httpClient.Drain(), "one push, one notification over HTTP")
@@ -350,7 +350,7 @@ func TestStdioBridgeMirrorsExternalTools(t *testing.T) {
 			push("wiki__read")
 			stdio.WaitChanged(t)
 			want := withExternal(toolapi.Surface("github"), "wiki__read")
-			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, time.Minute, 10*time.Millisecond)
 			stdio.ExpectNone(t, "one push, one notification through the bridge")
 			assert.Equal(t, definitions(httpClient), definitions(stdio))
 

@@ -212,7 +212,7 @@ func TestEveryRPCRefusedOverTCP(t *testing.T) {
 			roleCases++
 		}
 		for _, c := range run {
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			err := invoke(ctx, c.conn, m)
 			cancel()
 			calls++

@@ -289,7 +289,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	// /proc/PID/environ has them.
 	agentctl := agentctlPID(t, dataDir, sid)
 	var agentPID int
-	require.Eventually(t, func() bool { agentPID = childOf(agentctl); return agentPID != 0 }, 10*time.Second, 10*time.Millisecond, "the agent runs")
+	require.Eventually(t, func() bool { agentPID = childOf(agentctl); return agentPID != 0 }, time.Minute, 10*time.Millisecond, "the agent runs")
 	environs := map[string][]byte{}
 	for name, pid := range map[string]int{"agentctl": agentctl, "agent": agentPID} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
