@@ -58,11 +58,11 @@ func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
 	assert.True(t, marked.NeedsRepair)
 	assert.Equal(t, uint64(1), marked.Applied.Generation)
 
-	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, time.Minute, 5*time.Millisecond,
 		"the reconciler retries a failing session")
 	f.exec.Fail(sess.ID, nil)
 	answered := time.Now()
-	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, time.Minute, 5*time.Millisecond,
 		"repaired without a resume")
 	testutil.Figure(t, "reconciler: a failing session", "repaired %d ms after its agentctl answered again (backoff bound 200 ms), after %d failed attempts, with one push_failed event",
 		time.Since(answered).Milliseconds(), f.exec.Applied(sess.ID).Failed)
@@ -102,4 +102,32 @@ func TestARestartReconcilesWithNoRepairPathOfItsOwn(t *testing.T) {
 	assert.Equal(t, uint64(2), got.Applied.Generation)
 	assert.False(t, got.NeedsRepair)
 	assert.Equal(t, fake.Applied{Providers: got.Applied.Set, Generation: 2, ExternalGeneration: got.ExternalGeneration, Pushes: 1}, f.exec.Applied(sess.ID), "one push")
+}
+
+// TestResumeRelaunchesTheAgentWithItsEnvNames: the names given with
+// `session launch --env` are stored with the session (names only; the
+// values stay in the executor's environment), so a resume relaunches the
+// agent with them. Before, they held for the launch only and a resumed
+// agent lost them.
+func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{})
+	task := f.task(t, "github")
+	names := []string{"DEPLOY_REGION", "MY_TOOL_HOME"}
+	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
+		AgentArgv: []string{"sh", "-c", "sleep 60"}, AgentPassEnv: names}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID) })
+	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
+	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the launch")
+	assert.Equal(t, names, f.session(t, sess.ID).AgentPassEnv, "stored")
+
+	f.exec.Lose(sess.ID, "agentctl (pid 7) exited: signal: killed")
+	require.Eventually(t, func() bool { return f.session(t, sess.ID).State == model.SessionFailed }, time.Minute, 5*time.Millisecond)
+	resumed, err := f.svc.ResumeSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, model.SessionRunning, resumed.State)
+	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
+	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the relaunch by resume")
 }
