@@ -145,6 +145,14 @@ func (c *Client) Names(t testing.TB) []string {
 // 2026-07-28 clients subscribe asynchronously after connecting. It calls
 // change until a notification arrives (each call must change the tool
 // list), then drains the count. It returns how many calls it took.
+//
+// A change is repeated only when no notification came within
+// resubscribeAfter (normally one arrives in milliseconds; a change made
+// before the stream was up is never notified). A repeated change is
+// notified too, possibly after the first notification (a loaded machine
+// delayed one past the old 500 ms repeat, and a test then counted it as
+// its own): after a repeat, Subscribe drains until settleQuiet passes
+// with none.
 func (c *Client) Subscribe(t testing.TB, change func()) int {
 	t.Helper()
 	deadline := time.After(Hang)
@@ -153,10 +161,34 @@ func (c *Client) Subscribe(t testing.TB, change func()) int {
 		select {
 		case <-c.changed:
 			c.Drain()
+			if calls > 1 {
+				c.settle(deadline)
+			}
 			return calls
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(resubscribeAfter):
 		case <-deadline:
 			t.Fatalf("no list_changed after %d changes", calls)
+		}
+	}
+}
+
+// Subscribe's waits: before repeating a change, and the quiet that ends
+// the notifications of repeated ones.
+const (
+	resubscribeAfter = 2 * time.Second
+	settleQuiet      = 5 * time.Second
+)
+
+// settle drains notifications until settleQuiet passes with none (or the
+// deadline).
+func (c *Client) settle(deadline <-chan time.Time) {
+	for {
+		select {
+		case <-c.changed:
+		case <-time.After(settleQuiet):
+			return
+		case <-deadline:
+			return
 		}
 	}
 }
