@@ -37,7 +37,7 @@ import (
 // URL and bearer token.
 func mcpEndpoint(t *testing.T, d *daemonProcess, providers ...string) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	resp, err := d.client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
 		SessionId: "bounded", TaskId: "task_b", ProviderSet: &agentctlv1.ProviderSet{Providers: providers, Generation: 1},

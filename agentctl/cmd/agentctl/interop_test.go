@@ -86,7 +86,7 @@ func runTSClient(t *testing.T, args ...string) (<-chan tsEvent, func()) {
 		select {
 		case err := <-done:
 			assert.NoError(t, err, "TypeScript client: %s", logs.String())
-		case <-time.After(30 * time.Second):
+		case <-time.After(2 * time.Minute):
 			_ = cmd.Process.Kill()
 			t.Errorf("TypeScript client did not exit; stderr: %s", logs.String())
 		}

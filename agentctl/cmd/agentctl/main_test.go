@@ -153,7 +153,7 @@ func firstLine(t testing.TB, cmd *exec.Cmd) (string, *testutil.SyncBuffer) {
 	select {
 	case l := <-line:
 		return l, logs
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s printed no line; stderr: %s", cmd.Path, logs.String())
 		return "", logs
 	}
@@ -199,7 +199,7 @@ func TestServeWithMutualTLS(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close() })
 		return agentctlv1.NewAgentctlServiceClient(conn)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	resp, err := dialTLS(client).CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
 		SessionId: "remote", TaskId: "task_r", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"gitlab"}, Generation: 1},
@@ -287,7 +287,7 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.NoError(t, err, "agentctl exits cleanly on SIGTERM")
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("agentctl did not stop on SIGTERM")
 	}
 }

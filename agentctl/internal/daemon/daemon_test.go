@@ -379,7 +379,7 @@ func TestAgentIsStartedWithTheEndpointInjected(t *testing.T) {
 	var exited *agentctlv1.SessionEvent
 	select {
 	case exited = <-events:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("no agent-exited event")
 	}
 	assert.Equal(t, agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, exited.GetKind())
@@ -581,7 +581,7 @@ func TestAgentProfileIsRenderedAtLaunch(t *testing.T) {
 	st := h.create(t, sp)
 	select {
 	case <-events:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the agent did not run")
 	}
 	dir := filepath.Join(h.stateDir, "sessions", "s1")

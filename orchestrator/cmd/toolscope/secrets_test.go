@@ -477,7 +477,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		if jsonOut {
 			args = append([]string{"--json"}, args...)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := command(ctx, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -142,7 +142,7 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, err)
 	w.sessionID = launched.GetSession().GetId()
 	t.Cleanup(func() {
-		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stop, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_, _ = sessions.StopSession(stop, &pb.StopSessionRequest{SessionId: w.sessionID})
 	})
@@ -481,7 +481,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("the orchestrator stops: the open page says so", func(t *testing.T) {
 		events := tab(t, b)
 		do(t, events, chromedp.Navigate(w.console+"/tasks/"+w.taskID+"/events"), chromedp.WaitVisible(chromedp.CSS(`tr[data-kind="tool.called"]`)))
-		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stop, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_, err := pb.NewSessionServiceClient(w.conn).StopSession(stop, &pb.StopSessionRequest{SessionId: w.sessionID})
 		require.NoError(t, err)
