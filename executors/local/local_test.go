@@ -365,7 +365,7 @@ func TestAgentctlIsStartedWithTheBoundsGiven(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err = executors.NewController(map[string]executors.Executor{local.Name: e}).Inspect(ctx, h)
 		return err == nil && st.Phase == executors.PhaseAgentExited
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	assert.Equal(t, 6, st.AgentExitCode)
 	assert.Equal(t, "three\nfour", st.AgentOutput, "agentctl applied --exit-tail-lines 2")
 }

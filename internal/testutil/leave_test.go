@@ -40,7 +40,7 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "the orphaned sh is found as started by the tests")
+	}, 2*time.Minute, 10*time.Millisecond, "the orphaned sh is found as started by the tests")
 	assert.Len(t, ProcessesNaming(t, marker), 1)
 
 	StopProcessesNaming(t, marker)

@@ -334,7 +334,7 @@ func TestToolCallsGoToTheOrchestratorWithTheSessionsIdentity(t *testing.T) {
 	require.Eventually(t, func() bool {
 		text, isErr = callText(t, c, "task_info", map[string]any{})
 		return !isErr
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 2*time.Minute, 10*time.Millisecond)
 	assert.Equal(t, "task task_s1", text)
 	call := <-calls
 	for len(calls) > 0 {

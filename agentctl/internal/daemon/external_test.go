@@ -200,7 +200,7 @@ func TestPlanModeKeepsOnlyReadOnlyExternalTools(t *testing.T) {
 	assert.Equal(t, withTools(planSurface("gitlab"), "tickets__status"), h.state(t, "s1").GetToolNames())
 	require.Eventually(t, func() bool {
 		return assert.ObjectsAreEqual(withTools(planSurface("gitlab"), "tickets__status"), c.Names(t))
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 2*time.Minute, 10*time.Millisecond)
 
 	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "tickets__create", Arguments: map[string]any{"title": "x"}})
 	if err == nil {

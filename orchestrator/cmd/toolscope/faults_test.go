@@ -167,7 +167,7 @@ func TestOrchestratorKilledDuringABatch(t *testing.T) {
 			b, _ := json.Marshal(res.StructuredContent)
 			var info toolapi.TaskInfo
 			return json.Unmarshal(b, &info) == nil && info.Generation == gen
-		}, 30*time.Second, 10*time.Millisecond, "round %d: the agent's client reaches the restarted orchestrator", round)
+		}, 2*time.Minute, 10*time.Millisecond, "round %d: the agent's client reaches the restarted orchestrator", round)
 	}
 	want := toolapi.Surface("github")
 	if committed > 0 {

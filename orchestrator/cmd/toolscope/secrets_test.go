@@ -261,7 +261,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 				}
 			}
 			return false
-		}, 30*time.Second, 5*time.Millisecond, "no %s event", what)
+		}, 2*time.Minute, 5*time.Millisecond, "no %s event", what)
 		return seq
 	}
 
@@ -453,7 +453,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 			}
 		}
 		return false
-	}, 30*time.Second, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
+	}, 2*time.Minute, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
 	gl.FailNext("PUT", "/merge", 403, 0)
 	succeeds(toolapi.GitLabMRSetAutomation, map[string]any{"auto_merge": true})
 	waitEvent("auto-merge failed", func(e *pb.TaskEvent) bool {

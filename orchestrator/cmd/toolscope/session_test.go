@@ -173,7 +173,7 @@ func TestSessionLifecycleThroughTheCLI(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_info", Arguments: map[string]any{}})
 		return err == nil && !res.IsError
-	}, 30*time.Second, 20*time.Millisecond, "tool calls reach the restarted orchestrator")
+	}, 2*time.Minute, 20*time.Millisecond, "tool calls reach the restarted orchestrator")
 
 	// agentctl dies: the session is failed and needs repair.
 	require.NoError(t, syscall.Kill(agentctlPID(t, dataDir, sid), syscall.SIGKILL))

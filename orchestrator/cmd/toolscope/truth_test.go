@@ -119,12 +119,12 @@ func TestAnAgentThatExitsWhileTheOrchestratorIsDownIsRecorded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(log)
 		return strings.Contains(string(b), "bye")
-	}, 30*time.Second, 20*time.Millisecond, "the agent exits")
+	}, 2*time.Minute, 20*time.Millisecond, "the agent exits")
 
 	srv = startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
 	require.Eventually(t, func() bool {
 		return strings.Contains(fmt.Sprint(srv.session(t, sid)["status_message"]), "agent exited with code 7")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	assert.Equal(t, "running", srv.session(t, sid)["state"])
 	n, exited := stopAndCount(t, srv, task, sid)
 	assert.Equal(t, 1, n, "recorded once")
@@ -204,7 +204,7 @@ func TestAZombieAgentctlIsLostAndResumable(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s, err := procs.State(pid)
 		return err == nil && s == 'Z'
-	}, 10*time.Second, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
+	}, 2*time.Minute, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
 	require.NoError(t, syscall.Kill(pid, 0), "signal 0 is fooled by the zombie")
 
 	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "failed" }, 2*time.Minute, 20*time.Millisecond)
@@ -285,7 +285,7 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out = srv.ok(t, "session", "logs", sid)
 		return strings.Contains(out, "token ")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	assert.Equal(t, "first\ntoken ghp_[redacted]\n", out, "the log so far, scrubbed")
 	assert.NotContains(t, out, token)
 
@@ -394,7 +394,7 @@ func TestServeBoundsTheKeptLogs(t *testing.T) {
 	live, stopped := launch(), launch()
 	require.Eventually(t, func() bool {
 		return strings.Contains(srv.ok(t, "session", "logs", stopped), "working")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	srv.ok(t, "session", "stop", stopped)
 	assert.NoDirExists(t, filepath.Join(logs, stopped), "a stopped session's logs over the bound are removed at its stop")
 	assert.FileExists(t, filepath.Join(logs, live, "agentctl.log"), "a running session's logs stay, whatever the bound")

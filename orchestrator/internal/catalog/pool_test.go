@@ -348,6 +348,6 @@ func TestAKilledServerIsReplacedOnTheNextCall(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := pool.Call(ctx, prov, "search", nil)
 		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 2*time.Minute, 10*time.Millisecond)
 	assert.Len(t, files.Starts(t), 2)
 }
