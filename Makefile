@@ -89,7 +89,7 @@ STRESS_COUNT ?= 30
 test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS_COUNT); a few minutes
 	@hogs=""; for i in 1 2; do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	trap 'kill $$hogs' EXIT INT TERM; \
-	$(GO) test -race -count=$(STRESS_COUNT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
+	$(GO) test -race -count=$(STRESS_COUNT) -timeout=$(TEST_TIMEOUT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
 
 .PHONY: test-long
 test-long: ## the agentctl load storm, alone: under -race, then without it (1 s starvation guard; gap and rate are figures); about 30 s
