@@ -45,7 +45,7 @@ func (f *faked) session(t *testing.T, id string) model.Session {
 func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFaked(t, service.Options{PushTimeout: 100 * time.Millisecond, RepairBackoff: 200 * time.Millisecond})
+	f := newFaked(t, service.Options{PushTimeout: time.Minute, RepairBackoff: 200 * time.Millisecond}) // the pushes fail by Fail, never by the timeout (100 ms timed out first under load)
 	task := f.task(t, "github")
 	sess := f.launch(t, task.ID)
 	f.exec.Fail(sess.ID, errors.New("connection refused"))

@@ -291,7 +291,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 		assert.Equal(t, events, gotEvents)
 		v, err := s2.SchemaVersion(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(9), v)
+		assert.Equal(t, int64(10), v)
 	})
 }
 
