@@ -50,10 +50,17 @@ FIGURES := $(CURDIR)/bench/figures.txt
 # whether the run passed or not, so no skip goes unseen.
 SKIPS := $(CURDIR)/bench/skips.txt
 
+# go test's own per-package timeout (10m) is a wall-clock bound: on a
+# loaded 2-core machine one package (orchestrator/cmd/toolscope, with the
+# real agent CLIs) ran past it while all its tests were still progressing.
+# Tests wait on events with their own hang deadlines; this only catches a
+# package that hangs outright.
+TEST_TIMEOUT ?= 45m
+
 .PHONY: test
-test: ## run every test with -race, then print the reliability figures and the skipped tests
+test: ## run every test with -race, then print the reliability figures and the skipped tests (TEST_TIMEOUT=45m per package)
 	@mkdir -p bench && rm -f $(FIGURES) $(SKIPS)
-	@rc=0; TOOLSCOPE_FIGURES=$(FIGURES) TOOLSCOPE_SKIPS=$(SKIPS) $(GO) test -race -count=1 $(PKGS) || rc=$$?; \
+	@rc=0; TOOLSCOPE_FIGURES=$(FIGURES) TOOLSCOPE_SKIPS=$(SKIPS) $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) $(PKGS) || rc=$$?; \
 	if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi; \
 	echo; if [[ -s $(SKIPS) ]]; then echo "== skipped tests ($$(wc -l < $(SKIPS))), and why"; sort $(SKIPS); else echo "== skipped tests: none"; fi; \
 	exit $$rc
@@ -82,7 +89,7 @@ STRESS_COUNT ?= 30
 test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS_COUNT); a few minutes
 	@hogs=""; for i in 1 2; do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	trap 'kill $$hogs' EXIT INT TERM; \
-	$(GO) test -race -count=$(STRESS_COUNT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
+	$(GO) test -race -count=$(STRESS_COUNT) -timeout=$(TEST_TIMEOUT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
 
 .PHONY: test-long
 test-long: ## the agentctl load storm, alone: under -race, then without it (1 s starvation guard; gap and rate are figures); about 30 s

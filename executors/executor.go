@@ -332,6 +332,22 @@ type Endpoint struct {
 	Complete func(*Status)
 }
 
+// DownFrom is the Down of a backend that knows whether it stopped a
+// session on request (stopped) and whether the session's agentctl process
+// or container is gone (gone); cause, why it is gone, is asked only once
+// gone says so (a backend sets it before it marks the session gone).
+func DownFrom(stopped, gone func() bool, cause func() string) func() (Phase, string) {
+	return func() (Phase, string) {
+		switch {
+		case stopped():
+			return PhaseStopped, ""
+		case gone():
+			return PhaseLost, cause()
+		}
+		return "", ""
+	}
+}
+
 // down is Down, or "" when the backend cannot tell.
 func (e Endpoint) down() (Phase, string) {
 	if e.Down == nil {

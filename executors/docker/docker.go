@@ -416,18 +416,8 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}
 	return executors.Endpoint{
 		SessionID: s.st.SessionID, Agentctl: s.link,
-		Down: func() (executors.Phase, string) {
-			e.mu.Lock()
-			stopped := s.stopped
-			e.mu.Unlock()
-			switch {
-			case stopped:
-				return executors.PhaseStopped, ""
-			case s.gone():
-				return executors.PhaseLost, s.cause
-			}
-			return "", ""
-		},
+		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.gone,
+			func() string { return s.cause }),
 		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
 	}, nil
 }

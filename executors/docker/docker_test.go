@@ -247,7 +247,7 @@ func TestLinksToDeadContainersAreNeverRedialed(t *testing.T) {
 	listeners := make([]net.Listener, 0, n)
 	for _, addr := range addrs {
 		var lis net.Listener
-		require.Eventually(t, func() bool { lis, err = net.Listen("tcp", addr); return err == nil }, 10*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { lis, err = net.Listen("tcp", addr); return err == nil }, time.Minute, 20*time.Millisecond,
 			"the dead container's port %s is released", addr)
 		listeners = append(listeners, lis)
 		accepting.Go(func() {

@@ -146,6 +146,16 @@ func (x *Executor) Fail(sessionID string, err error) {
 	}
 }
 
+// Spec is the spec of a session's latest launch (zero if none).
+func (x *Executor) Spec(sessionID string) executors.Spec {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s, ok := x.sessions[sessionID]; ok {
+		return s.spec
+	}
+	return executors.Spec{}
+}
+
 // Applied is what a session's agentctl applied.
 type Applied struct {
 	Providers          providers.Set

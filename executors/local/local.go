@@ -226,7 +226,9 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		// The agent reaches its own session directory through this one
 		// (mode 0711: entered, never listed); the state directory, with
 		// the secret, stays closed to it.
-		if st.SessionsDir, err = os.MkdirTemp("", "toolscope-sessions-"); err != nil {
+		// Named with this process's pid, so that the test guard
+		// (testutil.SessionsDirPattern) attributes it exactly.
+		if st.SessionsDir, err = os.MkdirTemp("", fmt.Sprintf("toolscope-sessions-%d-", os.Getpid())); err != nil {
 			e.releaseAgent(st)
 			return executors.Handle{}, executors.Status{}, err
 		}
@@ -412,18 +414,8 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}
 	return executors.Endpoint{
 		SessionID: s.id, Agentctl: s.link,
-		Down: func() (executors.Phase, string) {
-			e.mu.Lock()
-			stopped := s.stopped
-			e.mu.Unlock()
-			switch {
-			case stopped:
-				return executors.PhaseStopped, ""
-			case s.gone():
-				return executors.PhaseLost, s.cause
-			}
-			return "", ""
-		},
+		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.gone,
+			func() string { return s.cause }),
 		Complete: func(st *executors.Status) {
 			st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
 		},

@@ -94,7 +94,7 @@ func connectWith(t *testing.T, transport mcp.Transport, version, name string, re
 		opts.ToolListChangedHandler = nil
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	require.NoError(t, err)
@@ -103,10 +103,20 @@ func connectWith(t *testing.T, transport mcp.Transport, version, name string, re
 	return r
 }
 
+// never is an adoption wait longer than any call's deadline (hang): a
+// result that arrives at all was released by adoption, not at the bound,
+// however slow the machine.
+const (
+	never = time.Hour
+	hang  = 2 * time.Minute
+)
+
 func addSources(t *testing.T, cs *mcp.ClientSession) (*mcp.CallToolResult, time.Time, time.Duration) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
 	start := time.Now()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool, Arguments: map[string]any{"repository_ids": []string{"r"}}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolapi.AddSourcesTool, Arguments: map[string]any{"repository_ids": []string{"r"}}})
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	return res, time.Now(), time.Since(start)
@@ -122,7 +132,7 @@ func TestSelfTriggeredChangeIsAdoptedBeforeTheResult(t *testing.T) {
 	for name, version := range map[string]string{"http": "2025-11-25", "stdio": ""} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := selfChanging(t, 10*time.Second)
+			p := selfChanging(t, never)
 			c := connectClient(t, transports[name](t, p), version, "claude-code", true)
 			_, got, took := addSources(t, c.session)
 			c.mu.Lock()
@@ -131,9 +141,8 @@ func TestSelfTriggeredChangeIsAdoptedBeforeTheResult(t *testing.T) {
 			require.Len(t, c.relisting, 1, "the client re-listed before the result")
 			assert.True(t, c.relisting[0].Before(got))
 			c.mu.Unlock()
-			require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.relistedNames) == 1 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.relistedNames) == 1 }, hang, time.Millisecond)
 			assert.Subset(t, c.relistedNames[0], toolapi.GroupGitLab.Names(), "its re-list had the new tools")
-			assert.Less(t, took, 5*time.Second, "released on adoption, not at the bound")
 			t.Logf("result after %s (notification and re-list first)", took.Round(time.Millisecond))
 		})
 	}
@@ -146,7 +155,7 @@ func TestSelfTriggeredChangeIsAdoptedBeforeTheResult(t *testing.T) {
 // client never listed, and refuses one the session does not have.
 func TestAClientThatNeverRelistsGetsCallTool(t *testing.T) {
 	t.Parallel()
-	p := selfChanging(t, 10*time.Second)
+	p := selfChanging(t, never)
 	codex := connectClient(t, transports["stdio"](t, p), "", "codex-mcp-client", false)
 	other := connectClient(t, transports["stdio"](t, p), "", "claude-code", false)
 
@@ -159,8 +168,8 @@ func TestAClientThatNeverRelistsGetsCallTool(t *testing.T) {
 	assert.Contains(t, names, toolapi.CallTool, "offered to a client that never re-lists")
 	assert.NotContains(t, toolNames(t, other.session), toolapi.CallTool, "and only to such clients")
 
-	res, _, took := addSources(t, codex.session)
-	assert.Less(t, took, 5*time.Second, "no wait for a re-list that never comes")
+	res, _, took := addSources(t, codex.session) // returns at all: no wait for a re-list that never comes
+	t.Logf("result after %s", took.Round(time.Millisecond))
 	var out toolapi.AddSourcesResult
 	b, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
@@ -187,10 +196,10 @@ func TestAClientThatNeverRelistsGetsCallTool(t *testing.T) {
 // its self-triggered result is not held for it.
 func TestAClientThatIsNeverNotifiedIsNotWaitedFor(t *testing.T) {
 	t.Parallel()
-	p := selfChanging(t, 10*time.Second)
+	p := selfChanging(t, never)
 	c := connectWith(t, transports["stdio"](t, p), "", "some-client", false, false)
-	_, _, took := addSources(t, c.session)
-	assert.Less(t, took, 5*time.Second, "released at once, not at the bound")
+	_, _, took := addSources(t, c.session) // returns at all: released at once, not at the bound
+	t.Logf("result after %s", took.Round(time.Millisecond))
 }
 
 // TestAdoptionIsBounded: a client that should re-list but never does
@@ -202,8 +211,8 @@ func TestAdoptionIsBounded(t *testing.T) {
 	p := selfChanging(t, wait)
 	c := connectClient(t, transports["stdio"](t, p), "", "some-client", false)
 	res, _, took := addSources(t, c.session)
-	assert.GreaterOrEqual(t, took, wait)
-	assert.Less(t, took, wait+2*time.Second)
+	assert.GreaterOrEqual(t, took, wait) // and released at all (before hang): at the bound
+	t.Logf("result after %s (AdoptWait %s)", took.Round(time.Millisecond), wait)
 	assert.NotNil(t, res.StructuredContent)
 	assert.Equal(t, mcpserver.DefaultAdoptWait, 2*time.Second, "the default")
 }

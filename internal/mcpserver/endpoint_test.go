@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,12 +41,25 @@ func serveEndpoint(t testing.TB, p *mcpserver.Publisher, limits mcpserver.Limits
 // TestKeepAliveSparesModernSubscriptions: with a keepalive running, a
 // 2025-11-25 client (a stateful session holding a notification stream) is
 // pinged, and a 2026-07-28 client's subscriptions/listen stream outlives
-// several intervals. go-sdk's own KeepAlive pinged the stateless session
-// too and closed it on the failed ping, so list_changed stopped one
+// several keepalive rounds. go-sdk's own KeepAlive pinged the stateless
+// session too and closed it on the failed ping, so list_changed stopped one
 // interval after connecting.
+//
+// The rounds are counted by events, whatever the scheduling: one fresh
+// 2025-11-25 session after another, each waiting for its first ping. A
+// ping is received whether or not its answer then arrives within half an
+// interval (on a starved machine it may not, and the endpoint rightly
+// closes that session, even before the client's Connect returns), and each
+// session connects after the previous one was pinged, so every ping is of
+// a later round than the one before. A session closed before its ping was
+// seen is replaced, and counted.
 func TestKeepAliveSparesModernSubscriptions(t *testing.T) {
 	t.Parallel()
-	const interval = 50 * time.Millisecond
+	const (
+		interval = 50 * time.Millisecond
+		rounds   = 4
+		hang     = time.Minute // only catches a hang
+	)
 	p := newPublisher(t, build("github"))
 	url := serveEndpoint(t, p, mcpserver.Limits{KeepAlive: interval})
 
@@ -53,35 +67,56 @@ func TestKeepAliveSparesModernSubscriptions(t *testing.T) {
 	toggle := []*registry.Registry{build("gitlab"), build("github")}
 	modern.Subscribe(t, func() { p.Publish(toggle[0]); toggle[0], toggle[1] = toggle[1], toggle[0] })
 
-	pings := make(chan struct{}, 100)
-	old := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil)
-	old.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "ping" {
-				pings <- struct{}{}
+	began := time.Now()
+	deadline := time.After(hang)
+	replaced := 0
+	for round := 0; round < rounds; {
+		pinged := make(chan struct{})
+		var once sync.Once
+		old := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil)
+		old.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "ping" {
+					once.Do(func() { close(pinged) })
+				}
+				return next(ctx, method, req)
 			}
-			return next(ctx, method, req)
+		})
+		cs, err := old.Connect(context.Background(), mcptest.HTTP(url, testToken), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			// Pinged while still connecting (the SDK opens the stream
+			// before it sends notifications/initialized), and the answer
+			// was late: the endpoint closed the session under the client.
+			require.ErrorIs(t, err, mcp.ErrSessionMissing)
+			select {
+			case <-pinged:
+				round++
+			default:
+				replaced++
+			}
+			continue
 		}
-	})
-	cs, err := old.Connect(context.Background(), mcptest.HTTP(url, testToken), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	require.NoError(t, err)
-	t.Cleanup(func() {
+		ended := make(chan struct{})
+		go func() { _ = cs.Wait(); close(ended) }()
+		select {
+		case <-pinged:
+			round++
+		case <-ended:
+			replaced++
+		case <-deadline:
+			t.Fatalf("%d stateful sessions pinged, want %d (%d closed before their ping)", round, rounds, replaced)
+		}
 		// Bounded: with the SDK's keepalive, this Close never returned.
 		closed := make(chan struct{})
 		go func() { _ = cs.Close(); close(closed) }()
 		select {
 		case <-closed:
-		case <-time.After(5 * time.Second):
-			t.Error("closing the 2025-11-25 client hung")
-		}
-	})
-	for i := range 4 {
-		select {
-		case <-pings:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the stateful session got %d keepalive pings, want 4", i)
+		case <-deadline:
+			t.Fatalf("closing stateful session %d hung", round)
 		}
 	}
+	t.Logf("%d keepalive rounds (interval %s) in %s; %d sessions closed before their ping and replaced",
+		rounds, interval, time.Since(began).Round(time.Millisecond), replaced)
 
 	require.True(t, p.Publish(build("github", "gitlab")))
 	modern.WaitChanged(t)
@@ -95,7 +130,11 @@ func TestKeepAliveSparesModernSubscriptions(t *testing.T) {
 // notification stream is kept.
 func TestSessionLimitRefusesWithAClearErrorAndIdleSessionsAreReaped(t *testing.T) {
 	t.Parallel()
-	const idle = 300 * time.Millisecond
+	// Not shorter: a session is idle from its initialize until its next
+	// request, and at 300 ms a loaded machine let a client's
+	// notifications/initialized come too late (its Connect then failed
+	// with "session not found").
+	const idle = 5 * time.Second
 	p := newPublisher(t, build("github"))
 	url := serveEndpoint(t, p, mcpserver.Limits{MaxSessions: 3, SessionIdle: idle})
 
@@ -125,7 +164,7 @@ func TestSessionLimitRefusesWithAClearErrorAndIdleSessionsAreReaped(t *testing.T
 		again, err = mcp.NewClient(&mcp.Implementation{Name: "again", Version: "1"}, nil).
 			Connect(context.Background(), mcptest.HTTP(url, testToken), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		return err == nil
-	}, 10*time.Second, idle/4, "idle sessions free their places")
+	}, idle+mcptest.Hang, idle/4, "idle sessions free their places")
 	t.Cleanup(func() { _ = again.Close() })
 	for i, q := range quiet {
 		_, err := q.ListTools(context.Background(), nil)

@@ -78,7 +78,7 @@ func connect(t testing.TB, transport mcp.Transport, version string, relist bool)
 			c.logs <- text
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -127,7 +127,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Names lists the session's tools, sorted.
 func (c *Client) Names(t testing.TB) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	res, err := c.Session.ListTools(ctx, nil)
 	if err != nil {
@@ -145,18 +145,50 @@ func (c *Client) Names(t testing.TB) []string {
 // 2026-07-28 clients subscribe asynchronously after connecting. It calls
 // change until a notification arrives (each call must change the tool
 // list), then drains the count. It returns how many calls it took.
+//
+// A change is repeated only when no notification came within
+// resubscribeAfter (normally one arrives in milliseconds; a change made
+// before the stream was up is never notified). A repeated change is
+// notified too, possibly after the first notification (a loaded machine
+// delayed one past the old 500 ms repeat, and a test then counted it as
+// its own): after a repeat, Subscribe drains until settleQuiet passes
+// with none.
 func (c *Client) Subscribe(t testing.TB, change func()) int {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(Hang)
 	for calls := 1; ; calls++ {
 		change()
 		select {
 		case <-c.changed:
 			c.Drain()
+			if calls > 1 {
+				c.settle(deadline)
+			}
 			return calls
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(resubscribeAfter):
 		case <-deadline:
 			t.Fatalf("no list_changed after %d changes", calls)
+		}
+	}
+}
+
+// Subscribe's waits: before repeating a change, and the quiet that ends
+// the notifications of repeated ones.
+const (
+	resubscribeAfter = 2 * time.Second
+	settleQuiet      = 5 * time.Second
+)
+
+// settle drains notifications until settleQuiet passes with none (or the
+// deadline).
+func (c *Client) settle(deadline <-chan time.Time) {
+	for {
+		select {
+		case <-c.changed:
+		case <-time.After(settleQuiet):
+			return
+		case <-deadline:
+			return
 		}
 	}
 }
@@ -166,10 +198,15 @@ func (c *Client) WaitChanged(t testing.TB) {
 	t.Helper()
 	select {
 	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed within 10s")
+	case <-time.After(Hang):
+		t.Fatalf("no notifications/tools/list_changed within %s", Hang)
 	}
 }
+
+// Hang bounds every wait of a Client for something expected: long enough
+// that only a hang reaches it, however loaded the machine (a flood that
+// takes 15 s alone took over 4 min beside other test runs on 2 cores).
+const Hang = 2 * time.Minute
 
 // Quiet is the window in which an expected absence of notifications is
 // observed: the SDK's 10 ms debounce plus ample slack for a busy machine.
@@ -221,7 +258,7 @@ func (c *Client) Negotiated() string {
 // Listen asks the server for log notifications (notifications/message).
 func (c *Client) Listen(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
 	if err := c.Session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
@@ -234,8 +271,8 @@ func (c *Client) WaitLog(t testing.TB) string {
 	select {
 	case text := <-c.logs:
 		return text
-	case <-time.After(10 * time.Second):
-		t.Fatal("no log notification within 10s")
+	case <-time.After(Hang):
+		t.Fatalf("no log notification within %s", Hang)
 		return ""
 	}
 }

@@ -24,7 +24,7 @@ func TestAZombieIsNotAlive(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s, err := State(pid)
 		return err == nil && s == 'Z'
-	}, 10*time.Second, time.Millisecond, "the killed child is a zombie until reaped")
+	}, 2*time.Minute, time.Millisecond, "the killed child is a zombie until reaped")
 	assert.NoError(t, syscall.Kill(pid, 0), "signal 0 is fooled by the zombie")
 	assert.False(t, Alive(pid), "a zombie is not alive")
 

@@ -26,8 +26,8 @@ const prSetChildSubreaper = 36
 // nonzero code, with what was left on stderr) if a process the tests
 // started is still alive, a temporary build a Binary made is still on
 // disk, an agent session directory (SessionsDirPattern) made while they
-// ran is still in the temporary directory with no live process naming
-// it, or a container labelled as toolscope's (the docker executor's, or
+// ran, by the test process, a descendant of it or a process now dead, is
+// still in the temporary directory with no live process naming it, or a container labelled as toolscope's (the docker executor's, or
 // LabelTest) that mounts one of the package's builds still exists. Call it from TestMain: os.Exit(testutil.LeaveNothing(m, ...)).
 //
 // The test process becomes a child subreaper, so a process its tests
@@ -76,7 +76,7 @@ func checkLeftovers(wait time.Duration, before map[string]bool, mounted []string
 			return err
 		}
 		left = started(ps, os.Getpid(), builds.dirs())
-		dirs = leftSessionDirs(os.TempDir(), before, ps)
+		dirs = leftSessionDirs(os.TempDir(), before, ps, os.Getpid())
 		containers, err = leftContainers(mounted)
 		if err != nil {
 			errs = append(errs, err)

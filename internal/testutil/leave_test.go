@@ -3,8 +3,10 @@ package testutil
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +40,7 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "the orphaned sh is found as started by the tests")
+	}, 2*time.Minute, 10*time.Millisecond, "the orphaned sh is found as started by the tests")
 	assert.Len(t, ProcessesNaming(t, marker), 1)
 
 	StopProcessesNaming(t, marker)
@@ -48,29 +50,47 @@ func TestStartedFindsAnOrphan(t *testing.T) {
 }
 
 // TestLeftSessionDirsAreFound: an agent session directory made while the
-// tests ran, that no live process names, is left behind; one a live
-// process (another package's agentctl) names is not.
+// tests ran, by the test process, a child of it or a process now dead, that
+// no live process names, is left behind. One a live process names is not;
+// nor one made by a live process of someone else (another test package's
+// executor, between making it and starting the agentctl that names it:
+// the guard used to remove that one); nor one whose name carries no pid.
 func TestLeftSessionDirsAreFound(t *testing.T) {
 	// Its own root: other test packages (and other runs on the machine)
 	// make and remove session directories in the shared temporary
 	// directory while this test runs.
 	root := t.TempDir()
 	before := sessionDirs(root)
-	left, err := os.MkdirTemp(root, "toolscope-sessions-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(left) })
-	inUse, err := os.MkdirTemp(root, "toolscope-sessions-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(inUse) })
-	holder := exec.Command("sh", "-c", `read x`, inUse) // names inUse until its stdin closes
+	dir := func(creator string) string {
+		d, err := os.MkdirTemp(root, "toolscope-sessions-"+creator)
+		require.NoError(t, err)
+		return d
+	}
+	self := os.Getpid()
+	inUse := fmt.Sprintf("%s/toolscope-sessions-%d-in-use", root, self)
+	holder := exec.Command("sh", "-c", `read x`, inUse) // a live child, naming inUse until its stdin closes
 	stdin, err := holder.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, holder.Start())
 	t.Cleanup(func() { _ = stdin.Close(); _ = holder.Wait() })
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+
+	left := []string{
+		dir(fmt.Sprintf("%d-", self)),               // made by the test process
+		dir(fmt.Sprintf("%d-", holder.Process.Pid)), // by a child of it
+		dir(fmt.Sprintf("%d-", gone.Process.Pid)),   // by a process now dead
+	}
+	require.NoError(t, os.Mkdir(inUse, 0o700)) // named by the live holder
+	dir(fmt.Sprintf("%d-", os.Getppid()))      // made by a live process of someone else
+	dir("nopid")                               // not attributable
 
 	ps, err := processes()
 	require.NoError(t, err)
-	assert.Equal(t, []string{left}, leftSessionDirs(root, before, ps))
+	slices.Sort(left)
+	assert.Equal(t, left, leftSessionDirs(root, before, ps, self))
+	assert.Equal(t, 1234, sessionDirCreator("/tmp/toolscope-sessions-1234-567"))
+	assert.Zero(t, sessionDirCreator("/tmp/toolscope-sessions-567"))
 }
 
 // TestLeftContainersAreFound: a container labelled as toolscope's that

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +19,8 @@ import (
 
 // SessionsDirPattern names the directories the local executor makes in
 // the temporary directory for its agents (one per session, removed when
-// it ends).
+// it ends): toolscope-sessions-<pid>-<random>, pid being the process that
+// made it (executors/local names it so), which attributes it exactly.
 const SessionsDirPattern = "toolscope-sessions-*"
 
 // sessionDirs returns the SessionsDirPattern directories in root (the
@@ -31,13 +34,45 @@ func sessionDirs(root string) map[string]bool {
 	return out
 }
 
-// leftSessionDirs returns the SessionsDirPattern directories made since
-// before that no live process names (a live agentctl of another test
-// package's session names its own), sorted.
-func leftSessionDirs(root string, before map[string]bool, ps []procs.Process) []string {
+// sessionDirCreator returns the pid in a session directory's name, or 0
+// if it names none.
+func sessionDirCreator(dir string) int {
+	rest, ok := strings.CutPrefix(filepath.Base(dir), "toolscope-sessions-")
+	if !ok {
+		return 0
+	}
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// leftSessionDirs returns, sorted, the SessionsDirPattern directories made
+// since before that are self's (made by self or a process descending from
+// it) or whose maker is dead, and that no live process names. Another
+// package's directory is never counted: its maker is alive, and may be
+// between making it and starting the agentctl that names it. A directory
+// whose name carries no pid is not attributable, and is left alone.
+func leftSessionDirs(root string, before map[string]bool, ps []procs.Process, self int) []string {
+	live := map[int]bool{}
+	for _, p := range ps {
+		if p.State != 'Z' && p.State != 'X' {
+			live[p.PID] = true
+		}
+	}
+	mine := map[int]bool{self: true}
+	for _, p := range started(ps, self, nil) {
+		mine[p.PID] = true
+	}
 	var left []string
 	for dir := range sessionDirs(root) {
-		if before[dir] {
+		creator := sessionDirCreator(dir)
+		if before[dir] || creator == 0 || (live[creator] && !mine[creator]) {
 			continue
 		}
 		named := false
@@ -51,6 +86,7 @@ func leftSessionDirs(root string, before map[string]bool, ps []procs.Process) []
 			left = append(left, dir)
 		}
 	}
+	sort.Strings(left)
 	return left
 }
 

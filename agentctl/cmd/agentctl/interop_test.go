@@ -70,7 +70,7 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 			// The client opens its notification stream after connecting;
 			// toggle until it reports a change.
 			toggle := [][]string{{"gitlab"}, {"github"}}
-			deadline := time.Now().Add(30 * time.Second)
+			deadline := time.Now().Add(mcptest.Hang)
 			for i := 0; ; i++ {
 				require.True(t, time.Now().Before(deadline), "the TypeScript client never received list_changed")
 				push(toggle[i%2]...)
@@ -83,7 +83,7 @@ func TestTypeScriptSDKClientInterop(t *testing.T) {
 			push("gitlab", "github")
 			want := toolapi.Surface("github", "gitlab")
 			for {
-				e, ok := ts.Next(t, 10*time.Second)
+				e, ok := ts.Next(t, mcptest.Hang)
 				require.True(t, ok, "no list_changed after SetProviders")
 				if assert.ObjectsAreEqual(want, e.Names) {
 					break

@@ -154,7 +154,7 @@ func firstLine(t testing.TB, cmd *exec.Cmd) (string, *testutil.SyncBuffer) {
 	select {
 	case l := <-line:
 		return l, logs
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s printed no line; stderr: %s", cmd.Path, logs.String())
 		return "", logs
 	}
@@ -200,7 +200,7 @@ func TestServeWithMutualTLS(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close() })
 		return agentctlv1.NewAgentctlServiceClient(conn)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	resp, err := dialTLS(client).CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: &agentctlv1.LaunchSpec{
 		SessionId: "remote", TaskId: "task_r", ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"gitlab"}, Generation: 1},
@@ -263,7 +263,7 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 			stdio.WaitChanged(t)
 			httpClient.WaitChanged(t)
 			want := toolapi.Surface("github", "gitlab")
-			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, time.Minute, 10*time.Millisecond)
 			assert.Equal(t, want, httpClient.Names(t))
 			stdio.ExpectNone(t, "one push, one notification through the bridge")
 			assert.Equal(t, 0, httpClient.Drain(), "one push, one notification over HTTP")
@@ -288,7 +288,7 @@ func TestStdioBridgeShowsTheSameToolsAndNotifications(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.NoError(t, err, "agentctl exits cleanly on SIGTERM")
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("agentctl did not stop on SIGTERM")
 	}
 }
@@ -351,7 +351,7 @@ func TestStdioBridgeMirrorsExternalTools(t *testing.T) {
 			push("wiki__read")
 			stdio.WaitChanged(t)
 			want := withExternal(toolapi.Surface("github"), "wiki__read")
-			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, stdio.Names(t)) }, time.Minute, 10*time.Millisecond)
 			stdio.ExpectNone(t, "one push, one notification through the bridge")
 			assert.Equal(t, definitions(httpClient), definitions(stdio))
 

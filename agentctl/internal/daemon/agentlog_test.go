@@ -33,7 +33,7 @@ func TestAnAgentsLogIsBoundedAndKeepsItsLatestOutput(t *testing.T) {
 	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{os.Args[0]}, Env: map[string]string{"TOOLSCOPE_TEST_AGENT": "flood"}}
 	h.create(t, sp)
 	var exited *agentctlv1.SessionEvent
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(2 * time.Minute)
 	for exited == nil {
 		select {
 		case e := <-events:

@@ -98,7 +98,7 @@ func rawMCP(t *testing.T, url, token string, headers map[string]string, msg any)
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
@@ -185,7 +185,7 @@ func TestWrongTokenMatrix(t *testing.T) {
 	// A real client with a bad token cannot even connect, at any version.
 	for _, version := range mcptest.ProtocolVersions {
 		for _, bad := range badTokens {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			client := mcp.NewClient(&mcp.Implementation{Name: "intruder", Version: "1"}, nil)
 			cs, err := client.Connect(ctx, mcptest.HTTP(url, bad.token), &mcp.ClientSessionOptions{ProtocolVersion: version})
 			cancel()
@@ -279,7 +279,7 @@ func agentctlRPCs(t *testing.T) []rpc {
 
 // invoke calls one RPC with an empty request and returns its error.
 func invoke(conn *grpc.ClientConn, r rpc) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if !r.streaming {
 		return conn.Invoke(ctx, r.full, r.in.New().Interface(), r.out.New().Interface())

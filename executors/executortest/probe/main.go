@@ -169,7 +169,7 @@ func callAgentctl(addr, self, other string) string {
 	}
 	defer conn.Close()
 	c := agentctlv1.NewAgentctlServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out []string
 	_, err = c.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: self})

@@ -139,7 +139,7 @@ func TestCatalogToolsReachALiveSessionOnlyWhenAllowed(t *testing.T) {
 // it if need be.
 func waitEvent(t *testing.T, srv *orchestrator, task string, kind pb.TaskEventKind) *pb.TaskEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	stream, err := pb.NewEventServiceClient(dial(t, srv.addr)).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: task})
 	require.NoError(t, err)

@@ -73,7 +73,7 @@ func startRemoteDaemon(t *testing.T, agentctl, certs, port string) *exec.Cmd {
 	go func() { line, _ := bufio.NewReader(stdout).ReadString('\n'); ready <- line }()
 	select {
 	case <-ready:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the remote agentctl did not get ready")
 	}
 	return daemon

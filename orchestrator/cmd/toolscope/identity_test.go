@@ -157,7 +157,7 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 // the events it prints until done says so.
 func watchEvents(t *testing.T, srv *orchestrator, task string, done func([]map[string]any) bool, args ...string) []map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := command(ctx, append([]string{"--server", srv.addr, "--json", "events", "watch", task}, args...)...)
 	stdout, err := cmd.StdoutPipe()

@@ -42,7 +42,7 @@ func TestReviewRequestReachesTheLiveAgentOnce(t *testing.T) {
 	waitPolls := func(n int) {
 		t.Helper()
 		start := countOf(gl.Requests(), status)
-		require.Eventually(t, func() bool { return countOf(gl.Requests(), status) >= start+n }, 30*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return countOf(gl.Requests(), status) >= start+n }, mcptest.Hang, 10*time.Millisecond)
 	}
 	waitPolls(2)
 

@@ -107,7 +107,7 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 		}
 		assert.Equal(t, filepath.Join(dataDir, "toolscope.sock"), r.Socket)
 		o.addr, o.socket, o.tcp, o.metrics = "unix://"+r.Socket, r.Socket, r.Addr, r.Metrics
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("server not ready; logs: %s", logs)
 	}
 	return o
@@ -148,7 +148,7 @@ func (o *orchestrator) stop(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.NoError(t, err, "server exit; logs: %s", o.logs)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		_ = o.cmd.Process.Kill()
 		t.Fatalf("server did not stop on SIGTERM; logs: %s", o.logs)
 	}
@@ -161,7 +161,7 @@ type result struct {
 
 func (o *orchestrator) run(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := command(ctx, append([]string{"--server", o.addr}, args...)...)
 	var stdout, stderr bytes.Buffer
@@ -358,7 +358,7 @@ func TestEventsWatchFollowsLiveEvents(t *testing.T) {
 	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	watch := command(ctx, "--server", srv.addr, "--json", "events", "watch", task)
 	stdout, err := watch.StdoutPipe()
@@ -472,7 +472,7 @@ func TestServeHintFitsTheDatabaseAndATakenPortFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	hint := func() string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := command(ctx, "serve", "--data-dir", dir)
 		stdout, err := cmd.StdoutPipe()

@@ -40,7 +40,7 @@ func resultText(res *mcp.CallToolResult) string {
 // kind have come, and returns those.
 func eventsUntil(t *testing.T, srv *orchestrator, task string, kind pb.TaskEventKind, n int) []*pb.TaskEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	stream, err := pb.NewEventServiceClient(dial(t, srv.addr)).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: task})
 	require.NoError(t, err)

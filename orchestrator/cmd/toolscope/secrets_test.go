@@ -261,7 +261,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 				}
 			}
 			return false
-		}, 30*time.Second, 5*time.Millisecond, "no %s event", what)
+		}, 2*time.Minute, 5*time.Millisecond, "no %s event", what)
 		return seq
 	}
 
@@ -289,7 +289,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	// /proc/PID/environ has them.
 	agentctl := agentctlPID(t, dataDir, sid)
 	var agentPID int
-	require.Eventually(t, func() bool { agentPID = childOf(agentctl); return agentPID != 0 }, 10*time.Second, 10*time.Millisecond, "the agent runs")
+	require.Eventually(t, func() bool { agentPID = childOf(agentctl); return agentPID != 0 }, time.Minute, 10*time.Millisecond, "the agent runs")
 	environs := map[string][]byte{}
 	for name, pid := range map[string]int{"agentctl": agentctl, "agent": agentPID} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
@@ -453,7 +453,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 			}
 		}
 		return false
-	}, 30*time.Second, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
+	}, 2*time.Minute, 10*time.Millisecond, "the poll's echoed failure is logged, scrubbed")
 	gl.FailNext("PUT", "/merge", 403, 0)
 	succeeds(toolapi.GitLabMRSetAutomation, map[string]any{"auto_merge": true})
 	waitEvent("auto-merge failed", func(e *pb.TaskEvent) bool {
@@ -477,7 +477,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		if jsonOut {
 			args = append([]string{"--json"}, args...)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := command(ctx, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -81,7 +81,7 @@ func TestRestartBetweenCommitAndPushRepairs(t *testing.T) {
 
 func readEvents(t *testing.T, srv *orchestrator, task string) []map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 120e9)
 	defer cancel()
 	cmd := command(ctx, "--server", srv.addr, "--json", "events", "watch", task)
 	stdout, err := cmd.StdoutPipe()

@@ -31,7 +31,7 @@ import (
 func stopAndCount(t *testing.T, srv *orchestrator, task, sid string) (int, *pb.TaskEvent) {
 	t.Helper()
 	assert.Contains(t, srv.ok(t, "--json", "session", "stop", sid), "stopped")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	stream, err := pb.NewEventServiceClient(dial(t, srv.addr)).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: task})
 	require.NoError(t, err)
@@ -119,12 +119,12 @@ func TestAnAgentThatExitsWhileTheOrchestratorIsDownIsRecorded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(log)
 		return strings.Contains(string(b), "bye")
-	}, 30*time.Second, 20*time.Millisecond, "the agent exits")
+	}, 2*time.Minute, 20*time.Millisecond, "the agent exits")
 
 	srv = startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
 	require.Eventually(t, func() bool {
 		return strings.Contains(fmt.Sprint(srv.session(t, sid)["status_message"]), "agent exited with code 7")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	assert.Equal(t, "running", srv.session(t, sid)["state"])
 	n, exited := stopAndCount(t, srv, task, sid)
 	assert.Equal(t, 1, n, "recorded once")
@@ -204,10 +204,10 @@ func TestAZombieAgentctlIsLostAndResumable(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s, err := procs.State(pid)
 		return err == nil && s == 'Z'
-	}, 10*time.Second, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
+	}, 2*time.Minute, 5*time.Millisecond, "the killed agentctl is a zombie nobody reaps")
 	require.NoError(t, syscall.Kill(pid, 0), "signal 0 is fooled by the zombie")
 
-	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "failed" }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return srv.session(t, sid)["state"] == "failed" }, 2*time.Minute, 20*time.Millisecond)
 	lostAfter := time.Since(killed)
 	r := srv.run(t, "--json", "session", "resume", sid)
 	require.Equal(t, 0, r.code, "resume: %s", r.stderr)
@@ -285,11 +285,11 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out = srv.ok(t, "session", "logs", sid)
 		return strings.Contains(out, "token ")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	assert.Equal(t, "first\ntoken ghp_[redacted]\n", out, "the log so far, scrubbed")
 	assert.NotContains(t, out, token)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	follow := command(ctx, "--server", srv.addr, "session", "logs", "--follow", sid)
 	followed := &testutil.SyncBuffer{}
@@ -297,7 +297,7 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	require.NoError(t, follow.Start())
 	done := make(chan error, 1)
 	go func() { done <- follow.Wait() }()
-	require.Eventually(t, func() bool { return strings.Contains(followed.String(), "token ") }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(followed.String(), "token ") }, 2*time.Minute, 10*time.Millisecond)
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	released := time.Now()
 	select {
@@ -318,7 +318,7 @@ func TestSessionLogsShowTheAgentsOutput(t *testing.T) {
 	require.NoError(t, ctlFollow.Start())
 	ctlDone := make(chan error, 1)
 	go func() { ctlDone <- ctlFollow.Wait() }()
-	require.Eventually(t, func() bool { return strings.Contains(ctlFollowed.String(), "session created") }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(ctlFollowed.String(), "session created") }, 2*time.Minute, 10*time.Millisecond)
 
 	srv.ok(t, "session", "stop", sid)
 	select {
@@ -394,7 +394,7 @@ func TestServeBoundsTheKeptLogs(t *testing.T) {
 	live, stopped := launch(), launch()
 	require.Eventually(t, func() bool {
 		return strings.Contains(srv.ok(t, "session", "logs", stopped), "working")
-	}, 30*time.Second, 20*time.Millisecond)
+	}, 2*time.Minute, 20*time.Millisecond)
 	srv.ok(t, "session", "stop", stopped)
 	assert.NoDirExists(t, filepath.Join(logs, stopped), "a stopped session's logs over the bound are removed at its stop")
 	assert.FileExists(t, filepath.Join(logs, live, "agentctl.log"), "a running session's logs stay, whatever the bound")

@@ -54,7 +54,7 @@ func startOrchestrator(t *testing.T) *orchestrator {
 		o.addr = "unix://" + r.Socket
 	case err := <-done:
 		t.Fatalf("server: %v; logs: %s", err, o.logs)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("server not ready; logs: %s", o.logs)
 	}
 	t.Cleanup(func() {
@@ -62,7 +62,7 @@ func startOrchestrator(t *testing.T) *orchestrator {
 		select {
 		case err := <-done:
 			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
+		case <-time.After(2 * time.Minute):
 			t.Errorf("server did not stop; logs: %s", o.logs)
 		}
 	})

@@ -159,7 +159,7 @@ func TestCallsInFlightAreBoundedAcrossCallers(t *testing.T) {
 	defer release()
 	done := make(chan toolcalls.Result, 1)
 	go func() { done <- w.status() }()
-	require.Eventually(t, func() bool { now, _ := w.gh.InFlight(); return now == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { now, _ := w.gh.InFlight(); return now == 1 }, time.Minute, 5*time.Millisecond,
 		"the agent's call is at the provider")
 	require.NoError(t, w.poller.Cycle(context.Background()))
 	now, peak := w.gh.InFlight()

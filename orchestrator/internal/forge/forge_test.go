@@ -224,7 +224,7 @@ func TestLimiterBoundsCallsInFlight(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := l.Acquire(ended, "ws/github", "github")
 		return errors.As(err, &fe)
-	}, 5*time.Second, time.Millisecond, "the queue fills")
+	}, 2*time.Minute, time.Millisecond, "the queue fills")
 	assert.Equal(t, forge.CodeRateLimited, fe.Code)
 	assert.Equal(t, time.Second, fe.RetryAfter)
 	assert.Contains(t, fe.Message, "1 github calls are already in flight on this workspace's connection and 1 are waiting")

@@ -128,9 +128,9 @@ type Session struct {
 	// profile (package profiles); the credential is a variable name.
 	AgentProfile, AgentModel, AgentCredentialEnv string
 	// AgentPassEnv names more variables of the executor's environment the
-	// agent gets (`session launch --env NAME`); names, never values. It
-	// holds for the launch that named them: it is not stored, so a
-	// relaunch by resume passes only the profile's allowlist.
+	// agent gets (`session launch --env NAME`); names, never values. They
+	// are stored with the session, so a relaunch by resume passes them
+	// again (read from the executor's environment then).
 	AgentPassEnv []string
 	Image        string // container image, for the docker executor
 	Handle       Handle

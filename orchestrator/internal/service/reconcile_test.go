@@ -47,7 +47,7 @@ func (f *faked) session(t *testing.T, id string) model.Session {
 func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFaked(t, service.Options{PushTimeout: 100 * time.Millisecond, RepairBackoff: 200 * time.Millisecond})
+	f := newFaked(t, service.Options{PushTimeout: time.Minute, RepairBackoff: 200 * time.Millisecond}) // the pushes fail by Fail, never by the timeout (100 ms timed out first under load)
 	task := f.task(t, "github")
 	sess := f.launch(t, task.ID)
 	f.exec.Fail(sess.ID, errors.New("connection refused"))
@@ -60,11 +60,11 @@ func TestAFailedPushIsRetriedUntilTheSessionAppliesItsSurface(t *testing.T) {
 	assert.True(t, marked.NeedsRepair)
 	assert.Equal(t, uint64(1), marked.Applied.Generation)
 
-	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return f.exec.Applied(sess.ID).Failed >= 3 }, time.Minute, 5*time.Millisecond,
 		"the reconciler retries a failing session")
 	f.exec.Fail(sess.ID, nil)
 	answered := time.Now()
-	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return !f.session(t, sess.ID).NeedsRepair }, time.Minute, 5*time.Millisecond,
 		"repaired without a resume")
 	testutil.Figure(t, "reconciler: a failing session", "repaired %d ms after its agentctl answered again (backoff bound 200 ms), after %d failed attempts, with one push_failed event",
 		time.Since(answered).Milliseconds(), f.exec.Applied(sess.ID).Failed)
@@ -113,7 +113,7 @@ func TestPushesAreCountedByOutcome(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	f := newFaked(t, service.Options{PushTimeout: 100 * time.Millisecond, RepairBackoff: 100 * time.Millisecond, Metrics: metrics.New(reg)})
+	f := newFaked(t, service.Options{PushTimeout: time.Minute, RepairBackoff: 100 * time.Millisecond, Metrics: metrics.New(reg)})
 	task := f.task(t, "github")
 	sess := f.launch(t, task.ID)
 	f.exec.Fail(sess.ID, errors.New("connection refused"))
@@ -134,4 +134,30 @@ func TestPushesAreCountedByOutcome(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]uint64{"failed": uint64(f.exec.Applied(sess.ID).Failed), "ok": 1}, pushes)
+// TestResumeRelaunchesTheAgentWithItsEnvNames: the names given with
+// `session launch --env` are stored with the session (names only; the
+// values stay in the executor's environment), so a resume relaunches the
+// agent with them. Before, they held for the launch only and a resumed
+// agent lost them.
+func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{})
+	task := f.task(t, "github")
+	names := []string{"DEPLOY_REGION", "MY_TOOL_HOME"}
+	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
+		AgentArgv: []string{"sh", "-c", "sleep 60"}, AgentPassEnv: names}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID) })
+	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
+	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the launch")
+	assert.Equal(t, names, f.session(t, sess.ID).AgentPassEnv, "stored")
+
+	f.exec.Lose(sess.ID, "agentctl (pid 7) exited: signal: killed")
+	require.Eventually(t, func() bool { return f.session(t, sess.ID).State == model.SessionFailed }, time.Minute, 5*time.Millisecond)
+	resumed, err := f.svc.ResumeSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, model.SessionRunning, resumed.State)
+	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
+	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the relaunch by resume")
 }

@@ -351,7 +351,7 @@ func TestSessionsWithoutAnExecutorBackend(t *testing.T) {
 // events arrived or the deadline passed.
 func collect(ctx context.Context, t *testing.T, svc *service.Service, taskID string, after uint64, want int) ([]model.Event, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var got []model.Event
 	errStop := errors.New("enough")
@@ -425,7 +425,7 @@ func TestWatchEndsOnShutdownAndUnknownTask(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.ErrorIs(t, err, service.ErrShuttingDown)
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("watcher did not end on Close")
 	}
 }

@@ -140,11 +140,11 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending, Owner: s.replica.id,
 		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
 		AgentProfile: in.AgentProfile, AgentModel: in.AgentModel, AgentCredentialEnv: in.AgentCredentialEnv,
+		AgentPassEnv: in.AgentPassEnv,
 	})
 	if err != nil {
 		return model.Session{}, err
 	}
-	sess.AgentPassEnv = in.AgentPassEnv
 	progress.Report("recorded session %s on task %s (providers %s, generation %d)", sess.ID, task.ID,
 		describeSet(task.Providers), task.Providers.Generation)
 	running, _, err := s.start(ctx, exec, sess, progress, verbLaunched)

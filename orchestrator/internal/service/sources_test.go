@@ -240,7 +240,7 @@ func TestPushFailuresKeepTheSourcesAndAreRepaired(t *testing.T) {
 		}
 	})
 	// The dead one is noticed at once; wait for that, not for a timeout.
-	require.Eventually(t, func() bool { return l.status(t, dead).Phase == executors.PhaseLost }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return l.status(t, dead).Phase == executors.PhaseLost }, time.Minute, 10*time.Millisecond)
 
 	started := time.Now()
 	res, err := l.svc.AddSources(ctx, task.ID, l.ids("gitlab"))

@@ -14,7 +14,7 @@ import (
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
 	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image,
-	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner`
+	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner, agent_pass_env`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -29,12 +29,16 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 		if err != nil {
 			return err
 		}
+		passEnv, err := json.Marshal(nonNil(sess.AgentPassEnv))
+		if err != nil {
+			return err
+		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
-			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner)
+			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner, string(passEnv))
 		return err
 	})
 	return sess, err
@@ -179,12 +183,13 @@ func scanSession(sc scanner) (model.Session, error) {
 	var (
 		sess                                    model.Session
 		mode, state, argv, pushed, created, upd string
+		passEnv                                 string
 		exitCode                                sql.NullInt64
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Applied.Generation, &sess.NeedsRepair,
 		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
-		&sess.ExternalGeneration, &exitCode, &sess.Owner)
+		&sess.ExternalGeneration, &exitCode, &sess.Owner, &passEnv)
 	if err != nil {
 		return sess, err
 	}
@@ -193,6 +198,12 @@ func scanSession(sc scanner) (model.Session, error) {
 	sess.Applied.Set = providers.Of(strings.Split(pushed, ",")...)
 	if err := json.Unmarshal([]byte(argv), &sess.AgentArgv); err != nil {
 		return sess, err
+	}
+	if err := json.Unmarshal([]byte(passEnv), &sess.AgentPassEnv); err != nil {
+		return sess, err
+	}
+	if len(sess.AgentPassEnv) == 0 {
+		sess.AgentPassEnv = nil
 	}
 	if sess.CreatedAt, err = parseTime(created); err != nil {
 		return sess, err

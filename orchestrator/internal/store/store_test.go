@@ -267,7 +267,8 @@ func TestDataSurvivesARestart(t *testing.T) {
 		sess, err := s.CreateSession(ctx, model.Session{
 			TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending,
 			AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
-			Applied: task.Providers,
+			AgentPassEnv: []string{"DEPLOY_REGION"},
+			Applied:      task.Providers,
 		})
 		require.NoError(t, err)
 		events, err := s.Events(ctx, task.ID, 0, 100)
@@ -290,7 +291,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 		assert.Equal(t, events, gotEvents)
 		v, err := s2.SchemaVersion(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(10), v)
+		assert.Equal(t, int64(11), v)
 	})
 }
 

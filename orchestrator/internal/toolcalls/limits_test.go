@@ -137,7 +137,7 @@ func TestProviderCallsPerConnectionAreBounded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		now, _ := f.gh.InFlight()
 		return refused.Load() == want && now == limits.MaxConcurrent
-	}, 20*time.Second, 5*time.Millisecond, "waiting for %d calls refused and %d at the provider", want, limits.MaxConcurrent)
+	}, 2*time.Minute, 5*time.Millisecond, "waiting for %d calls refused and %d at the provider", want, limits.MaxConcurrent)
 	release()
 	wg.Wait()
 

@@ -1,0 +1,8 @@
+-- +goose Up
+-- The NAMES of the executor's variables a session's agent also gets
+-- (`session launch --env NAME`), as a JSON array, so that resume
+-- relaunches the agent with them. Never their values.
+ALTER TABLE sessions ADD COLUMN agent_pass_env TEXT NOT NULL DEFAULT '[]';
+
+-- +goose Down
+ALTER TABLE sessions DROP COLUMN agent_pass_env;
