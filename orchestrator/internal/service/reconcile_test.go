@@ -134,6 +134,8 @@ func TestPushesAreCountedByOutcome(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]uint64{"failed": uint64(f.exec.Applied(sess.ID).Failed), "ok": 1}, pushes)
+}
+
 // TestResumeRelaunchesTheAgentWithItsEnvNames: the names given with
 // `session launch --env` are stored with the session (names only; the
 // values stay in the executor's environment), so a resume relaunches the
