@@ -142,7 +142,7 @@ type Daemon struct {
 	log         *slog.Logger
 	callTimeout time.Duration
 	hub         hub
-	schemas     schemaCache
+	schemas     mcpserver.Schemas
 	metrics     *metrics // nil without Options.Metrics
 
 	mu       sync.Mutex

@@ -116,7 +116,7 @@ func (d *Daemon) checkSchema(raw []byte, input bool) error {
 		return err
 	}
 	if input {
-		if _, err := d.schemas.resolve(raw); err != nil {
+		if _, err := d.schemas.Resolve(raw); err != nil {
 			return fmt.Errorf("is not a JSON Schema agentctl can validate with: %s", strings.TrimSpace(err.Error()))
 		}
 	}

@@ -17,11 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -434,29 +432,12 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			defer func() {
 				if r := recover(); r != nil {
 					d.log.Error("panic in a tool call", "session_id", s.id, "tool", tool.Name, "panic", fmt.Sprint(r))
-					res, err = toolError("internal", "agentctl failed on this call; report this to the toolscope operator"), nil
+					res, err = mcpserver.ToolError(toolapi.CodeInternal, "agentctl failed on this call; report this to the toolscope operator"), nil
 				}
 			}()
-			args := req.Params.Arguments
-			if len(args) > toolapi.MaxArgumentBytes {
-				return toolError(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args))), nil
-			}
-			if len(args) == 0 || string(args) == "null" {
-				args = json.RawMessage(`{}`)
-			}
-			var value any
-			if err := json.Unmarshal(args, &value); err != nil {
-				return toolError("invalid_arguments", "arguments are not valid JSON: "+err.Error()), nil
-			}
-			if _, isObject := value.(map[string]any); !isObject {
-				return toolError("invalid_arguments", "arguments must be a JSON object"), nil
-			}
-			resolved, err := d.schemas.resolve(tool.InputSchema)
-			if err != nil {
-				return toolError("internal", "the tool's schema is invalid; report this to the toolscope operator"), nil
-			}
-			if verr := resolved.Validate(value); verr != nil {
-				return toolError("invalid_arguments", strings.TrimPrefix(verr.Error(), "validating root: ")), nil
+			args, refused := d.schemas.CheckArguments(tool, req.Params.Arguments)
+			if refused != nil {
+				return refused, nil
 			}
 			var before *registry.Registry // the surface before a call that may change it
 			if tool.Name == toolapi.AddSourcesTool && s.pub != nil {
@@ -469,12 +450,12 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 			})
 			switch {
 			case errors.Is(cerr, ErrOrchestratorUnreachable):
-				return toolError("orchestrator_unreachable",
+				return mcpserver.ToolError("orchestrator_unreachable",
 					"the toolscope orchestrator is not reachable right now; listing tools still works, retry the call later"), nil
 			case errors.Is(cerr, context.DeadlineExceeded):
-				return toolError("timeout", fmt.Sprintf("the orchestrator did not answer within %s", d.callTimeout)), nil
+				return mcpserver.ToolError("timeout", fmt.Sprintf("the orchestrator did not answer within %s", d.callTimeout)), nil
 			case cerr != nil:
-				return toolError("unavailable", cerr.Error()), nil
+				return mcpserver.ToolError("unavailable", cerr.Error()), nil
 			}
 			res = fromToolResult(answer)
 			if before != nil && !res.IsError {
@@ -508,38 +489,13 @@ func (s *session) waitGeneration(ctx context.Context, gen uint64, wait time.Dura
 }
 
 // selfChange completes the result of a call that changed the caller's own
-// surface: once the session applied the generation the result names, it
-// names the tools that became available (tools_added, and in the text).
-// The publisher then holds the result until the session's clients adopted
-// them (mcpserver, adopt.go).
+// surface: once the session applied the generation the result names
+// (waiting at most wait), it names the tools that became available
+// (mcpserver.NameToolsAdded).
 func (s *session) selfChange(ctx context.Context, res *mcp.CallToolResult, before *registry.Registry, wait time.Duration) {
-	raw, ok := res.StructuredContent.(json.RawMessage)
-	if !ok {
-		return
+	if gen, ok := mcpserver.AddedGeneration(res); ok && s.waitGeneration(ctx, gen, wait) {
+		mcpserver.NameToolsAdded(res, before, s.pub.Desired())
 	}
-	var out toolapi.AddSourcesResult
-	if json.Unmarshal(raw, &out) != nil || out.Pending || out.Generation == 0 {
-		return
-	}
-	if !s.waitGeneration(ctx, out.Generation, wait) {
-		return
-	}
-	for _, name := range s.pub.Desired().Names() {
-		if _, had := before.Lookup(name); !had {
-			out.ToolsAdded = append(out.ToolsAdded, name)
-		}
-	}
-	if len(out.ToolsAdded) == 0 {
-		return
-	}
-	if b, err := json.Marshal(out); err == nil {
-		res.StructuredContent = json.RawMessage(b)
-	}
-	res.Content = append(res.Content, &mcp.TextContent{Text: "Tools now available to you: " + strings.Join(out.ToolsAdded, ", ") + "."})
-}
-
-func toolError(code, msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
 }
 
 func fromToolResult(r *agentctlv1.ToolResult) *mcp.CallToolResult {
@@ -558,48 +514,4 @@ func newToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// schemaCache resolves each distinct tool input schema once, on the
-// first call that needs it. Tool definitions are static, and resolving
-// them on every SetProviders was the largest cost of a push (see
-// docs/benchmarks.md). A resolved schema is read-only, so concurrent
-// calls share it.
-//
-// Built-in schemas are a fixed few, but external tools' schemas come
-// from pushes and change as the catalog does, so the cache holds at most
-// maxCachedSchemas: beyond that, a schema is resolved on every use
-// instead of remembered, and memory stays bounded however long the
-// daemon runs.
-type schemaCache struct {
-	m sync.Map     // schema text → resolvedSchema
-	n atomic.Int64 // entries stored in m
-}
-
-// maxCachedSchemas bounds the schemas a daemon remembers.
-const maxCachedSchemas = 4096
-
-type resolvedSchema struct {
-	schema *jsonschema.Resolved
-	err    error
-}
-
-func (c *schemaCache) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	key := string(raw)
-	if r, ok := c.m.Load(key); ok {
-		return r.(resolvedSchema).schema, r.(resolvedSchema).err
-	}
-	var schema jsonschema.Schema
-	r := resolvedSchema{err: json.Unmarshal(raw, &schema)}
-	if r.err == nil {
-		r.schema, r.err = schema.Resolve(nil)
-	}
-	if c.n.Load() >= maxCachedSchemas {
-		return r.schema, r.err
-	}
-	actual, loaded := c.m.LoadOrStore(key, r)
-	if !loaded {
-		c.n.Add(1)
-	}
-	return actual.(resolvedSchema).schema, actual.(resolvedSchema).err
 }

@@ -33,7 +33,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,10 +40,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/net/netutil"
@@ -99,13 +96,8 @@ type Executor struct {
 	// refuse answers a request for a session this endpoint does not serve
 	// exactly as a session answers a wrong token.
 	refuse  http.Handler
-	schema  sync.Map     // input schema text → resolved (see resolve)
-	schemas atomic.Int64 // entries in schema, at most maxCachedSchemas
+	schemas mcpserver.Schemas // the tools' input schemas, resolved once
 }
-
-// maxCachedSchemas bounds the resolved input schemas remembered: external
-// tools' schemas change with the catalog (agentctl's bound).
-const maxCachedSchemas = 4096
 
 // New returns the hosted executor; Serve starts its listener.
 func New(opts Options) *Executor {
@@ -479,29 +471,12 @@ func (x *Executor) toolHandler(s *session) mcpserver.HandlerFunc {
 			defer func() {
 				if r := recover(); r != nil {
 					x.log.Error("panic in a hosted tool call", "session_id", s.id, "tool", tool.Name, "panic", fmt.Sprint(r))
-					res, err = toolError(toolapi.CodeInternal, "the orchestrator failed on this call; report this to the toolscope operator"), nil
+					res, err = mcpserver.ToolError(toolapi.CodeInternal, "the orchestrator failed on this call; report this to the toolscope operator"), nil
 				}
 			}()
-			args := req.Params.Arguments
-			if len(args) > toolapi.MaxArgumentBytes {
-				return toolError(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args))), nil
-			}
-			if len(args) == 0 || string(args) == "null" {
-				args = json.RawMessage(`{}`)
-			}
-			var value any
-			if err := json.Unmarshal(args, &value); err != nil {
-				return toolError(toolapi.CodeInvalidArguments, "arguments are not valid JSON: "+err.Error()), nil
-			}
-			if _, isObject := value.(map[string]any); !isObject {
-				return toolError(toolapi.CodeInvalidArguments, "arguments must be a JSON object"), nil
-			}
-			resolved, err := x.resolve(tool.InputSchema)
-			if err != nil {
-				return toolError(toolapi.CodeInternal, "the tool's schema is invalid; report this to the toolscope operator"), nil
-			}
-			if verr := resolved.Validate(value); verr != nil {
-				return toolError(toolapi.CodeInvalidArguments, strings.TrimPrefix(verr.Error(), "validating root: ")), nil
+			args, refused := x.schemas.CheckArguments(tool, req.Params.Arguments)
+			if refused != nil {
+				return refused, nil
 			}
 			before := s.pub.Desired()
 			callCtx, cancel := context.WithTimeout(ctx, x.opts.CallTimeout)
@@ -509,65 +484,11 @@ func (x *Executor) toolHandler(s *session) mcpserver.HandlerFunc {
 			answer := x.opts.Calls(callCtx, executors.ToolCall{SessionID: s.id, TaskID: s.taskID, Tool: tool.Name, Arguments: args, OnLink: true})
 			res = fromResult(answer)
 			if tool.Name == toolapi.AddSourcesTool && !res.IsError {
-				selfChange(res, before, s.pub.Desired())
+				mcpserver.NameToolsAdded(res, before, s.pub.Desired())
 			}
 			return res, nil
 		}
 	}
-}
-
-// resolve resolves an input schema once per distinct text (beyond
-// maxCachedSchemas, on every use).
-func (x *Executor) resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	type resolved struct {
-		r   *jsonschema.Resolved
-		err error
-	}
-	if v, ok := x.schema.Load(string(raw)); ok {
-		return v.(resolved).r, v.(resolved).err
-	}
-	var schema jsonschema.Schema
-	r := resolved{err: json.Unmarshal(raw, &schema)}
-	if r.err == nil {
-		r.r, r.err = schema.Resolve(nil)
-	}
-	if x.schemas.Load() < maxCachedSchemas {
-		if _, loaded := x.schema.LoadOrStore(string(raw), r); !loaded {
-			x.schemas.Add(1)
-		}
-	}
-	return r.r, r.err
-}
-
-// selfChange names, in a task_add_sources result, the tools the call made
-// available to the caller: the reconciler applied the batch in-process
-// before the call returned. The publisher then holds the result until the
-// session's clients adopted them (mcpserver, adopt.go; ADR 0019).
-func selfChange(res *mcp.CallToolResult, before, after *registry.Registry) {
-	raw, ok := res.StructuredContent.(json.RawMessage)
-	if !ok {
-		return
-	}
-	var out toolapi.AddSourcesResult
-	if json.Unmarshal(raw, &out) != nil || out.Pending || out.Generation == 0 {
-		return
-	}
-	for _, name := range after.Names() {
-		if _, had := before.Lookup(name); !had {
-			out.ToolsAdded = append(out.ToolsAdded, name)
-		}
-	}
-	if len(out.ToolsAdded) == 0 {
-		return
-	}
-	if b, err := json.Marshal(out); err == nil {
-		res.StructuredContent = json.RawMessage(b)
-	}
-	res.Content = append(res.Content, &mcp.TextContent{Text: "Tools now available to you: " + strings.Join(out.ToolsAdded, ", ") + "."})
-}
-
-func toolError(code, msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
 }
 
 func fromResult(r executors.ToolResult) *mcp.CallToolResult {
