@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,21 +56,5 @@ func serveConsole(ctx context.Context, cfg Config, tlsConfig *tls.Config, svc *s
 	srv := &http.Server{Handler: c, ReadHeaderTimeout: consoleReadHeaderTimeout, IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return ctx }, // ends the event streams on shutdown
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	done := make(chan error, 1)
-	go func() {
-		err := srv.Serve(lis)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		done <- err
-	}()
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if srv.Shutdown(shut) != nil {
-			_ = srv.Close()
-		}
-	}()
-	return scheme + "://" + lis.Addr().String(), done, nil
+	return scheme + "://" + lis.Addr().String(), serveHTTP(ctx, srv, lis), nil
 }

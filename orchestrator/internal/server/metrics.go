@@ -52,6 +52,13 @@ func serveMetrics(ctx context.Context, lis net.Listener, m *metrics.Metrics, log
 	mux.Handle("GET "+MetricsPath, m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return serveHTTP(ctx, srv, lis)
+}
+
+// serveHTTP runs srv on lis until ctx ends, then shuts it down (closing
+// it if the shutdown outlasts 5 s); the returned channel receives Serve's
+// result, nil after a shutdown.
+func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(lis)
