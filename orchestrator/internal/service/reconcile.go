@@ -132,7 +132,11 @@ func (s *Service) reconcileAndWait(ctx context.Context, sessions []model.Session
 // is retried with backoff, sooner if something wakes it.
 func (s *Service) work(id string, w *worker) {
 	ctx := s.life
-	backoff := s.pushTimeout
+	// The first retry comes after one push timeout, the next ones after
+	// twice the last, never beyond --repair-backoff (the bound even when
+	// the push timeout is longer).
+	first := min(s.pushTimeout, s.repairBackoff)
+	backoff := first
 	failing := false
 	for {
 		select {
@@ -170,7 +174,7 @@ func (s *Service) work(id string, w *worker) {
 		}
 		s.rec.mu.Unlock()
 		if !failing {
-			backoff = s.pushTimeout
+			backoff = first
 			continue // the records moved on meanwhile, or a wake came: another round
 		}
 		select {

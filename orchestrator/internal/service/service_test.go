@@ -134,7 +134,7 @@ func TestInvalidRequestsNameTheField(t *testing.T) {
 		}},
 		{"task_id", func() error { _, err := svc.AddSources(ctx, "", []string{w.gitlab.ID}); return err }},
 		{"executor", func() error {
-			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "kubernetes"}, nil)
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "nomad"}, nil)
 			return err
 		}},
 		{"mode", func() error {
