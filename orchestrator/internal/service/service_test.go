@@ -137,6 +137,13 @@ func TestInvalidRequestsNameTheField(t *testing.T) {
 			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "nomad"}, nil)
 			return err
 		}},
+		{"executor", func() error {
+			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "hosted"}, nil)
+			if err != nil && !strings.Contains(err.Error(), "toolscope session attach") {
+				return fmt.Errorf("the refusal does not point at session attach: %v", err)
+			}
+			return err
+		}},
 		{"mode", func() error {
 			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", Mode: "yolo"}, nil)
 			return err

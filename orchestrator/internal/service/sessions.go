@@ -610,6 +610,9 @@ func checkExecutor(name string) error {
 	if slices.Contains(Executors, name) {
 		return nil
 	}
+	if name == model.ExecutorHosted {
+		return errdefs.InvalidField("executor", "a hosted session runs no agent and is not launched: open one with `toolscope session attach TASK`")
+	}
 	return errdefs.InvalidField("executor", "%q is not an executor; use one of %s", name, strings.Join(Executors, ", "))
 }
 
