@@ -29,7 +29,10 @@ import (
 // TLS between the orchestrator and agentctl runs inside the relayed bytes,
 // end to end.
 type forwarder struct {
-	dialer httpstream.Dialer
+	// dialer makes a dialer per relayed connection: client-go's
+	// WebSocket dialer keeps the connection it negotiated in its round
+	// tripper, so one dialer must not dial twice at once.
+	dialer func() (httpstream.Dialer, error)
 	log    *slog.Logger
 	// grpcAddr and mcpAddr are the local addresses relayed to agentctl's
 	// ports.
@@ -61,11 +64,12 @@ func relayFor(cfg *rest.Config, client kubernetes.Interface, namespace, pod, uid
 	if f := relays.m[key]; f != nil {
 		return f, nil
 	}
-	dialer, err := newDialer(cfg, client, namespace, pod)
-	if err != nil {
+	if _, err := newDialer(cfg, client, namespace, pod); err != nil { // the configuration is usable
 		return nil, err
 	}
-	f := &forwarder{dialer: dialer, log: log, conns: map[httpstream.Connection]bool{}}
+	f := &forwarder{dialer: func() (httpstream.Dialer, error) { return newDialer(cfg, client, namespace, pod) },
+		log: log, conns: map[httpstream.Connection]bool{}}
+	var err error
 	if f.grpcAddr, err = f.listen(GRPCPort); err == nil {
 		f.mcpAddr, err = f.listen(MCPPort)
 	}
@@ -145,7 +149,11 @@ func (f *forwarder) stream() (httpstream.Connection, error) {
 	if closed {
 		return nil, net.ErrClosed
 	}
-	conn, _, err := f.dialer.Dial(portforward.PortForwardProtocolV1Name)
+	dialer, err := f.dialer()
+	if err != nil {
+		return nil, fmt.Errorf("port-forward through the API server: %w", err)
+	}
+	conn, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward through the API server: %w", err)
 	}
