@@ -132,6 +132,7 @@ bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and
 	$(GO) run ./internal/cmd/benchreport -md docs/benchmarks.md -json bench/results.json < bench/raw.txt
 
 .PHONY: bench-smoke
+bench-smoke: export TOOLSCOPE_BENCH_SMOKE=1
 bench-smoke: ## run every benchmark once, writing nothing: proves they still run (CI)
 	@for b in $(BENCHES); do \
 		IFS=: read -r pkg pattern benchtime <<< "$$b"; \

@@ -122,6 +122,9 @@ var benchLists = flag.Int("bench-lists", 1000, "lists per client in BenchmarkLis
 func BenchmarkListingMemory(b *testing.B) {
 	const sessions = 64
 	lists := *benchLists
+	if os.Getenv("TOOLSCOPE_BENCH_SMOKE") != "" {
+		lists = 10 // make bench-smoke: that it runs, not what it measures
+	}
 	bin := filepath.Join(b.TempDir(), "agentctl")
 	build := exec.Command("go", "build", "-o", bin, "github.com/toolscope/toolscope/agentctl/cmd/agentctl")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
