@@ -162,7 +162,8 @@ fuzz: ## fuzz every target for FUZZTIME each (default 30s); records executions a
 		IFS=: read -r pkg target <<< "$$t"; \
 		echo "== fuzz $$target ($$pkg, $(or $(FUZZTIME),30s))" >&2; \
 		out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),30s) "$$pkg" 2>&1) || { echo "$$out"; exit 1; }; \
-		last=$$(grep -o 'elapsed: [^,]*, execs: [0-9]*' <<< "$$out" | tail -1); \
+		last=$$( { grep -o 'elapsed: [^,]*, execs: [0-9]*' <<< "$$out" || true; } | tail -1); \
+		[[ -n "$$last" ]] || last="execs: $$( { grep -o 'baseline coverage: [0-9]*' <<< "$$out" || echo 0; } | tail -1 | grep -o '[0-9]*$$') (its seed corpus: FUZZTIME went to the baseline)"; \
 		echo "$$last" >&2; \
 		echo "fuzz $$target: $${last#*execs: } executions in $(or $(FUZZTIME),30s), no failure" >> $(FIGURES); \
 	done
