@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -31,7 +32,8 @@ import (
 type forwarder struct {
 	// dialer makes a dialer per relayed connection: client-go's
 	// WebSocket dialer keeps the connection it negotiated in its round
-	// tripper, so one dialer must not dial twice at once.
+	// tripper, so one dialer must not dial twice at once. Guarded by mu
+	// (a test replaces it).
 	dialer func() (httpstream.Dialer, error)
 	log    *slog.Logger
 	// grpcAddr and mcpAddr are the local addresses relayed to agentctl's
@@ -41,6 +43,7 @@ type forwarder struct {
 	mu     sync.Mutex
 	conns  map[httpstream.Connection]bool // one per relayed connection
 	closed bool
+	done   chan struct{} // closed by close
 	lis    []net.Listener
 	nextID atomic.Int64
 }
@@ -68,7 +71,7 @@ func relayFor(cfg *rest.Config, client kubernetes.Interface, namespace, pod, uid
 		return nil, err
 	}
 	f := &forwarder{dialer: func() (httpstream.Dialer, error) { return newDialer(cfg, client, namespace, pod) },
-		log: log, conns: map[httpstream.Connection]bool{}}
+		log: log, conns: map[httpstream.Connection]bool{}, done: make(chan struct{})}
 	var err error
 	if f.grpcAddr, err = f.listen(GRPCPort); err == nil {
 		f.mcpAddr, err = f.listen(MCPPort)
@@ -144,12 +147,12 @@ func (f *forwarder) listen(port int) (string, error) {
 // connection with it.
 func (f *forwarder) stream() (httpstream.Connection, error) {
 	f.mu.Lock()
-	closed := f.closed
+	closed, newDialer := f.closed, f.dialer
 	f.mu.Unlock()
 	if closed {
 		return nil, net.ErrClosed
 	}
-	dialer, err := f.dialer()
+	dialer, err := newDialer()
 	if err != nil {
 		return nil, fmt.Errorf("port-forward through the API server: %w", err)
 	}
@@ -167,28 +170,41 @@ func (f *forwarder) stream() (httpstream.Connection, error) {
 	return conn, nil
 }
 
+// relayAttempts bounds the tries to open a relayed connection's streams
+// through the API server, relayRetry the wait between two: a transient
+// failure there (an API server or kubelet busy under load) should not cut
+// a connection the client has just opened, while nothing of it has been
+// read yet.
+const (
+	relayAttempts = 3
+	relayRetry    = 100 * time.Millisecond
+)
+
 // relay copies between a local connection and the pod's port.
 func (f *forwarder) relay(local net.Conn, port int) {
 	defer local.Close()
-	conn, err := f.stream()
-	if err != nil {
-		f.log.Debug("port-forward", "port", port, "error", err)
-		return
+	var (
+		conn            httpstream.Connection
+		errStream, data httpstream.Stream
+		err             error
+	)
+	for attempt := 1; ; attempt++ {
+		conn, errStream, data, err = f.open(port)
+		if err == nil {
+			break
+		}
+		if attempt == relayAttempts || errors.Is(err, net.ErrClosed) {
+			f.log.Debug("port-forward", "port", port, "attempts", attempt, "error", err)
+			return
+		}
+		select {
+		case <-f.done:
+			return
+		case <-time.After(relayRetry):
+		}
 	}
-	defer conn.Close()
-	headers := http.Header{}
-	headers.Set(corev1.StreamType, corev1.StreamTypeError)
-	headers.Set(corev1.PortHeader, strconv.Itoa(port))
-	headers.Set(corev1.PortForwardRequestIDHeader, strconv.FormatInt(f.nextID.Add(1), 10))
-	errStream, err := conn.CreateStream(headers)
-	if err != nil {
-		f.log.Debug("port-forward: error stream", "port", port, "error", err)
-		f.forget(conn)
-		return
-	}
-	_ = errStream.Close() // nothing is written to it
 	defer f.forget(conn)
-	defer conn.RemoveStreams(errStream)
+	defer conn.RemoveStreams(errStream, data)
 	remoteErr := make(chan error, 1)
 	go func() {
 		msg, err := io.ReadAll(errStream)
@@ -201,13 +217,6 @@ func (f *forwarder) relay(local net.Conn, port int) {
 			remoteErr <- nil
 		}
 	}()
-	headers.Set(corev1.StreamType, corev1.StreamTypeData)
-	data, err := conn.CreateStream(headers)
-	if err != nil {
-		f.log.Debug("port-forward: data stream", "port", port, "error", err)
-		return
-	}
-	defer conn.RemoveStreams(data)
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(local, data); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(data, local); _ = data.Close(); done <- struct{}{} }()
@@ -222,6 +231,33 @@ func (f *forwarder) relay(local net.Conn, port int) {
 	}
 }
 
+// open dials an upgraded connection for one relayed connection and opens
+// its error and data streams to the pod's port.
+func (f *forwarder) open(port int) (httpstream.Connection, httpstream.Stream, httpstream.Stream, error) {
+	conn, err := f.stream()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	headers := http.Header{}
+	headers.Set(corev1.StreamType, corev1.StreamTypeError)
+	headers.Set(corev1.PortHeader, strconv.Itoa(port))
+	headers.Set(corev1.PortForwardRequestIDHeader, strconv.FormatInt(f.nextID.Add(1), 10))
+	errStream, err := conn.CreateStream(headers)
+	if err != nil {
+		f.forget(conn)
+		return nil, nil, nil, fmt.Errorf("port-forward: error stream: %w", err)
+	}
+	_ = errStream.Close() // nothing is written to it
+	headers.Set(corev1.StreamType, corev1.StreamTypeData)
+	data, err := conn.CreateStream(headers)
+	if err != nil {
+		conn.RemoveStreams(errStream)
+		f.forget(conn)
+		return nil, nil, nil, fmt.Errorf("port-forward: data stream: %w", err)
+	}
+	return conn, errStream, data, nil
+}
+
 // forget closes one relayed connection's upgraded connection.
 func (f *forwarder) forget(conn httpstream.Connection) {
 	f.mu.Lock()
@@ -234,6 +270,9 @@ func (f *forwarder) forget(conn httpstream.Connection) {
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.closed {
+		close(f.done)
+	}
 	f.closed = true
 	for _, l := range f.lis {
 		_ = l.Close()

@@ -3,10 +3,14 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -363,4 +367,39 @@ func TestPodIPConnect(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Accepted, "a push reaches agentctl at the pod's IP")
 	require.NoError(t, e.Stop(ctx, h))
+}
+
+// TestRelayRetriesABusyAPIServer: a relayed connection whose streams the
+// API server fails to open (busy, under load) is retried, a bounded number
+// of times, before the client has sent anything: the agent's connect
+// succeeds through two failed dials, and fails, not hangs, after
+// RelayAttempts of them.
+func TestRelayRetriesABusyAPIServer(t *testing.T) {
+	f := setup(t)
+	e := f.executor(t, f.options("relay", nil, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, st, err := e.Launch(ctx, executors.Spec{SessionID: "ses_relay", TaskID: "task_1", Mode: executors.ModeTask, Image: scratchImage,
+		Providers: providers.Of("github"), Generation: 1}, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Stop(ctx, h)) }()
+
+	require.NoError(t, kubernetes.FailDials(e, h, kubernetes.RelayAttempts-1))
+	assert.Contains(t, mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "").Names(t), "github_pr_status",
+		"a connection opened through %d failed dials", kubernetes.RelayAttempts-1)
+
+	require.NoError(t, kubernetes.FailDials(e, h, kubernetes.RelayAttempts))
+	u, err := url.Parse(st.MCPURL)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "POST "+u.Path+" HTTP/1.1\r\nHost: "+u.Host+"\r\nContent-Length: 0\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	// Closed, unanswered: EOF, or a reset since the request was not read.
+	n, err := conn.Read(make([]byte, 1))
+	assert.Zero(t, n)
+	assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+		"a connection the API server refused %d times in a row is closed, unanswered: %v", kubernetes.RelayAttempts, err)
 }

@@ -84,7 +84,12 @@ func connect(t testing.TB, transport mcp.Transport, version string, relist bool)
 	if err != nil {
 		t.Fatalf("connect (protocol %q): %v", VersionName(version), err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
+	t.Cleanup(func() {
+		_ = cs.Close()
+		if tr, ok := transport.(*mcp.StreamableClientTransport); ok && tr.HTTPClient != nil {
+			tr.HTTPClient.CloseIdleConnections()
+		}
+	})
 	c.Session = cs
 	return c
 }
@@ -98,13 +103,17 @@ func (c *Client) Arrivals() []time.Time {
 }
 
 // HTTP returns a streamable HTTP client transport for url, sending token
-// as a bearer token when it is not empty.
+// as a bearer token when it is not empty. Each has connections of its own,
+// like the agents it stands in for: clients sharing http.DefaultTransport's
+// pool would send one client's request on a kept-alive connection another
+// client's server just closed (seen through the Kubernetes port-forward,
+// where a close arrives late: "Post …: EOF").
 func HTTP(url, token string) *mcp.StreamableClientTransport {
-	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
+	var rt http.RoundTripper = http.DefaultTransport.(*http.Transport).Clone()
 	if token != "" {
-		tr.HTTPClient = &http.Client{Transport: Bearer(token, http.DefaultTransport)}
+		rt = Bearer(token, rt)
 	}
-	return tr
+	return &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: rt}}
 }
 
 // Bearer returns a round tripper that sends token as a bearer token on
@@ -122,6 +131,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// CloseIdleConnections closes next's, for http.Client.CloseIdleConnections.
+func (b bearer) CloseIdleConnections() {
+	if c, ok := b.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // Names lists the session's tools, sorted.
