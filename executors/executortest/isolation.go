@@ -222,6 +222,13 @@ func RunIsolation(t *testing.T, b Isolation) {
 		}
 	}
 	assert.NotEqual(t, r["agentctl_uid"], r["uid"], "the agent runs under a uid of its own, not agentctl's")
+	// Its HOME and temporary directory are its session's, which end with
+	// it: the uid serves later sessions, the host's /tmp would keep what
+	// this one leaves for them.
+	assert.Equal(t, r["own"], r["home"], "the agent's HOME is its session's directory")
+	assert.Equal(t, filepath.Join(r["own"], "tmp"), r["tmpdir"], "the agent's TMPDIR is inside its session's directory")
+	assert.True(t, strings.HasPrefix(r["tmp_write"], "wrote: "+r["tmpdir"]+string(filepath.Separator)),
+		"the agent writes its temporary files there: %s", r["tmp_write"])
 	for _, k := range []string{"agentctl/environ", "agentctl/mem", "agentctl/fd", "agentctl/root/proc/1/environ", "agentctl/cwd",
 		"agentctl/maps", "agentctl/auxv", "secret_file", "secret_file(/toolscope/secret)", "sessions_dir"} {
 		denied(k)

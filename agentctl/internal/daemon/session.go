@@ -261,7 +261,8 @@ func (s *session) writeFile(path string, b []byte) error {
 // agent's environment is an allowlist (profiles.Allowed): the listed
 // variables of agentctl's environment, then the spec's env and the plan's,
 // then the MCP variables. With a uid of its own, it runs under it, with
-// its session directory as HOME. It runs in its own process group.
+// its session directory as HOME and its tmp as TMPDIR. It runs in its own
+// process group.
 func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, opts Options, onExit func(code int32, tail string)) error {
 	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
 		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
@@ -289,7 +290,15 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	cmd.Dir = spec.GetWorkingDir()
 	env := profiles.Filter(os.Environ(), plan.PassEnv)
 	if s.uid != noUID {
-		env = append(env, "HOME="+s.dir) // agentctl's home is not the agent's
+		// agentctl's home is not the agent's, and neither is the host's
+		// temporary directory: the uid serves later sessions, so what the
+		// agent leaves there (Claude Code's claude-<uid>, cc-socks) would
+		// reach them. Both end with the session's directory.
+		tmp := filepath.Join(s.dir, "tmp")
+		if err := s.mkdirAll(tmp); err != nil {
+			return err
+		}
+		env = append(env, "HOME="+s.dir, "TMPDIR="+tmp)
 	}
 	for k, v := range spec.GetEnv() {
 		env = append(env, k+"="+v)

@@ -68,6 +68,13 @@ func main() {
 	own := filepath.Dir(os.Getenv("TOOLSCOPE_MCP_CONFIG"))
 	r["own/mcp.json"] = okOrErr(readAll(filepath.Join(own, "mcp.json")))
 	r["sessions_dir"] = readAll(filepath.Dir(own))
+	r["own"], r["tmpdir"], r["home"] = own, os.TempDir(), os.Getenv("HOME")
+	if f, err := os.CreateTemp("", "probe-*"); err != nil {
+		r["tmp_write"] = "denied: " + err.Error()
+	} else {
+		r["tmp_write"] = "wrote: " + f.Name()
+		_ = f.Close()
+	}
 	var others []string
 	if id := os.Getenv(EnvOtherID); id != "" {
 		others = append(others, filepath.Join(filepath.Dir(own), id))
