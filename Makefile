@@ -57,12 +57,26 @@ SKIPS := $(CURDIR)/bench/skips.txt
 # package that hangs outright.
 TEST_TIMEOUT ?= 45m
 
+# What the tests may leave in the temporary directory: go's own build
+# directories (removed when each go command ends) and the host-wide agent
+# uid claims (internal/agentuid, kept by design). Anything else new there
+# after make test fails it: a test's TempDir a killed test kept, an agent's
+# or a browser's temporary files (LeaveNothing checks processes, session
+# directories, containers and builds per package; this checks the whole run).
+TEST_TMP := $(or $(TMPDIR),/tmp)
+TEST_TMP_KEEP := ^(go-build[0-9]+|toolscope-agent-uids)$$
+TEST_TMP_BEFORE := $(CURDIR)/bench/tmp-before.txt
+
 .PHONY: test
-test: ## run every test with -race, then print the reliability figures and the skipped tests (TEST_TIMEOUT=45m per package)
+test: ## run every test with -race, then print the reliability figures, the skipped tests and anything left in TMPDIR (TEST_TIMEOUT=45m per package)
 	@mkdir -p bench && rm -f $(FIGURES) $(SKIPS)
+	@ls -A $(TEST_TMP) | sort > $(TEST_TMP_BEFORE)
 	@rc=0; TOOLSCOPE_FIGURES=$(FIGURES) TOOLSCOPE_SKIPS=$(SKIPS) $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) $(PKGS) || rc=$$?; \
 	if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi; \
 	echo; if [[ -s $(SKIPS) ]]; then echo "== skipped tests ($$(wc -l < $(SKIPS))), and why"; sort $(SKIPS); else echo "== skipped tests: none"; fi; \
+	left=$$(ls -A $(TEST_TMP) | sort | comm -13 $(TEST_TMP_BEFORE) - | grep -Ev '$(TEST_TMP_KEEP)'); \
+	echo; if [[ -n $$left ]]; then echo "== FAIL: the tests left these in $(TEST_TMP):"; echo "$$left"; rc=1; \
+	else echo "== left in $(TEST_TMP) by the tests: nothing"; fi; \
 	exit $$rc
 
 # The agent tests (orchestrator/cmd/toolscope/agents_test.go) run the real

@@ -173,6 +173,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-extensions", true),
 		chromedp.WindowSize(1280, 900),
+		// Chromium's shared memory files (org.chromium.Chromium.*, in
+		// TMPDIR with disable-dev-shm-usage) outlive a killed browser.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
