@@ -12,21 +12,27 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.LeaveNothing(m)) }
 
-// TestDownFrom: stopped on request wins over gone; gone is lost with its
-// cause, which is not asked before (a backend sets it just before it
-// marks the session gone); neither is "" (agentctl may answer).
+// TestDownFrom: stopped on request wins over gone; gone is lost with the
+// cause its exit was ended with (the first: a process reaped and a
+// watcher that saw it disappear may both end it); neither is "" (agentctl
+// may answer).
 func TestDownFrom(t *testing.T) {
-	var stopped, gone bool
-	asked := 0
-	down := executors.DownFrom(func() bool { return stopped }, func() bool { return gone },
-		func() string { asked++; return "agentctl (pid 7) exited: signal: killed" })
+	var stopped bool
+	exit := executors.NewExit()
+	down := executors.DownFrom(func() bool { return stopped }, exit)
 
 	phase, why := down()
 	assert.Equal(t, executors.Phase(""), phase)
 	assert.Empty(t, why)
-	assert.Zero(t, asked, "the cause is not read before the session is gone")
+	assert.Empty(t, exit.Cause(), "no cause before the end")
 
-	gone = true
+	assert.True(t, exit.End("agentctl (pid 7) exited: signal: killed"))
+	assert.False(t, exit.End("agentctl (pid 7) is gone"), "only the first end counts")
+	select {
+	case <-exit.Done():
+	default:
+		t.Fatal("Done is not closed after End")
+	}
 	phase, why = down()
 	assert.Equal(t, executors.PhaseLost, phase)
 	assert.Equal(t, "agentctl (pid 7) exited: signal: killed", why)

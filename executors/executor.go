@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -332,17 +333,56 @@ type Endpoint struct {
 	Complete func(*Status)
 }
 
+// Exit is the end of a session's agentctl (its process, container or
+// pod) as its backend saw it: ended once, with why.
+type Exit struct {
+	once  sync.Once
+	done  chan struct{}
+	cause string
+}
+
+// NewExit returns an Exit not ended yet.
+func NewExit() *Exit { return &Exit{done: make(chan struct{})} }
+
+// End records the end and its cause; it reports whether this call ended
+// it (only the first does).
+func (x *Exit) End(cause string) bool {
+	first := false
+	x.once.Do(func() { x.cause = cause; close(x.done); first = true })
+	return first
+}
+
+// Done is closed when the session's agentctl is gone.
+func (x *Exit) Done() <-chan struct{} { return x.done }
+
+// Gone reports whether the session's agentctl is gone.
+func (x *Exit) Gone() bool {
+	select {
+	case <-x.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Cause is why the session's agentctl is gone; "" while it is not.
+func (x *Exit) Cause() string {
+	if !x.Gone() {
+		return ""
+	}
+	return x.cause
+}
+
 // DownFrom is the Down of a backend that knows whether it stopped a
-// session on request (stopped) and whether the session's agentctl process
-// or container is gone (gone); cause, why it is gone, is asked only once
-// gone says so (a backend sets it before it marks the session gone).
-func DownFrom(stopped, gone func() bool, cause func() string) func() (Phase, string) {
+// session on request (stopped) and whether the session's agentctl
+// process, container or pod is gone (exit).
+func DownFrom(stopped func() bool, exit *Exit) func() (Phase, string) {
 	return func() (Phase, string) {
 		switch {
 		case stopped():
 			return PhaseStopped, ""
-		case gone():
-			return PhaseLost, cause()
+		case exit.Gone():
+			return PhaseLost, exit.Cause()
 		}
 		return "", ""
 	}

@@ -116,20 +116,10 @@ type session struct {
 	st       state
 	link     *agentlink.Link
 	mcpURL   string // as reachable from the host
-	exit     chan struct{}
-	cause    string
+	exit     *executors.Exit
 	stopped  bool // guarded by Executor.mu
 	stopping bool // guarded by Executor.mu: Stop was called, so an exit is no loss
 	cancel   context.CancelFunc
-}
-
-func (s *session) gone() bool {
-	select {
-	case <-s.exit:
-		return true
-	default:
-		return false
-	}
 }
 
 // New returns the docker backend.
@@ -328,7 +318,7 @@ func (e *Executor) attach(ctx context.Context, st state) (*session, error) {
 		return nil, err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
-	s := &session{st: st, link: link, mcpURL: "http://" + mcpAddr + "/mcp", exit: make(chan struct{}), cancel: cancel}
+	s := &session{st: st, link: link, mcpURL: "http://" + mcpAddr + "/mcp", exit: executors.NewExit(), cancel: cancel}
 	go e.watch(watchCtx, s)
 	e.mu.Lock()
 	e.sessions[st.ContainerID] = s
@@ -338,12 +328,13 @@ func (e *Executor) attach(ctx context.Context, st state) (*session, error) {
 
 // watch waits for the container to stop running.
 func (e *Executor) watch(ctx context.Context, s *session) {
+	var cause string
 	for {
 		waitC, errC := e.cli.ContainerWait(ctx, s.st.ContainerID, container.WaitConditionNotRunning)
 		var waitErr error
 		select {
 		case r := <-waitC:
-			s.cause = fmt.Sprintf("container %s exited with code %d", short(s.st.ContainerID), r.StatusCode)
+			cause = fmt.Sprintf("container %s exited with code %d", short(s.st.ContainerID), r.StatusCode)
 		case waitErr = <-errC:
 		case <-ctx.Done():
 			return
@@ -365,19 +356,19 @@ func (e *Executor) watch(ctx context.Context, s *session) {
 			}
 			continue
 		}
-		s.cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), waitErr)
+		cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), waitErr)
 		break
 	}
-	close(s.exit)
+	s.exit.End(cause)
 	// Nothing answers there any more: a link left open would redial the
 	// dead container's port for as long as the orchestrator runs.
 	_ = s.link.Close()
-	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", s.cause)
+	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", cause)
 	e.mu.Lock()
 	ours := e.sessions[s.st.ContainerID] == s && !s.stopping && !s.stopped
 	e.mu.Unlock()
 	if ours && e.opts.Events != nil {
-		e.opts.Events(executors.SessionEvent{SessionID: s.st.SessionID, Kind: executors.EventLost, Message: s.cause})
+		e.opts.Events(executors.SessionEvent{SessionID: s.st.SessionID, Kind: executors.EventLost, Message: cause})
 	}
 }
 
@@ -416,8 +407,7 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}
 	return executors.Endpoint{
 		SessionID: s.st.SessionID, Agentctl: s.link,
-		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.gone,
-			func() string { return s.cause }),
+		Down:     executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
 		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
 	}, nil
 }
@@ -471,7 +461,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	e.mu.Lock()
 	s.stopping = true
 	e.mu.Unlock()
-	if !s.gone() {
+	if !s.exit.Gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
 		_ = s.link.StopSession(stopCtx, s.st.SessionID)
 		cancel()
@@ -514,7 +504,7 @@ func (e *Executor) remove(ctx context.Context, id string) {
 // Reattach implements executors.Executor.
 func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
-	if err == nil && !s.gone() {
+	if err == nil && !s.exit.Gone() {
 		return nil
 	}
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {

@@ -179,27 +179,10 @@ type session struct {
 	link    *agentlink.Link
 	fwd     *forwarder
 	mcpURL  string
-	exit    chan struct{}
-	once    sync.Once
-	cause   string
+	exit    *executors.Exit
 	stopped bool // guarded by Executor.mu
 	// stopping: Stop was called, so the pod's end is no loss.
 	stopping bool
-}
-
-func (s *session) end(cause string) bool {
-	first := false
-	s.once.Do(func() { s.cause = cause; close(s.exit); first = true })
-	return first
-}
-
-func (s *session) gone() bool {
-	select {
-	case <-s.exit:
-		return true
-	default:
-		return false
-	}
 }
 
 // New returns the kubernetes backend and starts watching its pods.
@@ -573,7 +556,7 @@ func (e *Executor) attach(ctx context.Context, st state, pod *corev1.Pod) (*sess
 	if err != nil {
 		return nil, err
 	}
-	s := &session{st: st, exit: make(chan struct{}), fwd: fwd, mcpURL: "http://" + fwd.mcpAddr + "/mcp"}
+	s := &session{st: st, exit: executors.NewExit(), fwd: fwd, mcpURL: "http://" + fwd.mcpAddr + "/mcp"}
 	grpcAddr := fwd.grpcAddr
 	if e.opts.Connect == ConnectPodIP && pod.Status.PodIP != "" {
 		grpcAddr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(GRPCPort))
@@ -645,7 +628,7 @@ func (e *Executor) observe(obj any, deleted bool) {
 			}
 		}
 	}
-	if cause == "" || !s.end(cause) {
+	if cause == "" || !s.exit.End(cause) {
 		return
 	}
 	// Nothing answers there any more: a link left open would redial a
@@ -686,18 +669,7 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}
 	return executors.Endpoint{
 		SessionID: s.st.SessionID, Agentctl: s.link,
-		Down: func() (executors.Phase, string) {
-			e.mu.Lock()
-			stopped := s.stopped
-			e.mu.Unlock()
-			switch {
-			case stopped:
-				return executors.PhaseStopped, ""
-			case s.gone():
-				return executors.PhaseLost, s.cause
-			}
-			return "", ""
-		},
+		Down:     executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
 		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
 	}, nil
 }
@@ -706,7 +678,7 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 // (and uid), must still run, and its agentctl must answer.
 func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
-	if err == nil && !s.gone() {
+	if err == nil && !s.exit.Gone() {
 		return nil
 	}
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -771,7 +743,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	e.mu.Lock()
 	s.stopping = true
 	e.mu.Unlock()
-	if !s.gone() {
+	if !s.exit.Gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
 		_ = s.link.StopSession(stopCtx, s.st.SessionID)
 		cancel()

@@ -114,10 +114,9 @@ type session struct {
 	id    string
 	st    state
 	link  *agentlink.Link
-	exit  chan struct{} // closed when the process is known to be gone
-	cause string        // why it is gone; set before exit is closed
-	child *exec.Cmd     // nil after a re-attach (not our child)
-	done  chan struct{} // closed when the orchestrator lets go of the session
+	exit  *executors.Exit // ended when the process is known to be gone
+	child *exec.Cmd       // nil after a re-attach (not our child)
+	done  chan struct{}   // closed when the orchestrator lets go of the session
 	once  sync.Once
 
 	stopped  bool // guarded by Executor.mu
@@ -194,7 +193,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 	e.mu.Lock()
-	if old, ok := e.sessions[spec.SessionID]; ok && !old.gone() && !old.stopped {
+	if old, ok := e.sessions[spec.SessionID]; ok && !old.exit.Gone() && !old.stopped {
 		e.mu.Unlock()
 		return executors.Handle{}, executors.Status{}, errdefs.AlreadyExists("session %q is already running", spec.SessionID)
 	}
@@ -302,13 +301,12 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	if st.AgentUID != 0 {
 		agentuid.Hold(st.AgentUID, st.PID) // the claim lives as long as agentctl
 	}
-	s := &session{id: id, child: cmd, exit: make(chan struct{}), done: make(chan struct{}), st: st}
+	s := &session{id: id, child: cmd, exit: executors.NewExit(), done: make(chan struct{}), st: st}
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
-		s.cause = fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err))
 		e.releaseAgent(st)
-		close(s.exit)
+		s.exit.End(fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err)))
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
 		e.closeLink(s)
 		e.lost(s)
@@ -325,8 +323,8 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	var line string
 	select {
 	case line = <-ready:
-	case <-s.exit:
-		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.cause, tail(filepath.Join(st.logDir(), "agentctl.log")))
+	case <-s.exit.Done():
+		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.exit.Cause(), tail(filepath.Join(st.logDir(), "agentctl.log")))
 	case <-timer.C:
 		e.kill(s)
 		return nil, fmt.Errorf("agentctl was not ready within %s: %w", e.opts.ReadyTimeout, errdefs.ErrUnavailable)
@@ -351,7 +349,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	e.mu.Lock()
 	s.link = link
 	e.mu.Unlock()
-	if s.gone() {
+	if s.exit.Gone() {
 		e.closeLink(s) // it exited while we dialed: nothing to redial
 	}
 	return s, nil
@@ -397,15 +395,6 @@ func (e *Executor) lookup(h executors.Handle) (*session, error) {
 	return nil, fmt.Errorf("no session with agentctl pid %d is attached to this orchestrator (re-attach first): %w", st.PID, errdefs.ErrNotFound)
 }
 
-func (s *session) gone() bool {
-	select {
-	case <-s.exit:
-		return true
-	default:
-		return false
-	}
-}
-
 // Endpoint implements executors.Executor.
 func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	s, err := e.lookup(h)
@@ -414,8 +403,7 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	}
 	return executors.Endpoint{
 		SessionID: s.id, Agentctl: s.link,
-		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.gone,
-			func() string { return s.cause }),
+		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
 		Complete: func(st *executors.Status) {
 			st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
 		},
@@ -594,7 +582,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	e.mu.Lock()
 	s.stopping = true
 	e.mu.Unlock()
-	if !s.gone() {
+	if !s.exit.Gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
 		_ = s.link.StopSession(stopCtx, s.id)
 		cancel()
@@ -645,7 +633,7 @@ func (e *Executor) lost(s *session) {
 	ours := e.sessions[s.id] == s && !s.stopping && !s.stopped
 	e.mu.Unlock()
 	if ours && e.opts.Events != nil {
-		e.opts.Events(executors.SessionEvent{SessionID: s.id, Kind: executors.EventLost, Message: s.cause})
+		e.opts.Events(executors.SessionEvent{SessionID: s.id, Kind: executors.EventLost, Message: s.exit.Cause()})
 	}
 }
 
@@ -654,17 +642,17 @@ func (e *Executor) kill(s *session) {
 	if s.link != nil {
 		_ = s.link.Close()
 	}
-	if s.gone() {
+	if s.exit.Gone() {
 		return
 	}
 	_ = syscall.Kill(-s.st.PID, syscall.SIGTERM)
 	select {
-	case <-s.exit:
+	case <-s.exit.Done():
 		return
 	case <-time.After(e.opts.StopGrace):
 	}
 	_ = syscall.Kill(-s.st.PID, syscall.SIGKILL)
-	<-s.exit
+	<-s.exit.Done()
 }
 
 // Reattach implements executors.Executor: it takes over an agentctl that
@@ -675,7 +663,7 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return err
 	}
-	if s, err := e.lookup(h); err == nil && !s.gone() {
+	if s, err := e.lookup(h); err == nil && !s.exit.Gone() {
 		return nil // already attached
 	}
 	if !procs.Alive(st.PID) {
@@ -699,7 +687,7 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		_ = link.Close()
 		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
 	}
-	s := &session{id: st.SessionID, st: st, link: link, exit: make(chan struct{}), done: make(chan struct{})}
+	s := &session{id: st.SessionID, st: st, link: link, exit: executors.NewExit(), done: make(chan struct{})}
 	e.mu.Lock()
 	e.sessions[s.id] = s
 	e.mu.Unlock()
@@ -720,9 +708,8 @@ func (e *Executor) watch(s *session) {
 		case <-t.C:
 		}
 		if !procs.Alive(s.st.PID) {
-			s.cause = fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID)
 			e.releaseAgent(s.st)
-			close(s.exit)
+			s.exit.End(fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID))
 			e.closeLink(s)
 			e.lost(s)
 			return
