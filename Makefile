@@ -125,6 +125,7 @@ BENCHES := \
 	./orchestrator/internal/service:BatchNotifiesEveryLiveSession:1x \
 	./executors/local:LaunchToFirstList:20x \
 	./executors/local:StartToFirstList:20x \
+	./orchestrator/cmd/toolscope:SessionLaunchToFirstList:20x \
 	./executors/docker:LaunchToFirstList:10x \
 	./executors/remote:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \

@@ -78,9 +78,12 @@ func define(r *registry.Registry, t registry.Tool) definition {
 	}
 	full := toMCP(t)
 	d := definition{full: full, sdk: full}
-	// Checked whole once: a definition the SDK would refuse keeps its full
-	// form, and AddTool refuses it as it always did.
-	if Check(t) == nil && !bytes.Contains(t.InputSchema, []byte("x-mcp-header")) {
+	// Not checked here: the table's definitions are fixed at build time,
+	// and TestTheSDKAcceptsEveryBuiltinDefinition checks each of them whole
+	// in every mode, provider set and transport. Checking them at start
+	// was most of the first session's start-up garbage (two 32 KB decoder
+	// buffers per tool), on the path the orchestrator waits on (ADR 0033).
+	if !bytes.Contains(t.InputSchema, []byte("x-mcp-header")) {
 		d.sdk = &mcp.Tool{Name: t.Name, InputSchema: standInSchema}
 	}
 	builtinDefinitions.m[print] = d

@@ -12,7 +12,9 @@ import (
 
 	"github.com/toolscope/toolscope/internal/mcpserver"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/registry"
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // wholeDefinitions is what a client must list for r: each tool's full
@@ -100,4 +102,40 @@ func TestApplyingAChangeAllocatesLittlePerTool(t *testing.T) {
 	perTool := float64(after.TotalAlloc-before.TotalAlloc) / rounds / float64(len(upserted)+len(removed))
 	t.Logf("%.0f bytes allocated per changed tool", perTool)
 	assert.Less(t, perTool, 8_000.0, "bytes allocated per changed tool")
+}
+
+// The table's definitions are not checked when a process builds them
+// (define): this checks each of them whole, as the SDK's AddTool does, in
+// every mode, provider set and transport.
+func TestTheSDKAcceptsEveryBuiltinDefinition(t *testing.T) {
+	seen := 0
+	for _, mode := range []registry.Mode{registry.ModeTask, registry.ModePlan} {
+		for _, transport := range []toolapi.Transport{toolapi.TransportColocated, toolapi.TransportHosted} {
+			for _, set := range []providers.Set{providers.Of(), providers.Of("github"), providers.Of("gitlab"), providers.Of("github", "gitlab")} {
+				for _, tool := range registry.Build(registry.Spec{Mode: mode, Providers: set, Transport: transport}).Tools() {
+					require.True(t, registry.Builtin(tool.Name), tool.Name)
+					assert.NoError(t, mcpserver.Check(tool), "%s (%s, %s, %s)", tool.Name, mode, transport, set)
+					seen++
+				}
+			}
+		}
+	}
+	assert.Positive(t, seen)
+}
+
+// The first session of a process builds the built-in definitions; that is
+// on the path of its launch, which the orchestrator waits on, and it
+// allocates little (checking each definition at that point allocated
+// ≈2 MB, two 32 KB decoder buffers per tool and more, and a GC cycle).
+func TestTheFirstPublisherAllocatesLittle(t *testing.T) {
+	r := build("github", "gitlab")
+	var before, after runtime.MemStats
+	mcpserver.ForgetDefinitions()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	newPublisher(t, r)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d KB allocated by the first publisher of %d tools", allocated>>10, r.Len())
+	assert.Less(t, allocated, uint64(400<<10), "bytes allocated by the first publisher")
 }

@@ -29,3 +29,11 @@ func ApplyNow(p *Publisher, r *registry.Registry) {
 	p.desired = r
 	p.applyLocked()
 }
+
+// ForgetDefinitions empties the process-wide cache of built-in
+// definitions, as a process that just started has it.
+func ForgetDefinitions() {
+	builtinDefinitions.Lock()
+	defer builtinDefinitions.Unlock()
+	clear(builtinDefinitions.m)
+}

@@ -163,8 +163,10 @@ type Account struct {
 	Validated bool `json:"validated"`
 }
 
-// OutputSchema returns the JSON Schema of T, for a tool's outputSchema.
-func OutputSchema[T any]() json.RawMessage { return ReflectSchema(reflect.TypeFor[T]()) }
+// OutputSchema returns the JSON Schema of T, for a tool's outputSchema:
+// computed at build time for the types of SchemaTypes, by reflection for
+// any other.
+func OutputSchema[T any]() json.RawMessage { return schemaOf(reflect.TypeFor[T]()) }
 
 // InputSchema returns the JSON Schema of T for a tool's inputSchema (a
 // struct's refuses unknown arguments). The built-in tools' come from the

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +94,14 @@ func TestTaskInfoShape(t *testing.T) {
 		"repositories[].path", "repositories[].primary", "repositories[].provider", "repositories[].remote_url",
 		"task_id", "title", "workspace_id",
 	}, properties(t, toolapi.OutputSchema[toolapi.TaskInfo]()))
+}
+
+// TestExternalNames: 1 to 64 letters, digits, '_' or '-'.
+func TestExternalNames(t *testing.T) {
+	for _, ok := range []string{"a", "docs__search", "A-b_9", strings.Repeat("x", 64)} {
+		assert.NoError(t, toolapi.CheckExternalName(ok), ok)
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 65), "a b", "a.b", "naïve", "a\n"} {
+		assert.Error(t, toolapi.CheckExternalName(bad), "%q", bad)
+	}
 }

@@ -292,6 +292,9 @@ func ReadOnlyTools() []string {
 	return out
 }
 
+// ownPkg is this package's path: the generated schemas are its types'.
+var ownPkg = reflect.TypeFor[Tool]().PkgPath()
+
 // noArgs is the input schema of a tool that takes no arguments.
 var noArgs = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
@@ -308,7 +311,8 @@ func (t Tool) InputSchema() json.RawMessage {
 func (t Tool) OutputSchema() json.RawMessage { return schemaOf(t.Result) }
 
 // SchemaTypes returns, sorted by name and once each, the argument and
-// result types of the table: the schemas go generate computes.
+// result types of the table, and the arguments of agentctl's own
+// call_tool: the schemas go generate computes.
 func SchemaTypes() []reflect.Type {
 	seen := map[reflect.Type]bool{}
 	var out []reflect.Type
@@ -320,12 +324,13 @@ func SchemaTypes() []reflect.Type {
 			}
 		}
 	}
+	out = append(out, reflect.TypeFor[CallToolArgs]())
 	slices.SortFunc(out, func(a, b reflect.Type) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
 }
 
 func schemaOf(typ reflect.Type) json.RawMessage {
-	if s, ok := generatedSchemas[typ.Name()]; ok {
+	if s, ok := generatedSchemas[typ.Name()]; ok && typ.PkgPath() == ownPkg {
 		return json.RawMessage(s)
 	}
 	return ReflectSchema(typ)

@@ -2,6 +2,7 @@ package toolapi_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -113,6 +114,15 @@ func TestGeneratedSchemasAreTheTypes(t *testing.T) {
 		require.NoError(t, json.Unmarshal(tool.InputSchema(), &in))
 		assert.Equal(t, false, in["additionalProperties"], "%s refuses unknown arguments", tool.Name)
 	}
+}
+
+// TestCallToolSchemaIsGenerated: agentctl's own call_tool's schema is
+// computed at build time too, so its start-up does no reflection.
+func TestCallToolSchemaIsGenerated(t *testing.T) {
+	assert.JSONEq(t, string(toolapi.ReflectSchema(reflect.TypeFor[toolapi.CallToolArgs]())),
+		string(toolapi.InputSchema[toolapi.CallToolArgs]()), "run 'make docs'")
+	allocs := testing.AllocsPerRun(10, func() { toolapi.InputSchema[toolapi.CallToolArgs]() })
+	assert.Less(t, allocs, 10.0, "InputSchema[CallToolArgs] derives by reflection (%v allocations)", allocs)
 }
 
 // TestSurfaceAndReadOnlyComeFromTheTable pins what the table says.

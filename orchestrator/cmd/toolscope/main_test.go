@@ -52,7 +52,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, pgtest.StopShared, func() { _ = os.RemoveAll(dir) }))
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, listAgent.Remove, pgtest.StopShared,
+		func() { _ = os.RemoveAll(dir) }))
 }
 
 func command(ctx context.Context, args ...string) *exec.Cmd {
@@ -71,14 +72,14 @@ type orchestrator struct {
 	logs    *testutil.SyncBuffer
 }
 
-func startServer(t *testing.T, dataDir string, args ...string) *orchestrator {
+func startServer(t testing.TB, dataDir string, args ...string) *orchestrator {
 	t.Helper()
 	return startServerEnv(t, dataDir, nil, args...)
 }
 
 // startServerEnv starts `toolscope serve` with extra environment. It
 // serves on its Unix socket in dataDir; tests that need TCP pass --listen.
-func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *orchestrator {
+func startServerEnv(t testing.TB, dataDir string, env []string, args ...string) *orchestrator {
 	t.Helper()
 	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
@@ -117,7 +118,7 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 // the test's servers are gone: their agentctl processes outlive a server
 // by design (a restarted server reattaches them). It removes the sessions
 // directory each named, as stopping the session would have.
-func endSessions(t *testing.T, dataDir string) {
+func endSessions(t testing.TB, dataDir string) {
 	t.Helper()
 	for _, args := range testutil.StopProcessesNaming(t, dataDir) {
 		fields := strings.Fields(args)
@@ -137,7 +138,7 @@ func endSessions(t *testing.T, dataDir string) {
 }
 
 // stop sends SIGTERM and expects a clean exit.
-func (o *orchestrator) stop(t *testing.T) {
+func (o *orchestrator) stop(t testing.TB) {
 	t.Helper()
 	if o.cmd.ProcessState != nil {
 		return
@@ -159,7 +160,7 @@ type result struct {
 	code           int
 }
 
-func (o *orchestrator) run(t *testing.T, args ...string) result {
+func (o *orchestrator) run(t testing.TB, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -177,7 +178,7 @@ func (o *orchestrator) run(t *testing.T, args ...string) result {
 }
 
 // ok runs a command that must succeed and returns its stdout.
-func (o *orchestrator) ok(t *testing.T, args ...string) string {
+func (o *orchestrator) ok(t testing.TB, args ...string) string {
 	t.Helper()
 	r := o.run(t, args...)
 	require.Equal(t, 0, r.code, "toolscope %v: %s", args, r.stderr)
@@ -185,7 +186,7 @@ func (o *orchestrator) ok(t *testing.T, args ...string) string {
 }
 
 // id runs a --json command and returns the id of the named object.
-func (o *orchestrator) id(t *testing.T, object string, args ...string) string {
+func (o *orchestrator) id(t testing.TB, object string, args ...string) string {
 	t.Helper()
 	var resp map[string]map[string]any
 	require.NoError(t, json.Unmarshal([]byte(o.ok(t, append([]string{"--json"}, args...)...)), &resp))

@@ -98,7 +98,7 @@ printed.`,
 			if sname != "" {
 				base = sname
 			}
-			if !fileBase.MatchString(base) {
+			if !validFileBase(base) {
 				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", base)
 			}
 			files := []certFile{{base + ".crt", pair.CertPEM, 0o644}, {base + ".key", pair.KeyPEM, 0o600}}
@@ -126,7 +126,7 @@ printed.`,
 			if cdir == "" || cname == "" {
 				return usagef("--dir and --name are required")
 			}
-			if !fileBase.MatchString(cname) {
+			if !validFileBase(cname) {
 				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", cname)
 			}
 			if _, err := parseRole(crole); err != nil {
@@ -167,7 +167,12 @@ printed.`,
 	return cmd
 }
 
-var fileBase = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// fileBase is a certificate file's base name, at most 100 bytes (checked
+// apart, validFileBase: `{0,99}` compiles into a program 99 times as
+// long, ≈0.5 ms of every CLI call's start).
+var fileBase = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func validFileBase(s string) bool { return len(s) <= 100 && fileBase.MatchString(s) }
 
 type certFile struct {
 	name string

