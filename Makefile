@@ -119,6 +119,7 @@ test-long: ## the agentctl load storm, alone: under -race, then without it (1 s 
 BENCHES := \
 	./internal/mcpserver:ToolsList:300x \
 	./internal/mcpserver:ContextCost:1x \
+	./orchestrator/cmd/toolscope:ModelContextCost:1x \
 	./agentctl/internal/daemon:SetProvidersToListChanged:100x \
 	./agentctl/internal/daemon:Storm:1x \
 	./agentctl/internal/daemon:TwoHundredSessions:20x \
@@ -128,6 +129,7 @@ BENCHES := \
 	./orchestrator/cmd/toolscope:SessionLaunchToFirstList:20x \
 	./executors/docker:LaunchToFirstList:10x \
 	./executors/remote:LaunchToFirstList:20x \
+	./executors/kubernetes:LaunchToFirstList:10x \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./agentctl/cmd/agentctl:ListingMemory:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \

@@ -44,7 +44,7 @@ var (
 
 // agentCLIs installs the locked agent CLIs (npm ci, once per test binary)
 // and returns the directory of their commands.
-func agentCLIs(t *testing.T) string {
+func agentCLIs(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
 		testutil.SkipOrFailUnderCI(t, "npm is not installed, so the real agent CLIs cannot be installed; install Node.js 18+ and npm (.ci/run installs nodejs)")
@@ -81,7 +81,7 @@ type agentWorld struct {
 	workdir             string
 }
 
-func newAgentWorld(t *testing.T, env ...string) *agentWorld {
+func newAgentWorld(t testing.TB, env ...string) *agentWorld {
 	t.Helper()
 	bin := agentCLIs(t)
 	gl := forgetest.NewGitLab(t, agentGitLabToken, "gl-bot")
@@ -115,7 +115,7 @@ func newAgentWorld(t *testing.T, env ...string) *agentWorld {
 // executor, in the world's working directory), with agentArgs inserted
 // after "--", and returns the session's id once the agent exited. The
 // command, without agentArgs, must be shown in docs/agents.md.
-func (w *agentWorld) launch(t *testing.T, args []string, agentArgs ...string) string {
+func (w *agentWorld) launch(t testing.TB, args []string, agentArgs ...string) string {
 	t.Helper()
 	guideShows(t, "toolscope session launch TASK "+shellJoin(args))
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -131,7 +131,7 @@ func (w *agentWorld) launch(t *testing.T, args []string, agentArgs ...string) st
 }
 
 // guideShows checks that docs/agents.md shows text.
-func guideShows(t *testing.T, text string) {
+func guideShows(t testing.TB, text string) {
 	t.Helper()
 	guide, err := os.ReadFile("../../../docs/agents.md")
 	require.NoError(t, err)

@@ -137,7 +137,7 @@ func TestCatalogToolsReachALiveSessionOnlyWhenAllowed(t *testing.T) {
 
 // waitEvent returns the first event of a kind in a task's log, waiting for
 // it if need be.
-func waitEvent(t *testing.T, srv *orchestrator, task string, kind pb.TaskEventKind) *pb.TaskEvent {
+func waitEvent(t testing.TB, srv *orchestrator, task string, kind pb.TaskEventKind) *pb.TaskEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
