@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -99,6 +100,13 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// DefaultGCPercent is agentctl's GOGC once it serves (--gc-percent): half
+// the runtime's 100. An agentctl is mostly idle between bursts of lists
+// and pushes, and an idle Go process collects only every 2 minutes, so the
+// garbage of a burst stays in its RSS, up to twice its live heap; at 50,
+// 1.5 times (ADR 0034).
+const DefaultGCPercent = 50
+
 func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		listen, secretFile, stateDir, mcpHost, logLevel string
@@ -107,8 +115,8 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		sessionsDir, logsDir, agentUIDs, logFile        string
 		logFileMax                                      int64
 		allowSharedUID                                  bool
-		mcpPort, maxSessions                            int
-		callTimeout, adoptWait                          time.Duration
+		mcpPort, maxSessions, gcPercent                 int
+		callTimeout, adoptWait, idleReclaim             time.Duration
 		mcpLimits                                       mcpserver.Limits
 		exitTailLines, exitTailBytes                    int
 		logBacklog, agentLogMax                         int64
@@ -164,6 +172,12 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			if err := checkBounds(cmd, mcpLimits, adoptWait); err != nil {
 				return err
 			}
+			if idleReclaim < 0 {
+				return usageError{fmt.Errorf("--idle-reclaim %s: must not be negative (0 turns it off; default %s)", idleReclaim, DefaultIdleReclaim)}
+			}
+			if gcPercent <= 0 {
+				return usageError{fmt.Errorf("--gc-percent %d: must be positive (default %d)", gcPercent, DefaultGCPercent)}
+			}
 			if err := checkLogBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, keptLogs); err != nil {
 				return err
 			}
@@ -214,6 +228,17 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 				defer stopMetrics()
 				r.Metrics = "http://" + metricsLis.Addr().String() + metricsPath
 			}
+			// Once started, which the runtime's default serves faster
+			// (fewer collections of a heap that only grows); GOGC in the
+			// environment wins over the default, not over the flag.
+			if _, set := os.LookupEnv("GOGC"); !set || cmd.Flags().Changed("gc-percent") {
+				debug.SetGCPercent(gcPercent)
+			}
+			if idleReclaim > 0 {
+				reclaimCtx, stopReclaim := context.WithCancel(cmd.Context())
+				defer stopReclaim()
+				go reclaimWhenIdle(reclaimCtx, idleReclaim)
+			}
 			ready, _ := json.Marshal(r)
 			if _, err := fmt.Fprintf(stdout, "%s\n", ready); err != nil {
 				srv.Stop()
@@ -251,6 +276,8 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.BoolVar(&allowSharedUID, "allow-shared-uid", false, "without --agent-uids, host sessions of several workspaces anyway (their agents can read each other's MCP tokens)")
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")
 	f.IntVar(&mcpPort, "mcp-port", 0, "fixed MCP port (one session only, for containers that publish it); 0 picks one per session")
+	f.IntVar(&gcPercent, "gc-percent", DefaultGCPercent, "once serving, collect garbage when the heap grew by this percentage of the live heap (the runtime's GOGC; GOGC in the environment wins over the default)")
+	f.DurationVar(&idleReclaim, "idle-reclaim", DefaultIdleReclaim, "check this often whether a burst of work ended, then return its memory to the system (0: leave it to the runtime)")
 	f.IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "most sessions hosted at once; more are refused with RESOURCE_EXHAUSTED")
 	f.DurationVar(&mcpLimits.HeaderTimeout, "mcp-header-timeout", mcpserver.DefaultHeaderTimeout, "MCP endpoints: time for a request's headers to arrive")
 	f.DurationVar(&mcpLimits.BodyTimeout, "mcp-body-timeout", mcpserver.DefaultBodyTimeout, "MCP endpoints: time for a request's body to arrive once its headers are in")

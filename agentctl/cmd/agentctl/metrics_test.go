@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,27 @@ func TestMetricsAddressIsLoopbackOnly(t *testing.T) {
 	assert.Contains(t, errOut.String(), "--metrics-addr")
 	assert.Contains(t, errOut.String(), "loopback")
 	assert.Empty(t, out.String(), "no readiness line")
+}
+
+// TestGCPercentOnceServing: a serving agentctl collects at --gc-percent
+// (DefaultGCPercent unless given), seen as the Go runtime's own gauge; GOGC
+// in its environment wins over the default, and the flag over GOGC.
+func TestGCPercentOnceServing(t *testing.T) {
+	t.Parallel()
+	gogc := func(d *daemonProcess) string {
+		t.Helper()
+		for _, line := range strings.Split(scrapeText(t, d.ready.Metrics), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no go_gc_gogc_percent in agentctl's metrics")
+		return ""
+	}
+	assert.Equal(t, strconv.Itoa(DefaultGCPercent), gogc(startDaemon(t, "--metrics-addr", "127.0.0.1:0")), "the default")
+	assert.Equal(t, "70", gogc(startDaemon(t, "--metrics-addr", "127.0.0.1:0", "--gc-percent", "70")), "the flag")
+	const secret = "test-secret-for-the-daemon"
+	env := []string{daemon.EnvSecret + "=" + secret, "GOGC=150"}
+	assert.Equal(t, "150", gogc(spawnDaemon(t, []string{"--metrics-addr", "127.0.0.1:0"}, env)), "GOGC over the default")
+	assert.Equal(t, "80", gogc(spawnDaemon(t, []string{"--metrics-addr", "127.0.0.1:0", "--gc-percent", "80"}, env)), "the flag over GOGC")
 }
