@@ -76,9 +76,9 @@ test: ## run every test with -race, then print the reliability figures, the skip
 	@rc=0; TOOLSCOPE_FIGURES=$(FIGURES) TOOLSCOPE_SKIPS=$(SKIPS) $(GO) test -race -count=1 -timeout=$(TEST_TIMEOUT) $(PKGS) || rc=$$?; \
 	if [[ -s $(FIGURES) ]]; then echo; echo "== reliability figures (docs/reliability.md)"; sort $(FIGURES); fi; \
 	echo; if [[ -s $(SKIPS) ]]; then echo "== skipped tests ($$(wc -l < $(SKIPS))), and why"; sort $(SKIPS); else echo "== skipped tests: none"; fi; \
-	left=$$(ls -A $(TEST_TMP) | sort | comm -13 $(TEST_TMP_BEFORE) - | grep -Ev '$(TEST_TMP_KEEP)'); \
+	left=$$(ls -A $(TEST_TMP) | sort | comm -13 $(TEST_TMP_BEFORE) - | { grep -Ev '$(TEST_TMP_KEEP)' || true; }); \
 	echo; if [[ -n $$left ]]; then echo "== $${CI:+FAIL: }new in $(TEST_TMP) since the tests started (left by the tests?):"; echo "$$left"; \
-		[[ -z "$$CI" ]] || rc=1; \
+		[[ -z "$${CI:-}" ]] || rc=1; \
 	else echo "== left in $(TEST_TMP) by the tests: nothing"; fi; \
 	exit $$rc
 
