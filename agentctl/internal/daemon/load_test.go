@@ -81,12 +81,14 @@ var (
 	// 2026-12-01, a whole-process stall (docs/reliability.md §8.8).
 	loadMaxGap = time.Second
 	// loadMinRate says the storm happened at all (the pusher is the
-	// test's own loop and shares the 2 cores with 100 clients); the push
-	// rate itself is a figure, not a goal (timing goals live in
-	// benchmarks). Without the race detector the pusher usually reaches
-	// 99/s, but 49.7/s in one fresh-clone CI run (1.95 of 2 cores busy,
-	// 500 listings/s and 475 calls/s beside it; docs/reliability.md §8.8).
-	loadMinRate = 0.25 * loadRate
+	// test's own loop and shares the 2 cores with 100 clients): at least
+	// one change per 100 ms, the starvation rate. The push rate
+	// itself is a figure, not a goal (timing goals live in benchmarks).
+	// Without the race detector it reached 99/s and 49.7/s in earlier
+	// runs, then 12.4–31.1/s in runs on 2026-12-01 with 1.95 of 2 cores
+	// busy and ≈495 listings/s beside it (goroutines waited up to 42 ms
+	// to run; docs/reliability.md §8.8); under it, 60/s.
+	loadMinRate = 0.1 * loadRate
 )
 
 // loadSets are pushed in turn: each differs from the one before, so every
