@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/testutil"
 )
 
 // listeningSockets counts the TCP sockets pid listens on (IPv4 and IPv6).
@@ -53,17 +52,7 @@ func listeningSockets(t *testing.T, pid int) int {
 // scrapeText reads url's exposition text.
 func scrapeText(t *testing.T, url string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return string(b)
+	return string(testutil.GetOK(t, url))
 }
 
 // TestMetricsAreOptInAndCountListChanged: without --metrics-addr agentctl

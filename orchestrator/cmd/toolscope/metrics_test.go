@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors/executortest"
 	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
 )
@@ -27,16 +27,7 @@ import (
 // histogram as its _count).
 func scrape(t *testing.T, url string) (string, map[string]float64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
+	body := testutil.GetOK(t, url)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
 	require.NoError(t, err)
