@@ -26,8 +26,9 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/toolscope and a static bin/agentctl
+build: ## build bin/toolscope (the CLI), bin/toolscope-server (serve, demo) and a static bin/agentctl
 	$(GO) build -o $(OUT)/toolscope ./orchestrator/cmd/toolscope
+	$(GO) build -o $(OUT)/toolscope-server ./orchestrator/cmd/toolscope-server
 	CGO_ENABLED=0 $(GO) build -o $(OUT)/agentctl ./agentctl/cmd/agentctl
 
 .PHONY: run

@@ -40,6 +40,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/paths"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
 
@@ -348,7 +349,7 @@ func TestServeRefusesNonLoopbackWithoutTLS(t *testing.T) {
 		assert.Equal(t, cli.ExitUsage, r.code, "%s: %s", listen, r.stderr)
 		assert.Contains(t, r.stderr, `"`+listen+`" is not a loopback address`)
 		assert.Contains(t, r.stderr, "--tls-cert")
-		_, err := os.Stat(filepath.Join(dataDir, server.SocketName))
+		_, err := os.Stat(paths.Socket(dataDir))
 		assert.ErrorIs(t, err, os.ErrNotExist, "refused before serving anything")
 	}
 }

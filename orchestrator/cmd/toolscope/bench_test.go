@@ -23,8 +23,10 @@ import (
 var listAgent = testutil.Binary{Package: "github.com/toolscope/toolscope/internal/mcptest/listagent", Name: "listagent"}
 
 // BenchmarkSessionLaunchToFirstList: `toolscope session launch --agent
-// command` on the local executor, through a running server (a CLI process,
-// this test binary as in every test here), from the CLI's start until the CLI has returned and the agent's MCP client
+// command` on the local executor, through a running server (this test
+// binary, as toolscope-server), by the toolscope binary as installed (the
+// command line without the server, ADR 0035), from the CLI's start until
+// the CLI has returned and the agent's MCP client
 // (internal/mcptest/listagent) holds its first tools/list, against the
 // floor of a bare go-sdk server process with the same tool definitions
 // started and listed (executortest.BareServerFloor), interleaved. The
@@ -49,6 +51,7 @@ func BenchmarkSessionLaunchToFirstList(b *testing.B) {
 	// The agent may run under a uid of its own (a root orchestrator): its
 	// binary must be reachable by that uid, as it is once installed.
 	agent := listAgent.Path(b)
+	cli := commandLine.Path(b) // the toolscope binary, as installed: without the server (ADR 0035)
 	require.NoError(b, os.Chmod(filepath.Dir(agent), 0o755))
 	dataDir := filepath.Join(b.TempDir(), "data")
 	srv := startServerEnv(b, dataDir, []string{"LISTAGENT_REPORT=" + reports.Addr().String()}, "--agentctl", executortest.Agentctl(b))
@@ -58,7 +61,7 @@ func BenchmarkSessionLaunchToFirstList(b *testing.B) {
 	task := srv.id(b, "task", "task", "create", "--workspace", ws, "--title", "bench", "--repo", gh)
 
 	launch := func() string {
-		cmd := command(context.Background(), "--server", srv.addr, "--json", "session", "launch", task, "--executor", "local",
+		cmd := commandOf(context.Background(), cli, "--server", srv.addr, "--json", "session", "launch", task, "--executor", "local",
 			"--agent", "command", "--env", "LISTAGENT_REPORT", "--", agent)
 		out, err := cmd.Output()
 		if ee, ok := err.(*exec.ExitError); ok {

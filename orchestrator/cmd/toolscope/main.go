@@ -1,6 +1,8 @@
-// Command toolscope is the toolscope orchestrator: `toolscope serve` runs
-// the server, and every other subcommand is a client of its gRPC API. Run
-// `toolscope --help` for the commands.
+// Command toolscope is the toolscope command line: every subcommand is a
+// client of the orchestrator's gRPC API, except serve and demo, which run
+// the orchestrator and are handed to the toolscope-server binary installed
+// next to it (ADR 0035): this binary links none of the server, so a command
+// starts as fast as a small Go program does. Run `toolscope --help`.
 package main
 
 import (
@@ -11,5 +13,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil))
 }

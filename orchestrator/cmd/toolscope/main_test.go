@@ -36,6 +36,7 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/api"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
 	"github.com/toolscope/toolscope/orchestrator/internal/cli"
+	"github.com/toolscope/toolscope/orchestrator/internal/cli/servercmd"
 	"github.com/toolscope/toolscope/orchestrator/internal/store/pgtest"
 )
 
@@ -43,7 +44,7 @@ const asMain = "TOOLSCOPE_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
-		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, servercmd.Commands))
 	}
 	// No test touches the user's CLI config file: every process started
 	// here reads this one unless its test names its own.
@@ -52,12 +53,20 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	_ = os.Setenv("TOOLSCOPE_CONFIG", filepath.Join(dir, "config.json"))
-	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, listAgent.Remove, pgtest.StopShared,
+	os.Exit(testutil.LeaveNothing(m, catalogtest.RemoveBuilds, executortest.RemoveBuilds, listAgent.Remove, commandLine.Remove, pgtest.StopShared,
 		func() { _ = os.RemoveAll(dir) }))
 }
 
+// command runs this test binary as toolscope-server: the whole command
+// line, serve and demo included.
 func command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	return commandOf(ctx, os.Args[0], args...)
+}
+
+// commandOf runs program with args, and this test binary, wherever it runs,
+// as toolscope-server.
+func commandOf(ctx context.Context, program string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, program, args...)
 	cmd.Env = append(os.Environ(), asMain+"=1")
 	return cmd
 }
@@ -81,7 +90,13 @@ func startServer(t testing.TB, dataDir string, args ...string) *orchestrator {
 // serves on its Unix socket in dataDir; tests that need TCP pass --listen.
 func startServerEnv(t testing.TB, dataDir string, env []string, args ...string) *orchestrator {
 	t.Helper()
-	cmd := command(context.Background(), append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
+	return startServerAs(t, os.Args[0], dataDir, env, args...)
+}
+
+// startServerAs is startServerEnv through program's serve command.
+func startServerAs(t testing.TB, program, dataDir string, env []string, args ...string) *orchestrator {
+	t.Helper()
+	cmd := commandOf(context.Background(), program, append([]string{"serve", "--json", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
 	t.Cleanup(func() { endSessions(t, dataDir) })
 	logs := &testutil.SyncBuffer{}

@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/orchestrator/internal/api/eventkind"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -113,37 +114,10 @@ func toSession(s model.Session) *pb.Session {
 	}
 }
 
-var eventKinds = map[model.EventKind]pb.TaskEventKind{
-	model.EventTaskCreated:             pb.TaskEventKind_TASK_EVENT_KIND_TASK_CREATED,
-	model.EventSourcesAdded:            pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_ADDED,
-	model.EventSessionStarted:          pb.TaskEventKind_TASK_EVENT_KIND_SESSION_STARTED,
-	model.EventSessionEnded:            pb.TaskEventKind_TASK_EVENT_KIND_SESSION_ENDED,
-	model.EventAgentExited:             pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED,
-	model.EventProvidersPushed:         pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSHED,
-	model.EventProvidersPushFailed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_PUSH_FAILED,
-	model.EventProvidersRecomputed:     pb.TaskEventKind_TASK_EVENT_KIND_PROVIDERS_RECOMPUTED,
-	model.EventExternalToolsPushed:     pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSHED,
-	model.EventExternalToolsPushFailed: pb.TaskEventKind_TASK_EVENT_KIND_EXTERNAL_TOOLS_PUSH_FAILED,
-	model.EventToolCalled:              pb.TaskEventKind_TASK_EVENT_KIND_TOOL_CALLED,
-	model.EventSourcesRequested:        pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUESTED,
-	model.EventSourceRequestDecided:    pb.TaskEventKind_TASK_EVENT_KIND_SOURCES_REQUEST_DECIDED,
-}
-
 func toEvent(e model.Event) *pb.TaskEvent {
 	return &pb.TaskEvent{
-		Sequence: e.Seq, TaskId: e.TaskID, Kind: eventKinds[e.Kind], Time: ts(e.Time), SessionId: e.SessionID,
+		Sequence: e.Seq, TaskId: e.TaskID, Kind: eventkind.ToProto(e.Kind), Time: ts(e.Time), SessionId: e.SessionID,
 		RepositoryIds: e.RepositoryIDs, ProviderSet: toProviderSet(e.Providers), Message: e.Message,
 		Actor: e.Actor.String(),
 	}
-}
-
-// EventKindName is kind as the orchestrator records it ("providers.pushed"),
-// for output that shows kinds by name; "" for a kind it does not record.
-func EventKindName(kind pb.TaskEventKind) string {
-	for name, k := range eventKinds {
-		if k == kind {
-			return string(name)
-		}
-	}
-	return ""
 }

@@ -25,7 +25,7 @@ func roleName(r pb.Role) string {
 func parseRole(s string) (pb.Role, error) {
 	r, ok := pb.Role_value["ROLE_"+strings.ToUpper(s)]
 	if !ok || r == 0 {
-		return 0, usagef("invalid --role %q: use viewer, member or admin", s)
+		return 0, Usagef("invalid --role %q: use viewer, member or admin", s)
 	}
 	return pb.Role(r), nil
 }
@@ -43,7 +43,7 @@ tsat_<10 characters>_<64 hex digits>.`,
 	var role string
 	var ttl time.Duration
 	create := &cobra.Command{
-		Use: "create NAME [--role ROLE] [--ttl DURATION]", Short: "Create a token and print it, once", Args: exactArgs("NAME"),
+		Use: "create NAME [--role ROLE] [--ttl DURATION]", Short: "Create a token and print it, once", Args: ExactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := parseRole(role)
 			if err != nil {
@@ -74,7 +74,7 @@ tsat_<10 characters>_<64 hex digits>.`,
 	create.Flags().StringVar(&role, "role", "member", "viewer, member or admin")
 	create.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "lifetime, at most 8760h (365 days)")
 	list := &cobra.Command{
-		Use: "list", Short: "List tokens (never their secrets)", Args: exactArgs(),
+		Use: "list", Short: "List tokens (never their secrets)", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := pb.NewAuthServiceClient(conn).ListAPITokens(ctx, &pb.ListAPITokensRequest{})
@@ -100,7 +100,7 @@ tsat_<10 characters>_<64 hex digits>.`,
 		},
 	}
 	revoke := &cobra.Command{
-		Use: "revoke TOKEN", Short: "Revoke a token (by id or name), at once", Args: exactArgs("TOKEN"),
+		Use: "revoke TOKEN", Short: "Revoke a token (by id or name), at once", Args: ExactArgs("TOKEN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := pb.NewAuthServiceClient(conn).RevokeAPIToken(ctx, &pb.RevokeAPITokenRequest{ApiToken: args[0]})
@@ -119,7 +119,7 @@ tsat_<10 characters>_<64 hex digits>.`,
 
 func (a *app) whoamiCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "whoami", Short: "Show who the orchestrator takes you for, and your role", Args: exactArgs(),
+		Use: "whoami", Short: "Show who the orchestrator takes you for, and your role", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := pb.NewAuthServiceClient(conn).WhoAmI(ctx, &pb.WhoAmIRequest{})
@@ -159,7 +159,7 @@ TOOLSCOPE_CONTEXT), then the current context. With none of them, the CLI talks
 to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 	}
 	list := &cobra.Command{
-		Use: "list", Short: "List the contexts", Args: exactArgs(),
+		Use: "list", Short: "List the contexts", Args: ExactArgs(),
 		RunE: func(*cobra.Command, []string) error {
 			path, cfg, err := loadConfig()
 			if err != nil {
@@ -200,14 +200,14 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 		},
 	}
 	use := &cobra.Command{
-		Use: "use NAME", Short: "Make NAME the current context", Args: exactArgs("NAME"),
+		Use: "use NAME", Short: "Make NAME the current context", Args: ExactArgs("NAME"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			path, cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
 			if cfg.find(args[0]) == nil {
-				return usagef("no context %q in %s; 'toolscope context list' shows them", args[0], path)
+				return Usagef("no context %q in %s; 'toolscope context list' shows them", args[0], path)
 			}
 			cfg.CurrentContext = args[0]
 			if err := saveConfig(path, cfg); err != nil {
@@ -220,11 +220,11 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 	set := &cobra.Command{
 		Use:   "set NAME [--server ADDR] [--token-file FILE | --token-env VAR] [--ca FILE] [--cert FILE --key FILE]",
 		Short: "Create or change a context (the first one becomes current)",
-		Args:  exactArgs("NAME"),
+		Args:  ExactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if !validContextName(name) {
-				return usagef("invalid context name %q: letters, digits, '.', '_' and '-', at most 64", name)
+				return Usagef("invalid context name %q: letters, digits, '.', '_' and '-', at most 64", name)
 			}
 			path, cfg, err := loadConfig()
 			if err != nil {
@@ -237,7 +237,7 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 			}
 			fl := cmd.Flags()
 			if fl.Changed("token-file") && fl.Changed("token-env") {
-				return usagef("--token-file and --token-env exclude each other")
+				return Usagef("--token-file and --token-env exclude each other")
 			}
 			if fl.Changed("server") {
 				cur.Server = c.Server
@@ -251,7 +251,7 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 			if fl.Changed("token-env") {
 				cur.TokenFile = ""
 				if c.TokenEnv != "" && (looksLikeToken(c.TokenEnv) || !envName.MatchString(c.TokenEnv)) {
-					return usagef("invalid --token-env: the name of an environment variable (letters, digits and _), not a token (the value is not shown)")
+					return Usagef("invalid --token-env: the name of an environment variable (letters, digits and _), not a token (the value is not shown)")
 				}
 				cur.TokenEnv = c.TokenEnv
 			}
@@ -266,11 +266,11 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 				}
 			}
 			if cur.Server == "" {
-				return usagef("context %q needs --server (unix:///path or host:port)", name)
+				return Usagef("context %q needs --server (unix:///path or host:port)", name)
 			}
 			if _, ok := strings.CutPrefix(cur.Server, "unix://"); !ok {
 				if _, _, err := net.SplitHostPort(cur.Server); err != nil {
-					return usagef("invalid --server %q: use unix:///path or host:port", cur.Server)
+					return Usagef("invalid --server %q: use unix:///path or host:port", cur.Server)
 				}
 			}
 			if cfg.CurrentContext == "" {
@@ -289,14 +289,14 @@ to the local orchestrator's socket, <data-dir>/toolscope.sock.`,
 	set.Flags().StringVar(&c.CertFile, "cert", "", "client certificate (its Subject carries the role)")
 	set.Flags().StringVar(&c.KeyFile, "key", "", "client certificate's private key")
 	remove := &cobra.Command{
-		Use: "remove NAME", Short: "Remove a context", Args: exactArgs("NAME"),
+		Use: "remove NAME", Short: "Remove a context", Args: ExactArgs("NAME"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			path, cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
 			if cfg.find(args[0]) == nil {
-				return usagef("no context %q in %s; 'toolscope context list' shows them", args[0], path)
+				return Usagef("no context %q in %s; 'toolscope context list' shows them", args[0], path)
 			}
 			kept := cfg.Contexts[:0]
 			for _, c := range cfg.Contexts {

@@ -56,10 +56,10 @@ func (f *transportFlags) server(name string) (*pb.McpServer, error) {
 	p := &pb.McpServer{Name: name}
 	switch {
 	case f.stdio != "" && f.url != "":
-		return nil, usagef("give --stdio or --url, not both")
+		return nil, Usagef("give --stdio or --url, not both")
 	case f.stdio != "":
 		if len(f.headers) > 0 {
-			return nil, usagef("--header is for --url servers; give a stdio program its secrets with --env")
+			return nil, Usagef("--header is for --url servers; give a stdio program its secrets with --env")
 		}
 		s := &pb.StdioTransport{Command: f.stdio, Args: f.args, WorkingDir: f.workdir}
 		for _, e := range f.env {
@@ -72,14 +72,14 @@ func (f *transportFlags) server(name string) (*pb.McpServer, error) {
 		p.Transport = &pb.McpServer_Stdio{Stdio: s}
 	case f.url != "":
 		if len(f.args) > 0 || f.workdir != "" || len(f.env) > 0 {
-			return nil, usagef("--arg, --workdir and --env are for --stdio servers")
+			return nil, Usagef("--arg, --workdir and --env are for --stdio servers")
 		}
 		h := &pb.HttpTransport{Url: f.url}
 		for i, raw := range f.headers {
 			name, value, found := strings.Cut(raw, ":")
 			m := headerRef.FindStringSubmatch(strings.TrimLeft(value, " \t"))
 			if !found || m == nil || (m[1] != "" && !strings.HasSuffix(m[1], " ")) || m[3] == "" {
-				return nil, usagef("--header #%d is not 'Name: [PREFIX ]env:VAR' or 'Name: [PREFIX ]file:/path' (the value is not shown): "+
+				return nil, Usagef("--header #%d is not 'Name: [PREFIX ]env:VAR' or 'Name: [PREFIX ]file:/path' (the value is not shown): "+
 					"header values are references to where the secret lives, never the secret", i+1)
 			}
 			ref := &pb.HeaderReference{Name: strings.TrimSpace(name), Prefix: m[1], Value: &pb.CredentialRef{}}
@@ -92,7 +92,7 @@ func (f *transportFlags) server(name string) (*pb.McpServer, error) {
 		}
 		p.Transport = &pb.McpServer_Http{Http: h}
 	default:
-		return nil, usagef("give --stdio PROGRAM or --url URL: how the orchestrator reaches the server")
+		return nil, Usagef("give --stdio PROGRAM or --url URL: how the orchestrator reaches the server")
 	}
 	return p, nil
 }
@@ -144,7 +144,7 @@ failed discovery does not refuse the server: it is recorded, and
 'toolscope mcp-server refresh NAME' tries again.
 
 ` + transportHelp,
-		Args: exactArgs("NAME"),
+		Args: ExactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := addFlags.server(args[0])
 			if err != nil {
@@ -168,7 +168,7 @@ failed discovery does not refuse the server: it is recorded, and
 its tools over the new one. The name, the enablement and the catalog stay.
 
 ` + transportHelp,
-		Args: exactArgs("SERVER"),
+		Args: ExactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := updateFlags.server("")
 			if err != nil {
@@ -186,7 +186,7 @@ its tools over the new one. The name, the enablement and the catalog stay.
 	}
 	updateFlags.register(update)
 	test := &cobra.Command{
-		Use: "test SERVER", Short: "Connect to an MCP server and list its tools, changing nothing", Args: exactArgs("SERVER"),
+		Use: "test SERVER", Short: "Connect to an MCP server and list its tools, changing nothing", Args: ExactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).TestMcpServer(ctx, &pb.TestMcpServerRequest{Server: args[0]})
@@ -201,7 +201,7 @@ its tools over the new one. The name, the enablement and the catalog stay.
 		},
 	}
 	refresh := &cobra.Command{
-		Use: "refresh SERVER", Short: "Discover an MCP server's tools again and show what changed", Args: exactArgs("SERVER"),
+		Use: "refresh SERVER", Short: "Discover an MCP server's tools again and show what changed", Args: ExactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).RefreshMcpServer(ctx, &pb.RefreshMcpServerRequest{Server: args[0]})
@@ -213,7 +213,7 @@ its tools over the new one. The name, the enablement and the catalog stay.
 		},
 	}
 	get := &cobra.Command{
-		Use: "get SERVER", Short: "Show an MCP server: its transport, references and last discovery", Args: exactArgs("SERVER"),
+		Use: "get SERVER", Short: "Show an MCP server: its transport, references and last discovery", Args: ExactArgs("SERVER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).GetMcpServer(ctx, &pb.GetMcpServerRequest{Server: args[0]})
@@ -225,7 +225,7 @@ its tools over the new one. The name, the enablement and the catalog stay.
 		},
 	}
 	list := &cobra.Command{
-		Use: "list", Short: "List the MCP servers", Args: exactArgs(),
+		Use: "list", Short: "List the MCP servers", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).ListMcpServers(ctx, &pb.ListMcpServersRequest{})
@@ -243,7 +243,7 @@ its tools over the new one. The name, the enablement and the catalog stay.
 	}
 	setEnabled := func(use, short string, enabled bool) *cobra.Command {
 		return &cobra.Command{
-			Use: use + " SERVER", Short: short, Args: exactArgs("SERVER"),
+			Use: use + " SERVER", Short: short, Args: ExactArgs("SERVER"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 					resp, err := a.catalog(conn).SetMcpServerEnabled(ctx, &pb.SetMcpServerEnabledRequest{Server: args[0], Enabled: enabled})
@@ -272,7 +272,7 @@ is a tool id or its exposed name (SERVER__NAME).`,
 	}
 	var server, provider string
 	list := &cobra.Command{
-		Use: "list [--mcp-server SERVER]", Short: "List the catalog's tools", Args: exactArgs(),
+		Use: "list [--mcp-server SERVER]", Short: "List the catalog's tools", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if provider != "" {
 				fmt.Fprintln(a.stderr, "toolscope: --provider is deprecated and will be removed in the next release; use --mcp-server")
@@ -299,7 +299,7 @@ is a tool id or its exposed name (SERVER__NAME).`,
 	list.Flags().StringVar(&provider, "provider", "", "deprecated: --mcp-server")
 	_ = list.Flags().MarkHidden("provider")
 	show := &cobra.Command{
-		Use: "show TOOL", Short: "Show a tool with its schemas", Args: exactArgs("TOOL"),
+		Use: "show TOOL", Short: "Show a tool with its schemas", Args: ExactArgs("TOOL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).GetCatalogTool(ctx, &pb.GetCatalogToolRequest{Tool: args[0]})
@@ -312,7 +312,7 @@ is a tool id or its exposed name (SERVER__NAME).`,
 	}
 	setEnabled := func(use, short string, enabled bool) *cobra.Command {
 		return &cobra.Command{
-			Use: use + " TOOL", Short: short, Args: exactArgs("TOOL"),
+			Use: use + " TOOL", Short: short, Args: ExactArgs("TOOL"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 					resp, err := a.catalog(conn).SetCatalogToolEnabled(ctx, &pb.SetCatalogToolEnabledRequest{Tool: args[0], Enabled: enabled})
@@ -329,7 +329,7 @@ is a tool id or its exposed name (SERVER__NAME).`,
 	assign := &cobra.Command{
 		Use:   "assign TOOL --workspace WORKSPACE [--remove]",
 		Short: "Let a workspace's sessions see a tool, or stop it with --remove",
-		Args:  exactArgs("TOOL"),
+		Args:  ExactArgs("TOOL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.catalog(conn).AssignCatalogTool(ctx, &pb.AssignCatalogToolRequest{Tool: args[0], WorkspaceId: workspace, Assigned: !remove})

@@ -73,7 +73,7 @@ func startOrchestrator(t *testing.T) *orchestrator {
 func (o *orchestrator) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := cli.Main(context.Background(), append([]string{"--server", o.addr}, args...), &stdout, &stderr)
+	code := cli.Main(context.Background(), append([]string{"--server", o.addr}, args...), &stdout, &stderr, nil)
 	o.out.Write(stdout.Bytes())
 	o.out.Write(stderr.Bytes())
 	return stdout.String(), stderr.String(), code

@@ -33,10 +33,10 @@ printed.`,
 	var dir, name string
 	var validFor time.Duration
 	initCmd := &cobra.Command{
-		Use: "init --dir DIR", Short: "Create a CA and the orchestrator's client certificate in DIR", Args: exactArgs(),
+		Use: "init --dir DIR", Short: "Create a CA and the orchestrator's client certificate in DIR", Args: ExactArgs(),
 		RunE: func(*cobra.Command, []string) error {
 			if dir == "" {
-				return usagef("--dir is required")
+				return Usagef("--dir is required")
 			}
 			if _, err := os.Stat(filepath.Join(dir, "ca.key")); err == nil {
 				return fmt.Errorf("%s already holds a CA (ca.key); remove it or pick another --dir: refusing to overwrite", dir)
@@ -73,10 +73,10 @@ printed.`,
 	var svalid time.Duration
 	serverCmd := &cobra.Command{
 		Use: "server --dir DIR --host HOST [--host HOST...]", Short: "Issue a certificate for an agentctl host, signed by the CA in DIR",
-		Args: exactArgs(),
+		Args: ExactArgs(),
 		RunE: func(*cobra.Command, []string) error {
 			if sdir == "" || len(hosts) == 0 {
-				return usagef("--dir and at least one --host are required")
+				return Usagef("--dir and at least one --host are required")
 			}
 			certPEM, err := os.ReadFile(filepath.Join(sdir, "ca.crt"))
 			if err != nil {
@@ -99,7 +99,7 @@ printed.`,
 				base = sname
 			}
 			if !validFileBase(base) {
-				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", base)
+				return Usagef("invalid --name %q: letters, digits, '.', '_' and '-'", base)
 			}
 			files := []certFile{{base + ".crt", pair.CertPEM, 0o644}, {base + ".key", pair.KeyPEM, 0o600}}
 			if err := writeCerts(sdir, files); err != nil {
@@ -121,13 +121,13 @@ printed.`,
 	clientCmd := &cobra.Command{
 		Use:   "client --dir DIR --name NAME --role ROLE",
 		Short: "Issue an API caller's client certificate, with its role, signed by the CA in DIR",
-		Args:  exactArgs(),
+		Args:  ExactArgs(),
 		RunE: func(*cobra.Command, []string) error {
 			if cdir == "" || cname == "" {
-				return usagef("--dir and --name are required")
+				return Usagef("--dir and --name are required")
 			}
 			if !validFileBase(cname) {
-				return usagef("invalid --name %q: letters, digits, '.', '_' and '-'", cname)
+				return Usagef("invalid --name %q: letters, digits, '.', '_' and '-'", cname)
 			}
 			if _, err := parseRole(crole); err != nil {
 				return err

@@ -2,210 +2,27 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/toolscope/toolscope/executors/docker"
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
-	"github.com/toolscope/toolscope/internal/logdir"
-	"github.com/toolscope/toolscope/internal/mcpserver"
-	"github.com/toolscope/toolscope/orchestrator/internal/console"
-	"github.com/toolscope/toolscope/orchestrator/internal/forge"
-	"github.com/toolscope/toolscope/orchestrator/internal/model"
-	"github.com/toolscope/toolscope/orchestrator/internal/server"
-	"github.com/toolscope/toolscope/orchestrator/internal/service"
-	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
-
-func (a *app) serveCmd() *cobra.Command {
-	var cfg server.Config
-	var logLevel, dbPasswordEnv, dbPasswordFile string
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite or PostgreSQL",
-		Long: `Run the orchestrator until interrupted. It serves the public gRPC API, with
-gRPC health checking and server reflection, on the Unix socket
-<data-dir>/toolscope.sock (mode 0600, in a 0700 directory): the account the
-orchestrator runs as (and root) connects there with no setup and has the admin
-role. Records live in an SQLite database under --data-dir, or in the PostgreSQL
-database --database names (its password from --database-password-env or
---database-password-file, never in the URL).
-
---listen ADDR also serves TCP. Every caller there authenticates, with an API
-token ('toolscope token create') or a client certificate (--client-ca; see
-'toolscope certs client'). A non-loopback address needs TLS (--tls-cert and
---tls-key).
-
---console ADDR serves the web console there (e.g. 127.0.0.1:7780): people log in
-with an API token or a client certificate and see and do what their role allows.
-It shares --tls-cert, --tls-key and --client-ca; a non-loopback address needs
-them.
-
---hosted ADDR serves hosted sessions there ('toolscope session attach TASK'): the
-orchestrator serves a task's tools over MCP to an agent that runs elsewhere, behind a
-bearer token per session. A non-loopback address needs --tls-cert and --tls-key.`,
-		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usagef("invalid --log-level %q: use debug, info, warn or error", logLevel)
-			}
-			switch {
-			case dbPasswordEnv != "":
-				cfg.DatabasePassword = model.CredentialRef{Kind: model.CredentialEnv, Ref: dbPasswordEnv}
-			case dbPasswordFile != "":
-				cfg.DatabasePassword = model.CredentialRef{Kind: model.CredentialFile, Ref: dbPasswordFile}
-			}
-			if cfg.DBMaxReaders < 1 {
-				return usagef("invalid --db-max-readers %d: give at least 1", cfg.DBMaxReaders)
-			}
-			if cfg.ProviderCalls.MaxConcurrent < 1 {
-				return usagef("invalid --provider-concurrency %d: give at least 1", cfg.ProviderCalls.MaxConcurrent)
-			}
-			if err := checkServeBounds(cmd); err != nil {
-				return err
-			}
-			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 || cfg.ConsoleLogins.MaxStreams < 1 {
-				return usagef("invalid --console-login-ttl, --console-max-logins or --console-max-streams: give a positive duration and at least 1")
-			}
-			if cfg.LeaseTTL <= 0 || cfg.LeaseRenew < 0 || cfg.LeaseRenew >= cfg.LeaseTTL {
-				return usagef("invalid --lease-ttl %s or --lease-renew %s: give a positive lease and a renewal shorter than it (0: a third of the lease; defaults %s and %s)",
-					cfg.LeaseTTL, cfg.LeaseRenew, service.DefaultLeaseTTL, service.DefaultLeaseRenew)
-			}
-			if cfg.ProviderCalls.MaxQueued < 0 {
-				return usagef("invalid --provider-queue %d: give 0 or more", cfg.ProviderCalls.MaxQueued)
-			}
-			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return server.Run(ctx, cfg, func(r server.Ready) {
-				if a.json {
-					_ = json.NewEncoder(a.stdout).Encode(struct {
-						Socket   string `json:"socket"`
-						Addr     string `json:"addr,omitempty"`
-						Database string `json:"database"`
-						Console  string `json:"console,omitempty"`
-						Metrics  string `json:"metrics,omitempty"`
-						Hosted   string `json:"hosted,omitempty"`
-					}{r.Socket, r.Addr, r.DBPath, r.Console, r.Metrics, r.Hosted})
-					return
-				}
-				fmt.Fprintf(a.stdout, "toolscope serving on unix://%s (database %s)\n", r.Socket, r.DBPath)
-				if r.Addr != "" {
-					fmt.Fprintf(a.stdout, "and on %s (TCP: API token or client certificate required)\n", r.Addr)
-				}
-				if r.Console != "" {
-					fmt.Fprintf(a.stdout, "web console: %s (log in with an API token: toolscope token create NAME --role member)\n", r.Console)
-				}
-				if r.Metrics != "" {
-					fmt.Fprintf(a.stdout, "metrics: %s (Prometheus; loopback only, no credential)\n", r.Metrics)
-				}
-				if r.Hosted != "" {
-					fmt.Fprintf(a.stdout, "hosted MCP endpoint: %s (open a session with: toolscope session attach TASK)\n", r.Hosted)
-				}
-				hint := "workspace create demo"
-				if r.Workspaces > 0 {
-					hint = "task list"
-				}
-				if def, err := server.DefaultDataDir(); err == nil && server.SocketPath(def) == r.Socket {
-					fmt.Fprintf(a.stdout, "try: toolscope %s\n", hint)
-				} else {
-					fmt.Fprintf(a.stdout, "try: toolscope --server unix://%s %s\n", r.Socket, hint)
-				}
-			})
-		},
-	}
-	cmd.Flags().StringVar(&cfg.Listen, "listen", "", "also serve TCP on this address, authenticated (port 0 picks a free port); a non-loopback address needs --tls-cert")
-	cmd.Flags().StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate for --listen and --console (e.g. from 'toolscope certs server')")
-	cmd.Flags().StringVar(&cfg.TLS.KeyFile, "tls-key", "", "its private key")
-	cmd.Flags().StringVar(&cfg.TLS.ClientCA, "client-ca", "", "CA whose client certificates authenticate callers on --listen and --console (role in the Subject's OU)")
-	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
-	cmd.Flags().StringVar(&cfg.Metrics, "metrics-addr", "", "serve Prometheus metrics at /metrics on this loopback address (e.g. 127.0.0.1:9464; port 0 picks a free port)")
-	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
-	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
-	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")
-	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
-	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
-	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
-	cmd.Flags().DurationVar(&cfg.PushTimeout, "push-timeout", service.DefaultPushTimeout, "bound on one push of a session's tool surface to its agentctl")
-	cmd.Flags().DurationVar(&cfg.RepairBackoff, "repair-backoff", service.DefaultRepairBackoff, "longest wait between two failed attempts to bring a session to its tool surface")
-	cmd.Flags().StringVar(&cfg.Database, "database", "", "PostgreSQL connection URL without a password (postgres://user@host:port/db?sslmode=verify-full) used instead of the SQLite database in --data-dir (default $"+server.EnvDatabase+")")
-	cmd.Flags().StringVar(&dbPasswordEnv, "database-password-env", "", "environment variable holding the PostgreSQL password")
-	cmd.Flags().StringVar(&dbPasswordFile, "database-password-file", "", "file holding the PostgreSQL password")
-	cmd.MarkFlagsMutuallyExclusive("database-password-env", "database-password-file")
-	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", service.DefaultLeaseTTL, "replicas on one PostgreSQL database: a replica that has not renewed its lease for this long (by the database's clock) loses its sessions to another replica")
-	cmd.Flags().DurationVar(&cfg.LeaseRenew, "lease-renew", 0, "how often a replica renews its lease and looks for sessions to take over, less than --lease-ttl (0: a third of it, at most "+service.DefaultLeaseRenew.String()+")")
-	cmd.Flags().IntVar(&cfg.DBMaxReaders, "db-max-readers", store.DefaultMaxReaders, "bound on the database's reader connections (each holds up to 3 file descriptors)")
-	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxConcurrent, "provider-concurrency", forge.DefaultLimiterOptions.MaxConcurrent, "provider API calls in flight at once on one workspace connection")
-	cmd.Flags().IntVar(&cfg.ProviderCalls.MaxQueued, "provider-queue", forge.DefaultLimiterOptions.MaxQueued, "more calls that wait for a place; beyond, calls are refused rate_limited with a retry hint")
-	f := cmd.Flags()
-	f.Int64Var(&cfg.Logs.MaxBytes, "logs-max-bytes", logdir.DefaultMaxBytes, "bound on the stopped sessions' logs in <data-dir>/logs: the oldest are removed first (0: no bound; a session not stopped keeps its logs)")
-	f.DurationVar(&cfg.Logs.MaxAge, "logs-max-age", logdir.DefaultMaxAge, "stopped sessions' logs unchanged for this long are removed (0: kept whatever their age)")
-	f.IntVar(&cfg.DockerLogTailLines, "docker-log-tail", docker.DefaultLogTailLines, "lines of a container's output (its agentctl's log) sent before following it")
-	// Passed to each agentctl the local and docker executors start; a
-	// remote host's daemon takes the same flags from its operator. 0:
-	// agentctl's default.
-	f.IntVar(&cfg.AgentctlFlags.ExitTailLines, "exit-tail-lines", 0, "most lines of an agent's output its agent.exited event carries (0: agentctl's default, 20)")
-	f.IntVar(&cfg.AgentctlFlags.ExitTailBytes, "exit-tail-bytes", 0, "most bytes of an agent's output its agent.exited event carries (0: agentctl's default, 4096)")
-	f.Int64Var(&cfg.AgentctlFlags.LogBacklog, "log-backlog", 0, "bytes of a log 'session logs' sends before following it (0: the default, 1 MiB)")
-	f.Int64Var(&cfg.AgentctlFlags.AgentLogMax, "agent-log-max-bytes", 0, "bound on a running agent's log, rotated at half of it (0: agentctl's default, 64 MiB)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPHeaderTimeout, "mcp-header-timeout", 0, "sessions' MCP endpoints: time for a request's headers (0: agentctl's default, 10s)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPBodyTimeout, "mcp-body-timeout", 0, "sessions' MCP endpoints: time for a request's body (0: agentctl's default, 30s)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPIdleTimeout, "mcp-idle-timeout", 0, "sessions' MCP endpoints: idle kept-alive connections are closed after this (0: agentctl's default, 1m0s)")
-	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
-	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
-	// The hosted endpoint (ADR 0026): hosted sessions' MCP, served by the
-	// orchestrator; its bounds are agentctl's --mcp-* ones, for it.
-	f.StringVar(&cfg.Hosted, "hosted", "", "serve hosted sessions' MCP endpoints ('session attach') on this TCP address (e.g. 127.0.0.1:7781; port 0 picks a free port); a non-loopback address needs --tls-cert")
-	f.IntVar(&cfg.HostedSessions.Total, "max-hosted", service.DefaultMaxHosted, "hosted sessions running at once; more attaches are refused")
-	f.IntVar(&cfg.HostedSessions.PerTask, "max-hosted-per-task", service.DefaultMaxHostedPerTask, "hosted sessions of one task running at once; more attaches are refused")
-	f.DurationVar(&cfg.HostedLimits.HeaderTimeout, "hosted-header-timeout", mcpserver.DefaultHeaderTimeout, "hosted endpoint: time for a request's headers")
-	f.DurationVar(&cfg.HostedLimits.BodyTimeout, "hosted-body-timeout", mcpserver.DefaultBodyTimeout, "hosted endpoint: time for a request's body once its headers are in")
-	f.DurationVar(&cfg.HostedLimits.IdleTimeout, "hosted-idle-timeout", mcpserver.DefaultIdleTimeout, "hosted endpoint: idle kept-alive connections are closed after this")
-	f.Int64Var(&cfg.HostedLimits.MaxBodyBytes, "hosted-body-max-bytes", mcpserver.MaxRequestBytes, "hosted endpoint: most bytes of a request's body (at most the default); larger is answered 413")
-	f.IntVar(&cfg.HostedLimits.MaxConns, "hosted-max-conns", mcpserver.DefaultMaxConns, "hosted endpoint: most connections open at once, all sessions together; more wait to be accepted")
-	f.IntVar(&cfg.HostedLimits.MaxSessions, "hosted-max-sessions", mcpserver.DefaultMaxSessions, "hosted endpoint: most MCP sessions (clients before 2026-07-28) of one hosted session at once; more are refused")
-	f.DurationVar(&cfg.HostedLimits.SessionIdle, "hosted-session-idle", mcpserver.DefaultSessionIdle, "hosted endpoint: an MCP session with no request (a notification stream counts as one) for this long is closed")
-	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 65536)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPEventAge, "mcp-event-age", 0, "sessions' MCP endpoints: a request's stream is kept for resuming this long (0: agentctl's default, 1m0s)")
-	cmd.Flags().StringVar(&cfg.Remote.Addr, "remote-addr", "", "host:port of an agentctl daemon on another host (enables the remote executor)")
-	cmd.Flags().StringVar(&cfg.Remote.CertFile, "remote-cert", "", "orchestrator client certificate for the remote daemon (from 'toolscope certs init')")
-	cmd.Flags().StringVar(&cfg.Remote.KeyFile, "remote-key", "", "its private key")
-	cmd.Flags().StringVar(&cfg.Remote.CA, "remote-ca", "", "CA certificate that signed the remote daemon's certificate")
-	k := &cfg.Kubernetes
-	f.StringVar(&k.Namespace, "kubernetes-namespace", "", "run sessions as pods in this namespace (enables the kubernetes executor; docs/operations.md)")
-	f.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig file of the kubernetes executor (default $KUBECONFIG, ~/.kube/config, else the in-cluster configuration)")
-	f.StringVar(&k.Context, "kubernetes-context", "", "kubeconfig context of the kubernetes executor (default: the current one)")
-	f.StringVar(&k.AgentctlImage, "kubernetes-agentctl-image", "", "the toolscope image with /agentctl, the pods' init container (deploy/kubernetes)")
-	f.StringVar(&k.Connect, "kubernetes-connect", "port-forward", "how agentctl is reached: port-forward (through the API server) or pod-ip (an orchestrator inside the cluster)")
-	f.StringVar(&k.PullPolicy, "kubernetes-pull-policy", "", "imagePullPolicy of the pods' containers: Always, IfNotPresent or Never (default: the cluster's)")
-	f.StringVar(&k.CPU, "kubernetes-cpu", "", "CPU request and limit of each session's pod (e.g. 500m; default: none)")
-	f.StringVar(&k.Memory, "kubernetes-memory", "", "memory request and limit of each session's pod (e.g. 1Gi; default: none)")
-	f.StringArrayVar(&k.NodeSelector, "kubernetes-node-selector", nil, "key=value the sessions' nodes must carry (repeatable)")
-	f.StringArrayVar(&k.Tolerations, "kubernetes-toleration", nil, "key[=value]:Effect taint the sessions' pods tolerate (repeatable)")
-	return cmd
-}
 
 func (a *app) workspaceCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "workspace", Aliases: []string{"ws"}, Short: "Manage workspaces and their provider connections"}
 	create := &cobra.Command{
-		Use: "create NAME", Short: "Create a workspace", Args: exactArgs("NAME"),
+		Use: "create NAME", Short: "Create a workspace", Args: ExactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).CreateWorkspace(ctx, &pb.CreateWorkspaceRequest{Name: args[0]})
@@ -217,7 +34,7 @@ func (a *app) workspaceCmd() *cobra.Command {
 		},
 	}
 	get := &cobra.Command{
-		Use: "get WORKSPACE", Short: "Show a workspace and its connections", Args: exactArgs("WORKSPACE"),
+		Use: "get WORKSPACE", Short: "Show a workspace and its connections", Args: ExactArgs("WORKSPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).GetWorkspace(ctx, &pb.GetWorkspaceRequest{WorkspaceId: args[0]})
@@ -229,7 +46,7 @@ func (a *app) workspaceCmd() *cobra.Command {
 		},
 	}
 	list := &cobra.Command{
-		Use: "list", Short: "List workspaces", Args: exactArgs(),
+		Use: "list", Short: "List workspaces", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
@@ -258,18 +75,18 @@ func (a *app) workspaceCmd() *cobra.Command {
 (an environment variable of the orchestrator, or a file), never its value. The
 orchestrator resolves it now and asks the provider's current-user endpoint who
 it authenticates as; that username is recorded and shown by session_info.`,
-		Args: exactArgs("WORKSPACE"),
+		Args: ExactArgs("WORKSPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cred := &pb.CredentialRef{}
 			switch {
 			case tokenEnv != "" && tokenFile != "":
-				return usagef("give --token-env or --token-file, not both")
+				return Usagef("give --token-env or --token-file, not both")
 			case tokenEnv != "":
 				cred.Source = &pb.CredentialRef_EnvVar{EnvVar: tokenEnv}
 			case tokenFile != "":
 				cred.Source = &pb.CredentialRef_FilePath{FilePath: tokenFile}
 			default:
-				return usagef("give --token-env VAR or --token-file PATH: where the orchestrator reads the token")
+				return Usagef("give --token-env VAR or --token-file PATH: where the orchestrator reads the token")
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).SetConnection(ctx, &pb.SetConnectionRequest{
@@ -291,7 +108,7 @@ it authenticates as; that username is recorded and shown by session_info.`,
 	var dprovider string
 	disconnect := &cobra.Command{
 		Use: "disconnect WORKSPACE --provider github|gitlab", Short: "Remove a workspace's connection to a provider",
-		Args: exactArgs("WORKSPACE"),
+		Args: ExactArgs("WORKSPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.workspaces(conn).RemoveConnection(ctx, &pb.RemoveConnectionRequest{WorkspaceId: args[0], Provider: dprovider})
@@ -316,7 +133,7 @@ func (a *app) repoCmd() *cobra.Command {
 		Long: `Add a repository to a workspace. The provider is stored as given; only github and
 gitlab (case-insensitive) give a task provider tools. Host and path are taken
 from --url when not given.`,
-		Args: exactArgs(),
+		Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.warnProvider(in.Provider)
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
@@ -335,7 +152,7 @@ from --url when not given.`,
 	add.Flags().StringVar(&in.RemoteUrl, "url", "", "clone URL (https, ssh or git@host:path)")
 	mapFields(add, "path", "--url", "remote_url", "--url")
 	get := &cobra.Command{
-		Use: "get REPOSITORY", Short: "Show a repository", Args: exactArgs("REPOSITORY"),
+		Use: "get REPOSITORY", Short: "Show a repository", Args: ExactArgs("REPOSITORY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.repositories(conn).GetRepository(ctx, &pb.GetRepositoryRequest{RepositoryId: args[0]})
@@ -348,7 +165,7 @@ from --url when not given.`,
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list [--workspace WORKSPACE]", Short: "List the repositories of every workspace, or of one", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the repositories of every workspace, or of one", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp := &pb.ListRepositoriesResponse{}
@@ -374,7 +191,7 @@ func (a *app) taskCmd() *cobra.Command {
 	var in pb.CreateTaskRequest
 	create := &cobra.Command{
 		Use: "create --workspace WORKSPACE --title TITLE --repo REPOSITORY", Short: "Create a task on its primary repository",
-		Args: exactArgs(),
+		Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.tasks(conn).CreateTask(ctx, &in)
@@ -391,7 +208,7 @@ func (a *app) taskCmd() *cobra.Command {
 	create.Flags().StringVar(&in.RepositoryId, "repo", "", "primary repository id")
 	mapFields(create, "repository_id", "--repo")
 	get := &cobra.Command{
-		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: exactArgs("TASK"),
+		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: ExactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.tasks(conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: args[0]})
@@ -405,7 +222,7 @@ func (a *app) taskCmd() *cobra.Command {
 	providersCmd := &cobra.Command{
 		Use:   "providers TASK",
 		Short: "Print a task's provider set, for example github,gitlab (none when empty)",
-		Args:  exactArgs("TASK"),
+		Args:  ExactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.tasks(conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: args[0]})
@@ -419,7 +236,7 @@ func (a *app) taskCmd() *cobra.Command {
 	}
 	var ws string
 	list := &cobra.Command{
-		Use: "list [--workspace WORKSPACE]", Short: "List the tasks of every workspace, or of one", Args: exactArgs(),
+		Use: "list [--workspace WORKSPACE]", Short: "List the tasks of every workspace, or of one", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.listTasks(ctx, conn, ws)
@@ -446,7 +263,7 @@ func (a *app) sourceCmd() *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add TASK --repo REPOSITORY [--repo REPOSITORY ...]",
 		Short: "Attach several repositories to a task as one batch: all of them or none",
-		Args:  exactArgs("TASK"),
+		Args:  ExactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.tasks(conn).AddSources(ctx, &pb.AddSourcesRequest{TaskId: args[0], RepositoryIds: repos})
@@ -483,16 +300,16 @@ func (a *app) sessionCmd() *cobra.Command {
 			dash := cmd.ArgsLenAtDash()
 			switch {
 			case len(args) == 0 || dash == 0:
-				return usagef("session launch takes the task id before any '--'")
+				return Usagef("session launch takes the task id before any '--'")
 			case dash == -1 && len(args) > 1, dash > 1:
-				return usagef("session launch takes one task id; put the agent command after '--' (got %q)", args[1])
+				return Usagef("session launch takes one task id; put the agent command after '--' (got %q)", args[1])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, ok := map[string]pb.SessionMode{"": pb.SessionMode_SESSION_MODE_UNSPECIFIED, "task": pb.SessionMode_SESSION_MODE_TASK, "plan": pb.SessionMode_SESSION_MODE_PLAN}[mode]
 			if !ok {
-				return usagef("invalid --mode %q: use task or plan", mode)
+				return Usagef("invalid --mode %q: use task or plan", mode)
 			}
 			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image, DryRun: dryRun,
 				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv, PassEnv: passEnv}}
@@ -543,7 +360,7 @@ func (a *app) sessionCmd() *cobra.Command {
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {
 		return &cobra.Command{
-			Use: use + " SESSION", Short: short, Args: exactArgs("SESSION"),
+			Use: use + " SESSION", Short: short, Args: ExactArgs("SESSION"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 					s, err := rpc(ctx, a.sessions(conn), args[0])
@@ -575,7 +392,7 @@ func (a *app) sessionCmd() *cobra.Command {
 		Use: "list [--task TASK] [--state STATE]", Short: "List the sessions of every task, or of one",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 || len(args) == 1 && listTask != "" {
-				return usagef("session list takes the task as --task TASK (or one argument), got %d argument(s)", len(args))
+				return Usagef("session list takes the task as --task TASK (or one argument), got %d argument(s)", len(args))
 			}
 			return nil
 		},
@@ -585,7 +402,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			}
 			state, ok := sessionStateNamed(listState)
 			if !ok {
-				return usagef("invalid --state %q: use pending, running, stopped or failed", listState)
+				return Usagef("invalid --state %q: use pending, running, stopped or failed", listState)
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				taskIDs := []string{listTask}
@@ -619,7 +436,7 @@ func (a *app) sessionCmd() *cobra.Command {
 	list.Flags().StringVar(&listState, "state", "", "only sessions in this state: pending, running, stopped or failed")
 	mcpConfig := &cobra.Command{
 		Use: "mcp-config SESSION", Short: "Print how to attach any MCP client or inspector to a running session",
-		Args: exactArgs("SESSION"),
+		Args: ExactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sessions(conn).GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: args[0]})
@@ -634,12 +451,12 @@ func (a *app) sessionCmd() *cobra.Command {
 	logs := &cobra.Command{
 		Use:   "logs SESSION [--agent|--agentctl] [--follow]",
 		Short: "Print a session's agent log (its last 1 MiB, scrubbed; running sessions, every executor) or, with --agentctl, its agentctl's (local sessions whatever their state, docker ones while their container exists); --follow until it ends (JSON lines with --json)",
-		Args:  exactArgs("SESSION"),
+		Args:  ExactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			which := pb.SessionLog_SESSION_LOG_AGENT
 			switch {
 			case agentLog && agentctlLog:
-				return usagef("--agent and --agentctl name different logs; give one")
+				return Usagef("--agent and --agentctl name different logs; give one")
 			case agentctlLog:
 				which = pb.SessionLog_SESSION_LOG_AGENTCTL
 			}
@@ -690,11 +507,11 @@ streamable HTTP (toolscope serve --hosted ADDR), for an agent that cannot run ag
 it: an IDE on a laptop, a hosted agent that can only reach a URL. No agentctl and no agent is
 started. The bearer token is printed this once (the orchestrator keeps only its SHA-256); it is
 refused once the session is stopped ('toolscope session stop SESSION').`,
-		Args: exactArgs("TASK"),
+		Args: ExactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, ok := map[string]pb.SessionMode{"": pb.SessionMode_SESSION_MODE_UNSPECIFIED, "task": pb.SessionMode_SESSION_MODE_TASK, "plan": pb.SessionMode_SESSION_MODE_PLAN}[attachMode]
 			if !ok {
-				return usagef("invalid --mode %q: use task or plan", attachMode)
+				return Usagef("invalid --mode %q: use task or plan", attachMode)
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sessions(conn).AttachSession(ctx, &pb.AttachSessionRequest{TaskId: args[0], Mode: m})
@@ -790,7 +607,7 @@ func (a *app) eventsCmd() *cobra.Command {
 	watch := &cobra.Command{
 		Use:   "watch TASK [--after SEQUENCE] [--kind KIND]...",
 		Short: "Print a task's events, then follow new ones until interrupted (JSON lines with --json)",
-		Args:  exactArgs("TASK"),
+		Args:  ExactArgs("TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kinds, err := eventKindFilter(kindNames)
 			if err != nil {
@@ -855,26 +672,4 @@ func eventKindFilter(names []string) (map[pb.TaskEventKind]bool, error) {
 		out[pb.TaskEventKind(v)] = true
 	}
 	return out, nil
-}
-
-// checkServeBounds refuses a negative bound among serve's flags, naming
-// it (0 is their "default" or "none").
-func checkServeBounds(cmd *cobra.Command) error {
-	for _, name := range []string{"logs-max-bytes", "logs-max-age", "docker-log-tail", "exit-tail-lines", "exit-tail-bytes",
-		"log-backlog", "agent-log-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
-		"mcp-max-sessions", "mcp-session-idle", "mcp-event-bytes", "mcp-event-age"} {
-		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
-			return usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
-		}
-	}
-	for _, name := range []string{"max-hosted", "max-hosted-per-task", "hosted-header-timeout", "hosted-body-timeout", "hosted-idle-timeout",
-		"hosted-body-max-bytes", "hosted-max-conns", "hosted-max-sessions", "hosted-session-idle"} {
-		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") || v == "0" || v == "0s" {
-			return usagef("invalid --%s %s: give a positive value (default %s)", name, v, cmd.Flag(name).DefValue)
-		}
-	}
-	if v, _ := cmd.Flags().GetInt64("hosted-body-max-bytes"); v > mcpserver.MaxRequestBytes {
-		return usagef("invalid --hosted-body-max-bytes %d: at most %d", v, mcpserver.MaxRequestBytes)
-	}
-	return nil
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
-	"github.com/toolscope/toolscope/orchestrator/internal/server"
+	"github.com/toolscope/toolscope/orchestrator/internal/paths"
 )
 
 // Environment variables the client reads.
@@ -159,7 +159,7 @@ func (a *app) resolve(cmd *cobra.Command) (target, error) {
 	var ctx *clientContext
 	if name != "" {
 		if ctx = cfg.find(name); ctx == nil {
-			return target{}, usagef("no context %q (from %s) in %s; 'toolscope context list' shows them", name, source, path)
+			return target{}, Usagef("no context %q (from %s) in %s; 'toolscope context list' shows them", name, source, path)
 		}
 	}
 	t := target{}
@@ -177,11 +177,11 @@ func (a *app) resolve(cmd *cobra.Command) (target, error) {
 	case ctx != nil:
 		t.server, t.serverFrom = ctx.Server, source
 	default:
-		dir, err := server.DefaultDataDir()
+		dir, err := paths.DefaultDataDir()
 		if err != nil {
 			return target{}, err
 		}
-		t.server = "unix://" + server.SocketPath(dir)
+		t.server = "unix://" + paths.Socket(dir)
 	}
 	// The token.
 	switch {
@@ -223,7 +223,7 @@ func (c *clientContext) readToken() (string, error) {
 	if c.TokenEnv != "" {
 		v := strings.TrimSpace(os.Getenv(c.TokenEnv))
 		if v == "" {
-			return "", usagef("context %q reads its token from $%s, which is not set", c.Name, c.TokenEnv)
+			return "", Usagef("context %q reads its token from $%s, which is not set", c.Name, c.TokenEnv)
 		}
 		return v, nil
 	}
@@ -235,11 +235,11 @@ func (c *clientContext) readToken() (string, error) {
 func readToken(path, from string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", usagef("read the token file %s (from %s): %v", path, from, errors.Unwrap(err))
+		return "", Usagef("read the token file %s (from %s): %v", path, from, errors.Unwrap(err))
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", usagef("the token file %s (from %s) is empty", path, from)
+		return "", Usagef("the token file %s (from %s) is empty", path, from)
 	}
 	return tok, nil
 }
@@ -257,17 +257,17 @@ func (a *app) dial(ctx context.Context, cmd *cobra.Command) (*grpc.ClientConn, e
 	network, addr, grpcTarget := "tcp", t.server, t.server
 	if path, ok := strings.CutPrefix(t.server, "unix://"); ok {
 		if !filepath.IsAbs(path) {
-			return nil, usagef("server %q: a socket address is unix:// followed by an absolute path", t.server)
+			return nil, Usagef("server %q: a socket address is unix:// followed by an absolute path", t.server)
 		}
 		network, addr = "unix", path
 	} else if _, _, err := net.SplitHostPort(t.server); err != nil || strings.Contains(t.server, "://") {
-		return nil, usagef("server %q is neither unix:///path nor host:port", t.server)
+		return nil, Usagef("server %q is neither unix:///path nor host:port", t.server)
 	}
 	useTLS := network == "tcp" && (t.ca != "" || t.cert != "")
 	host, _, _ := net.SplitHostPort(addr)
 	plainOK := network == "unix" || host == "localhost" || net.ParseIP(host).IsLoopback()
 	if t.token != "" && !plainOK && !useTLS {
-		return nil, usagef("refusing to send the API token in clear text to %s: give the server's CA with --tls-ca (or the context's --ca)", t.server)
+		return nil, Usagef("refusing to send the API token in clear text to %s: give the server's CA with --tls-ca (or the context's --ca)", t.server)
 	}
 	var d net.Dialer
 	probeCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -336,21 +336,21 @@ func clientTLS(t target) (*tls.Config, error) {
 	if t.ca != "" {
 		pem, err := os.ReadFile(t.ca)
 		if err != nil {
-			return nil, usagef("read the CA file %s: %v", t.ca, errors.Unwrap(err))
+			return nil, Usagef("read the CA file %s: %v", t.ca, errors.Unwrap(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("the CA file %s holds no PEM certificate", t.ca)
+			return nil, Usagef("the CA file %s holds no PEM certificate", t.ca)
 		}
 		c.RootCAs = pool
 	}
 	if t.cert != "" || t.key != "" {
 		if t.cert == "" || t.key == "" {
-			return nil, usagef("a client certificate needs both --tls-cert and --tls-key (or the context's cert_file and key_file)")
+			return nil, Usagef("a client certificate needs both --tls-cert and --tls-key (or the context's cert_file and key_file)")
 		}
 		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return nil, usagef("load the client certificate %s and key %s: %v", t.cert, t.key, err)
+			return nil, Usagef("load the client certificate %s and key %s: %v", t.cert, t.key, err)
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}

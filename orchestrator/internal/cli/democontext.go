@@ -5,24 +5,34 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/toolscope/toolscope/orchestrator/internal/demo"
 )
 
 // demoContextName is the context `toolscope demo` makes current while it
 // runs, the way `kind create cluster` sets kubectl's.
 const demoContextName = "demo"
 
-// setDemoContext writes the context "demo" (server: the demo's socket) into
+// DemoContext is what SetDemoContext did: the context it made current, in
+// which config file, the context that was current before, and how to undo
+// it. It has demo.CLIContext's fields, which the demo command converts it
+// to (package cli links nothing of the server: ADR 0035).
+type DemoContext struct {
+	Name, Config, Previous string
+	// Overridden names the environment variables of this process that
+	// beat the config file (TOOLSCOPE_ADDR, TOOLSCOPE_CONTEXT), if set.
+	Overridden []string
+	Restore    func() error
+}
+
+// SetDemoContext writes the context "demo" (server: the demo's socket) into
 // the CLI config file, through the same code path as 'toolscope context
 // set', and makes it current. Its Restore removes it again and, if "demo"
 // is still current, makes the previous context current again; a context
 // the user made current meanwhile stays current, and a "demo" context that
 // another demo has taken over since is left to that demo.
-func setDemoContext(server string) (demo.CLIContext, error) {
+func SetDemoContext(server string) (DemoContext, error) {
 	path, cfg, err := loadConfig()
 	if err != nil {
-		return demo.CLIContext{}, err
+		return DemoContext{}, err
 	}
 	prev := cfg.CurrentContext
 	// A "demo" context already there is the user's own, or another
@@ -42,7 +52,7 @@ func setDemoContext(server string) (demo.CLIContext, error) {
 	}
 	cfg.CurrentContext = demoContextName
 	if err := saveConfig(path, cfg); err != nil {
-		return demo.CLIContext{}, err
+		return DemoContext{}, err
 	}
 	var overridden []string
 	for _, env := range []string{envAddr, envContext} {
@@ -78,7 +88,7 @@ func setDemoContext(server string) (demo.CLIContext, error) {
 		}
 		return saveConfig(path, cfg)
 	}
-	return demo.CLIContext{Name: demoContextName, Config: path, Previous: prev, Overridden: overridden, Restore: restore}, nil
+	return DemoContext{Name: demoContextName, Config: path, Previous: prev, Overridden: overridden, Restore: restore}, nil
 }
 
 // live reports whether something accepts connections at a unix:// server

@@ -44,7 +44,7 @@ func TestDemoContextRestoresThePrevious(t *testing.T) {
 	path := withConfig(t, &config{CurrentContext: "mine", Contexts: []clientContext{{Name: "mine", Server: "127.0.0.1:9"}}})
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	assert.Equal(t, "mine", c.Previous)
 	cfg := readConfig(t)
@@ -59,7 +59,7 @@ func TestDemoContextRestoresThePrevious(t *testing.T) {
 
 func TestDemoContextFromNoConfigFile(t *testing.T) {
 	withConfig(t, nil)
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	assert.Equal(t, "", c.Previous)
 	require.NoError(t, c.Restore())
@@ -70,7 +70,7 @@ func TestDemoContextFromNoConfigFile(t *testing.T) {
 
 func TestDemoContextLeavesTheUsersSwitch(t *testing.T) {
 	withConfig(t, &config{CurrentContext: "mine", Contexts: []clientContext{{Name: "mine", Server: "127.0.0.1:9"}, {Name: "other", Server: "127.0.0.1:10"}}})
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	cfg := readConfig(t)
 	cfg.CurrentContext = "other" // 'toolscope context use other' meanwhile
@@ -86,7 +86,7 @@ func TestDemoContextPutsBackALiveDemoContext(t *testing.T) {
 	// The user's own "demo" context, or another running demo's.
 	theirs := liveSocket(t)
 	withConfig(t, &config{CurrentContext: "demo", Contexts: []clientContext{{Name: "demo", Server: theirs, TokenEnv: "X"}}})
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	assert.Equal(t, "demo", c.Previous)
 	mid := readConfig(t)
@@ -100,7 +100,7 @@ func TestDemoContextPutsBackALiveDemoContext(t *testing.T) {
 func TestDemoContextDropsAKilledDemosContext(t *testing.T) {
 	dead := "unix://" + filepath.Join(t.TempDir(), "toolscope.sock")
 	withConfig(t, &config{CurrentContext: "demo", Contexts: []clientContext{{Name: "mine", Server: "127.0.0.1:9"}, {Name: "demo", Server: dead}}})
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	assert.Equal(t, "", c.Previous)
 	require.NoError(t, c.Restore())
@@ -112,7 +112,7 @@ func TestDemoContextDropsAKilledDemosContext(t *testing.T) {
 
 func TestDemoContextTakenOverByAnotherDemo(t *testing.T) {
 	withConfig(t, nil)
-	c, err := setDemoContext(demoServer)
+	c, err := SetDemoContext(demoServer)
 	require.NoError(t, err)
 	cfg := readConfig(t)
 	cfg.find("demo").Server = "unix:///tmp/another-demo/toolscope.sock"

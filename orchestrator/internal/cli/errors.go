@@ -21,7 +21,11 @@ import (
 // An error is one line on stderr, "toolscope: ...", or with --json one
 // object {"error":{"code","message","exit"[,"flag"]}} on stderr: stdout
 // carries results only, so a script never takes an error for a result.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+//
+// local makes the commands that run the orchestrator in this process
+// (serve, demo: package servercmd); nil in the toolscope binary, which runs
+// those two from the toolscope-server binary instead (ADR 0035).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, local Local) int {
 	// Off unless the OTEL_* environment asks (tracesetup.Enabled); a
 	// command's last spans leave before it exits.
 	if endTracing, err := tracesetup.Setup(ctx, "toolscope"); err != nil {
@@ -29,7 +33,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		defer endTracing()
 	}
-	root := NewRoot(stdout, stderr)
+	root := NewRoot(stdout, stderr, local, args)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -234,7 +238,7 @@ func commandName(cmd *cobra.Command) string {
 // subcommand prints its help.
 func conventions(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usagef("%s: %s", commandName(cmd), numberSyntax.ReplaceAllString(err.Error(), ": not a whole number$1"))
+		return Usagef("%s: %s", commandName(cmd), numberSyntax.ReplaceAllString(err.Error(), ": not a whole number$1"))
 	})
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {
@@ -260,7 +264,7 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])
 	}
-	return usagef("%s", msg)
+	return Usagef("%s", msg)
 }
 
 // checkDurations refuses a negative duration in any flag the command was
@@ -275,9 +279,9 @@ func checkDurations(cmd *cobra.Command) error {
 		switch {
 		case perr != nil:
 		case d < 0:
-			err = usagef("invalid --%s %s: give 0 or more", f.Name, d)
+			err = Usagef("invalid --%s %s: give 0 or more", f.Name, d)
 		case d == 0 && f.Name == "timeout":
-			err = usagef("invalid --timeout 0s: give a positive duration")
+			err = Usagef("invalid --timeout 0s: give a positive duration")
 		}
 	})
 	return err
@@ -287,4 +291,6 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+// Usagef is a usage error (exit code ExitUsage): what the user typed, and
+// what to give instead.
+func Usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }

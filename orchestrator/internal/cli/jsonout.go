@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
-	"github.com/toolscope/toolscope/orchestrator/internal/api"
+	"github.com/toolscope/toolscope/orchestrator/internal/api/eventkind"
 )
 
 // The CLI's JSON is the response message in the shape scripts expect, not
@@ -124,7 +124,7 @@ func scalarJSON(fd protoreflect.FieldDescriptor, v protoreflect.Value) (any, err
 // as the orchestrator records it ("providers.pushed").
 func enumName(ed protoreflect.EnumDescriptor, n protoreflect.EnumNumber) any {
 	if ed.FullName() == (pb.TaskEventKind(0)).Descriptor().FullName() {
-		if name := api.EventKindName(pb.TaskEventKind(n)); name != "" {
+		if name := eventkind.Name(pb.TaskEventKind(n)); name != "" {
 			return name
 		}
 	}

@@ -153,7 +153,7 @@ func TestJSONErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
-		exit := Main(context.Background(), c.args, &stdout, &stderr)
+		exit := Main(context.Background(), c.args, &stdout, &stderr, nil)
 		assert.Equal(t, c.exit, exit, "%v: %s", c.args, stderr.String())
 		assert.Empty(t, stdout.String(), c.args)
 		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())

@@ -35,11 +35,32 @@ type app struct {
 	stderr      io.Writer
 
 	conn *grpc.ClientConn
+	// args is the whole command line, as the toolscope-server binary
+	// gets it for serve and demo.
+	args []string
 }
 
-// NewRoot returns the toolscope command tree writing to stdout and stderr.
-func NewRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
+// Local makes the commands of the toolscope-server binary: serve and demo,
+// which run the orchestrator in this process (package servercmd).
+type Local func() []*cobra.Command
+
+// ServerBinary is the binary that has serve and demo: the toolscope binary
+// hands those commands, with the whole command line, to the one installed
+// next to it (else on PATH). It links the server and every executor, whose
+// start-up the toolscope binary does not pay (ADR 0035).
+const ServerBinary = "toolscope-server"
+
+// The serve and demo commands' one-line help, in both binaries.
+const (
+	ServeShort = "Run the orchestrator (gRPC API, health and reflection) on embedded SQLite or PostgreSQL"
+	DemoShort  = "Run the orchestrator and a guided scenario that shows what toolscope does (what 'make run' runs)"
+)
+
+// NewRoot returns the toolscope command tree for the command line args,
+// writing to stdout and stderr; serve and demo are local's, or, when local
+// is nil, run by the ServerBinary.
+func NewRoot(stdout, stderr io.Writer, local Local, args []string) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr, args: args}
 	root := &cobra.Command{
 		Use:   "toolscope",
 		Short: "Run AI coding agents on tasks with exactly the MCP tools each task can use",
@@ -73,8 +94,12 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print no warnings")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each API call")
 
+	if local != nil {
+		root.AddCommand(local()...)
+	} else {
+		root.AddCommand(a.byServerBinary("serve", ServeShort), a.byServerBinary("demo", DemoShort))
+	}
 	root.AddCommand(
-		a.serveCmd(),
 		a.workspaceCmd(),
 		a.repoCmd(),
 		a.taskCmd(),
@@ -88,9 +113,8 @@ Start the orchestrator with 'toolscope serve'; every other command talks to it.`
 		a.tokenCmd(),
 		a.whoamiCmd(),
 		a.contextCmd(),
-		a.demoCmd(),
 		&cobra.Command{
-			Use: "version", Short: "Print the build of toolscope", Args: exactArgs(),
+			Use: "version", Short: "Print the build of toolscope", Args: ExactArgs(),
 			RunE: func(*cobra.Command, []string) error {
 				if a.json {
 					return json.NewEncoder(a.stdout).Encode(map[string]string{"version": version.String()})
@@ -129,15 +153,15 @@ func (a *app) sessions(conn *grpc.ClientConn) pb.SessionServiceClient {
 	return pb.NewSessionServiceClient(conn)
 }
 
-// exactArgs is cobra.ExactArgs with a message that names the arguments.
-func exactArgs(names ...string) cobra.PositionalArgs {
+// ExactArgs is cobra.ExactArgs with a message that names the arguments.
+func ExactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != len(names) {
 			want := "no arguments"
 			if len(names) > 0 {
 				want = fmt.Sprintf("%d argument(s) (%s)", len(names), strings.Join(names, " "))
 			}
-			return usagef("%s takes %s, got %d", commandName(cmd), want, len(args))
+			return Usagef("%s takes %s, got %d", commandName(cmd), want, len(args))
 		}
 		return nil
 	}

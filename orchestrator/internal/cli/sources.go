@@ -63,11 +63,11 @@ func (a *app) setPolicyCmd() *cobra.Command {
 Switching to deny rejects the workspace's pending requests (their agents are told).
 Switching to allow or approve leaves them for a person to decide. Repositories a
 person attaches ('toolscope source add') never go through the policy.`,
-		Args: exactArgs("WORKSPACE"),
+		Args: ExactArgs("WORKSPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, ok := policyNames[strings.ToLower(strings.TrimSpace(agentSources))]
 			if !ok {
-				return usagef("invalid --agent-sources %q: use allow, deny or approve", agentSources)
+				return Usagef("invalid --agent-sources %q: use allow, deny or approve", agentSources)
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sourcePolicy(conn).SetAgentSourcePolicy(ctx, &pb.SetAgentSourcePolicyRequest{WorkspaceId: args[0], Policy: p})
@@ -93,11 +93,11 @@ func (a *app) sourceRequestCmds() []*cobra.Command {
 	list := &cobra.Command{
 		Use:   "requests [--task TASK | --workspace WORKSPACE] [--state pending|approved|rejected|all]",
 		Short: "List the source requests agents made under the approve policy (pending ones by default)",
-		Args:  exactArgs(),
+		Args:  ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, ok := requestStateNames[strings.ToLower(strings.TrimSpace(state))]
 			if !ok {
-				return usagef("invalid --state %q: use pending, approved, rejected or all", state)
+				return Usagef("invalid --state %q: use pending, approved, rejected or all", state)
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sourcePolicy(conn).ListSourceRequests(ctx, &pb.ListSourceRequestsRequest{TaskId: taskID, WorkspaceId: workspaceID, State: st})
@@ -114,7 +114,7 @@ func (a *app) sourceRequestCmds() []*cobra.Command {
 	approve := &cobra.Command{
 		Use:   "approve REQUEST",
 		Short: "Approve a pending source request: its repositories are attached as one batch and the agent is told",
-		Args:  exactArgs("REQUEST"),
+		Args:  ExactArgs("REQUEST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sourcePolicy(conn).ApproveSourceRequest(ctx, &pb.ApproveSourceRequestRequest{RequestId: args[0]})
@@ -136,7 +136,7 @@ func (a *app) sourceRequestCmds() []*cobra.Command {
 	reject := &cobra.Command{
 		Use:   "reject REQUEST [--reason TEXT]",
 		Short: "Reject a pending source request; the agent is told, with the reason",
-		Args:  exactArgs("REQUEST"),
+		Args:  ExactArgs("REQUEST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.sourcePolicy(conn).RejectSourceRequest(ctx, &pb.RejectSourceRequestRequest{RequestId: args[0], Reason: reason})

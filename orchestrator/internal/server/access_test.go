@@ -13,6 +13,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
+	"github.com/toolscope/toolscope/orchestrator/internal/paths"
 )
 
 // TestEveryMethodHasARole walks every method of every service the server
@@ -66,7 +67,7 @@ func TestCheckListen(t *testing.T) {
 // error, and so is a file that is not a socket.
 func TestSocketIsReplacedOnlyWhenStale(t *testing.T) {
 	dir := t.TempDir()
-	path := SocketPath(dir)
+	path := paths.Socket(dir)
 	stale, err := net.Listen("unix", path)
 	require.NoError(t, err)
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)

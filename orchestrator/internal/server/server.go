@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,18 +44,12 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/hosted"
 	"github.com/toolscope/toolscope/orchestrator/internal/lifecycle"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/paths"
 	"github.com/toolscope/toolscope/orchestrator/internal/scrub"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/toolcalls"
 )
-
-// SocketName is the orchestrator's Unix socket, in its data directory.
-const SocketName = "toolscope.sock"
-
-// SocketPath returns the socket of the orchestrator whose data directory
-// is dataDir.
-func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
 
 // Config configures the orchestrator server.
 type Config struct {
@@ -67,7 +60,7 @@ type Config struct {
 	// TLS, if CertFile is set, serves Listen over TLS.
 	TLS TLSConfig
 	// DataDir holds the SQLite database and the Unix socket;
-	// DefaultDataDir() if empty. It is created 0700.
+	// paths.DefaultDataDir() if empty. It is created 0700.
 	DataDir string
 	// Database, if set (else $TOOLSCOPE_DATABASE), is a PostgreSQL
 	// connection URL used instead of the SQLite database in DataDir. It
@@ -152,17 +145,10 @@ type TLSConfig struct {
 // FindAgentctl returns the agentctl binary: next to the running
 // executable, else on PATH.
 func FindAgentctl() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		candidate := filepath.Join(filepath.Dir(self), "agentctl")
-		if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
-			return candidate, nil
-		}
+	if path, ok := paths.Companion("agentctl"); ok {
+		return path, nil
 	}
-	path, err := exec.LookPath("agentctl")
-	if err != nil {
-		return "", errors.New("no agentctl next to this binary or on PATH (build it with 'make build', or pass --agentctl)")
-	}
-	return path, nil
+	return "", errors.New("no agentctl next to this binary or on PATH (build it with 'make build', or pass --agentctl)")
 }
 
 // EnvDatabase names the environment variable that gives the PostgreSQL
@@ -188,22 +174,6 @@ func database(cfg Config, creds credentials.Resolver) (dbURL, password string, e
 		return "", "", fmt.Errorf("invalid database password reference: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	return dbURL, password, nil
-}
-
-// DefaultDataDir returns $TOOLSCOPE_DATA_DIR, else $XDG_DATA_HOME/toolscope,
-// else ~/.local/share/toolscope.
-func DefaultDataDir() (string, error) {
-	if d := os.Getenv("TOOLSCOPE_DATA_DIR"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "toolscope"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find a data dir (set --data-dir or TOOLSCOPE_DATA_DIR): %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "toolscope"), nil
 }
 
 // InstallationID identifies this orchestrator's installation to every
@@ -331,7 +301,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	creds := credentials.Resolver{Secrets: secrets}
 	log = slog.New(scrub.NewHandler(log.Handler(), secrets))
 	if cfg.DataDir == "" {
-		d, err := DefaultDataDir()
+		d, err := paths.DefaultDataDir()
 		if err != nil {
 			return err
 		}
@@ -351,7 +321,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	// Bound first, so that a second orchestrator on the same data
 	// directory stops here, before it touches the store or any session;
 	// connections wait in the backlog until Serve.
-	sock, err := listenSocket(SocketPath(cfg.DataDir))
+	sock, err := listenSocket(paths.Socket(cfg.DataDir))
 	if err != nil {
 		return err
 	}

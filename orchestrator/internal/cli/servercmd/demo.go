@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"fmt"
@@ -10,15 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 	"github.com/toolscope/toolscope/orchestrator/internal/demo"
 )
 
-func (a *app) demoCmd() *cobra.Command {
+func demoCmd() *cobra.Command {
 	opts := demo.Options{}
 	var verbose, noContext bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the orchestrator and a guided scenario that shows what toolscope does (what 'make run' runs)",
+		Short: cli.DemoShort,
 		Long: `Run the orchestrator on embedded SQLite and play a short scenario against
 local stand-ins of the GitHub and GitLab APIs: a task on a GitHub repository, an
 agent session listing its MCP tools, a GitLab repository attached in one batch,
@@ -35,7 +36,7 @@ commands reach it with no setup; when the demo stops it removes that context and
 makes the previous one current again (unless you switched meanwhile). With
 --no-context the config file is left alone and the demo prints the
 TOOLSCOPE_ADDR to export instead.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A taken port fails here, before the introduction is printed;
 			// the server binds the address itself when it starts.
@@ -48,12 +49,15 @@ TOOLSCOPE_ADDR to export instead.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts.Out, opts.JSON = a.stdout, a.json
+			opts.Out, opts.JSON = cmd.OutOrStdout(), jsonOut(cmd)
 			if verbose {
-				opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			}
 			if !noContext {
-				opts.SetContext = setDemoContext
+				opts.SetContext = func(server string) (demo.CLIContext, error) {
+					c, err := cli.SetDemoContext(server)
+					return demo.CLIContext(c), err
+				}
 			}
 			return demo.Run(ctx, opts)
 		},
