@@ -111,8 +111,8 @@ func runStorm(c *mcptest.Client, change func(), rate int, span time.Duration) (f
 // spans: also the free slots that a session's start-up garbage leaves
 // between live objects, which depend on how many GC cycles fall inside
 // the window (74 when a session's start made 1.3 MB of garbage, 5 with
-// 80 KB), not on what a session holds. On one build it moved 35–41 KB
-// between runs while the live heap moved 28.2–28.6 KB. It is still
+// 64–80 KB), not on what a session holds. On one build it read 35–41 KB
+// in runs where the live heap read 28.0–28.6 KB. It is still
 // reported, as heap-inuse-KB/session (docs/benchmarks.md, item 6).
 func BenchmarkTwoHundredSessions(b *testing.B) {
 	const n = 200
