@@ -119,10 +119,10 @@ func BenchmarkTwoHundredSessions(b *testing.B) {
 	h := newHarnessWith(b, func(o *daemon.Options) { o.MaxSessions = n }) // over the default limit
 
 	ids := make([]string, n)
-	statuses := make([]*agentctlv1.SessionStatus, n)
+	urls := make([]string, n) // only: the benchmark's own copies of the statuses are no session's heap
 	create := func(i int) {
 		ids[i] = fmt.Sprintf("s%03d", i)
-		statuses[i] = h.create(b, spec(ids[i], agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+		urls[i] = h.create(b, spec(ids[i], agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")).GetMcpUrl()
 	}
 	start := heapAfterGC()
 	create(0)
@@ -147,7 +147,7 @@ func BenchmarkTwoHundredSessions(b *testing.B) {
 	clients := make([]*mcptest.Client, n)
 	for i := range clients {
 		github[i] = true
-		clients[i] = mcptest.ConnectCounting(b, mcptest.HTTP(statuses[i].GetMcpUrl(), h.token(b, ids[i])), "")
+		clients[i] = mcptest.ConnectCounting(b, mcptest.HTTP(urls[i], h.token(b, ids[i])), "")
 		clients[i].Subscribe(b, func() { require.NoError(b, pushOne(i)) })
 	}
 
