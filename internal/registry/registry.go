@@ -80,7 +80,9 @@ type Spec struct {
 	External []Tool
 }
 
-// Registry is an immutable, name-sorted set of tools.
+// Registry is an immutable, name-sorted set of tools. The schema bytes of
+// the tools it returns may be shared with other registries of the process:
+// they are read, never modified.
 type Registry struct {
 	tools  []Tool
 	index  map[string]int
@@ -138,7 +140,7 @@ func variantOf(transport toolapi.Transport) *variant {
 func Build(spec Spec) *Registry {
 	keep := func(t Tool) bool { return spec.Mode == ModeTask || t.ReadOnly }
 	v := variantOf(spec.Transport)
-	var tools []Tool
+	tools := make([]Tool, 0, len(v.defs)+len(spec.External))
 	for _, b := range v.defs {
 		if b.entry.Shown(spec.Providers) && keep(b.def) {
 			tools = append(tools, b.def)
@@ -169,14 +171,23 @@ func FromTools(tools []Tool) *Registry { return newRegistry(tools, nil) }
 // newRegistry makes the registry of tools; known holds fingerprints
 // already computed, by name, for tools that are exactly those definitions
 // (Build's built-in tools, whose names no other tool can take).
+//
+// The schemas of the caller's tools are copied, so the registry stays
+// immutable whatever the caller does with its slices. The built-in ones
+// (known) are the process-wide variant's, never modified, and shared:
+// copying them gave every session's registry its own ≈10 KB of schema
+// bytes, and every push another copy (docs/benchmarks.md, item 6).
 func newRegistry(tools []Tool, known map[string][32]byte) *Registry {
-	byName := map[string]Tool{}
+	byName := make(map[string]Tool, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t
 	}
-	r := &Registry{index: map[string]int{}, prints: map[string][32]byte{}}
+	r := &Registry{tools: make([]Tool, 0, len(byName)), index: make(map[string]int, len(byName)),
+		prints: make(map[string][32]byte, len(byName))}
 	for _, t := range byName {
-		t.InputSchema, t.OutputSchema = slices.Clone(t.InputSchema), slices.Clone(t.OutputSchema)
+		if _, shared := known[t.Name]; !shared {
+			t.InputSchema, t.OutputSchema = slices.Clone(t.InputSchema), slices.Clone(t.OutputSchema)
+		}
 		r.tools = append(r.tools, t)
 	}
 	sort.Slice(r.tools, func(i, j int) bool { return r.tools[i].Name < r.tools[j].Name })

@@ -317,3 +317,35 @@ func TestTransportIsOneInput(t *testing.T) {
 	ext, _ := hosted.Lookup("docs_search")
 	assert.True(t, hasProperty(t, ext.InputSchema, "local_path"), "a catalog tool's schema is its server's, on either transport")
 }
+
+// TestBuiltinSchemasAreSharedAndCallersCopied: every registry of the
+// process shares the built-in tools' schema bytes (a copy per registry was
+// ≈10 KB of every session's heap, and more garbage on every push), while
+// a caller's external tool is copied: changing its slices afterwards
+// changes no registry.
+func TestBuiltinSchemasAreSharedAndCallersCopied(t *testing.T) {
+	input := []byte(`{"type":"object"}`)
+	spec := registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab"),
+		Transport: toolapi.TransportColocated, External: []registry.Tool{{Name: "docs__search", InputSchema: input}}}
+	a, b := registry.Build(spec), registry.Build(spec)
+	builtins := 0
+	for _, ta := range a.Tools() {
+		tb, ok := b.Lookup(ta.Name)
+		require.True(t, ok, ta.Name)
+		if !registry.Builtin(ta.Name) {
+			assert.NotSame(t, &ta.InputSchema[0], &tb.InputSchema[0], "%s: a caller's schema is copied per registry", ta.Name)
+			continue
+		}
+		builtins++
+		assert.Same(t, &ta.InputSchema[0], &tb.InputSchema[0], "%s: input schema copied", ta.Name)
+		if len(ta.OutputSchema) > 0 {
+			assert.Same(t, &ta.OutputSchema[0], &tb.OutputSchema[0], "%s: output schema copied", ta.Name)
+		}
+	}
+	assert.Equal(t, 18, builtins)
+
+	copy(input, `{"type":"string"}`)
+	ext, ok := a.Lookup("docs__search")
+	require.True(t, ok)
+	assert.JSONEq(t, `{"type":"object"}`, string(ext.InputSchema))
+}

@@ -434,28 +434,31 @@ func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv
 // malformed call never leaves agentctl.
 func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 	return func(tool registry.Tool) mcp.ToolHandler {
+		// Only what a call reads of its tool: a handler is kept per tool
+		// and session, and the whole Tool is ≈150 bytes.
+		name, schema := tool.Name, tool.InputSchema
 		return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 			// External tools' schemas come from other servers, and the
 			// go-sdk does not recover a handler's panic: one call must never
 			// take every session of this agentctl down.
 			defer func() {
 				if r := recover(); r != nil {
-					d.log.Error("panic in a tool call", "session_id", s.id, "tool", tool.Name, "panic", fmt.Sprint(r))
+					d.log.Error("panic in a tool call", "session_id", s.id, "tool", name, "panic", fmt.Sprint(r))
 					res, err = mcpserver.ToolError(toolapi.CodeInternal, "agentctl failed on this call; report this to the toolscope operator"), nil
 				}
 			}()
-			args, refused := d.schemas.CheckArguments(tool, req.Params.Arguments)
+			args, refused := d.schemas.CheckArguments(registry.Tool{Name: name, InputSchema: schema}, req.Params.Arguments)
 			if refused != nil {
 				return refused, nil
 			}
 			var before *registry.Registry // the surface before a call that may change it
-			if tool.Name == toolapi.AddSourcesTool && s.pub != nil {
+			if name == toolapi.AddSourcesTool && s.pub != nil {
 				before = s.pub.Desired()
 			}
 			callCtx, cancel := context.WithTimeout(ctx, d.callTimeout)
 			defer cancel()
 			answer, cerr := d.hub.call(callCtx, &agentctlv1.ToolCall{
-				SessionId: s.id, TaskId: s.taskID, ToolName: tool.Name, ArgumentsJson: args,
+				SessionId: s.id, TaskId: s.taskID, ToolName: name, ArgumentsJson: args,
 			})
 			switch {
 			case errors.Is(cerr, ErrOrchestratorUnreachable):

@@ -21,10 +21,11 @@ import (
 func traced(s *session, h mcpserver.HandlerFunc) mcpserver.HandlerFunc {
 	return func(tool registry.Tool) mcp.ToolHandler {
 		handle := h(tool)
+		name := tool.Name // only: a handler is kept per tool and session, the whole Tool is ≈150 bytes
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			ctx, span := tracing.Tracer().Start(ctx, "tools/call "+tool.Name, trace.WithSpanKind(trace.SpanKindServer),
+			ctx, span := tracing.Tracer().Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(semconv.McpMethodNameToolsCall, semconv.GenAIOperationNameExecuteTool,
-					tracing.AttrToolName.String(tool.Name), tracing.AttrSessionID.String(s.id), tracing.AttrTaskID.String(s.taskID)))
+					tracing.AttrToolName.String(name), tracing.AttrSessionID.String(s.id), tracing.AttrTaskID.String(s.taskID)))
 			res, err := handle(ctx, req)
 			tracing.EndCall(span, err != nil || res == nil || res.IsError, resultCode(res))
 			return res, err
