@@ -245,7 +245,7 @@ breaking: $(BUF) ## buf breaking against the main branch (or HEAD~1 on main)
 	$(BUF) breaking --against ".git#ref=$$against"
 
 .PHONY: check-imports
-check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)
+check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker), and the CLI builds for macOS
 	@bad=$$($(GO) list -deps ./agentctl/... | grep -E '^(modernc\.org/sqlite|github\.com/docker/|github\.com/pressly/goose)' || true); \
 		if [[ -n "$$bad" ]]; then echo "agentctl must not depend on:" >&2; echo "$$bad" >&2; exit 1; fi
 	@bad=$$($(GO) list -deps ./gen/... | grep -E '^github\.com/toolscope/toolscope/(internal|orchestrator|agentctl|executors)' || true); \
@@ -256,7 +256,8 @@ check-imports: ## enforce module boundaries (agentctl: no SQLite, no Docker)
 	done
 	@bad=$$($(GO) list -deps ./executors | grep -E '^google\.golang\.org/(grpc|protobuf)' || true); \
 		if [[ -n "$$bad" ]]; then echo "the executors interface must speak domain types, not gRPC/protobuf:" >&2; echo "$$bad" | head -3 >&2; exit 1; fi
-	@echo "module boundaries hold"
+	@GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./orchestrator/cmd/toolscope || { echo "the toolscope command line must build for macOS (ADR 0035: a laptop drives a remote orchestrator)" >&2; exit 1; }
+	@echo "module boundaries hold; the command line builds for macOS"
 
 .PHONY: tidy-check
 tidy-check: ## fail if any go.mod/go.sum is not tidy
