@@ -17,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/net/netutil"
+
+	"github.com/toolscope/toolscope/internal/periodic"
 )
 
 // Limits bound what one MCP endpoint holds for its clients. Each has a
@@ -380,16 +382,10 @@ func (e *Endpoint) sweep(now time.Time) {
 // idle session is closed between SessionIdle and 1.25 × SessionIdle after
 // its last request.
 func (e *Endpoint) sweeper() {
-	tick := time.NewTicker(max(min(e.limits.SessionIdle/4, 30*time.Second), time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.stopped.Done():
-			return
-		case now := <-tick.C:
-			e.sweep(now)
-		}
-	}
+	_ = periodic.Run(e.stopped, max(min(e.limits.SessionIdle/4, 30*time.Second), time.Millisecond), func(context.Context) error {
+		e.sweep(time.Now())
+		return nil
+	})
 }
 
 // keepAlive pings, each KeepAlive interval and all at once, the stateful

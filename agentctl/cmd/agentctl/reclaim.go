@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/toolscope/toolscope/internal/periodic"
 )
 
 // DefaultIdleReclaim is how often agentctl checks whether a burst of work
@@ -49,16 +51,10 @@ func reclaimWhenIdle(ctx context.Context, interval time.Duration) {
 	r := &reclaimer{}
 	r.since = read()
 	r.last = r.since
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Run(ctx, interval, func(context.Context) error {
 		if r.sample(read()) {
 			debug.FreeOSMemory()
 		}
-	}
+		return nil
+	})
 }

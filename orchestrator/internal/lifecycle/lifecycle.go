@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolscope/toolscope/internal/periodic"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/connections"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
@@ -86,18 +87,12 @@ func New(opts Options) *Poller {
 
 // Run polls every interval until ctx ends.
 func (p *Poller) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Run(ctx, interval, func(ctx context.Context) error {
 		if err := p.Cycle(ctx); err != nil && ctx.Err() == nil {
 			p.opts.Log.Warn("lifecycle poll", "error", err.Error())
 		}
-	}
+		return nil
+	})
 }
 
 // Cycle polls every open change request of every workspace connection

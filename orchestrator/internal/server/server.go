@@ -32,6 +32,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/periodic"
 	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 	"github.com/toolscope/toolscope/orchestrator/internal/access"
@@ -498,18 +499,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	})
 
 	if cfg.Logs.Set() {
-		go func() {
-			t := time.NewTicker(logsPruneInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					svc.PruneLogs(ctx)
-				}
-			}
-		}()
+		go periodic.Run(ctx, logsPruneInterval, func(ctx context.Context) error { svc.PruneLogs(ctx); return nil })
 	}
 
 	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}

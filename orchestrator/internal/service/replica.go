@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/periodic"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
@@ -122,19 +123,12 @@ var ErrLeaseLost = fmt.Errorf("this replica could not renew its lease in time; a
 // finds its sessions still its own (a local session taken over would be
 // lost).
 func (s *Service) RunReplica(ctx context.Context) error {
-	t := time.NewTicker(s.replica.renew)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return periodic.Run(ctx, s.replica.renew, func(ctx context.Context) error {
 		if !s.renewLease(ctx) {
 			if ctx.Err() == nil && !s.leaseHeld() {
 				return fmt.Errorf("replica %s, last renewed more than %s ago: %w", s.replica.id, s.replica.ttl, ErrLeaseLost)
 			}
-			continue
+			return nil
 		}
 		// Until a Reattach succeeded, this replica's own sessions from
 		// before a restart are still to be re-attached too.
@@ -143,7 +137,8 @@ func (s *Service) RunReplica(ctx context.Context) error {
 		} else if attached+lost > 0 {
 			s.log.InfoContext(ctx, "took sessions over from a replica that went away", "reattached", attached, "lost", lost)
 		}
-	}
+		return nil
+	})
 }
 
 // Reattach takes this replica's lease and takes over the running sessions
