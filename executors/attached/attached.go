@@ -50,6 +50,30 @@ type Held interface {
 	session() *Session
 }
 
+// ProbeTimeout bounds Adopt's wait for agentctl.
+const ProbeTimeout = 10 * time.Second
+
+// Adopt takes a session over after an orchestrator restart, on a link
+// dialed to the agentctl started for it: the link may carry the session
+// (agentlink.Link.Adopt), agentctl must answer for it, and the Attach
+// stream must come up, within ProbeTimeout. what names the agentctl
+// ("agentctl in pod ts-x-1"). It fails with executors.ErrLost; the caller
+// lets go of the link.
+func Adopt(ctx context.Context, link *agentlink.Link, sessionID, what string) error {
+	link.Adopt(sessionID)
+	probe, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	// A dead agentctl refuses the connection at once; this fails fast
+	// where waiting for the Attach stream would wait out the timeout.
+	if _, err := link.State(probe, sessionID); err != nil {
+		return fmt.Errorf("%s does not answer for session %q: %v: %w", what, sessionID, err, executors.ErrLost)
+	}
+	if err := link.WaitAttached(probe); err != nil {
+		return fmt.Errorf("attach to %s: %v: %w", what, err, executors.ErrLost)
+	}
+	return nil
+}
+
 // Table holds a backend's sessions by a key of its choice (a session id,
 // a container id, a pod name). The zero Table is empty and ready.
 type Table[K comparable, S Held] struct {

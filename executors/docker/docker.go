@@ -486,16 +486,9 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	// This container was started for this session: the link may carry it.
-	s.Link.Adopt(st.SessionID)
-	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.Link.State(probe, st.SessionID); err != nil {
+	if err := attached.Adopt(ctx, s.Link, st.SessionID, "agentctl in container "+short(st.ContainerID)); err != nil {
 		e.release(s)
-		return fmt.Errorf("agentctl in container %s does not answer: %v: %w", short(st.ContainerID), err, executors.ErrLost)
-	}
-	if err := s.Link.WaitAttached(probe); err != nil {
-		e.release(s)
-		return fmt.Errorf("attach to agentctl in container %s: %v: %w", short(st.ContainerID), err, executors.ErrLost)
+		return err
 	}
 	return nil
 }

@@ -629,18 +629,9 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	// This agentctl was started for this session: the link may carry it.
-	link.Adopt(st.SessionID)
-	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// A dead agentctl refuses the connection at once; this fails fast
-	// where waiting for the Attach stream would wait out the timeout.
-	if _, err := link.State(probe, st.SessionID); err != nil {
+	if err := attached.Adopt(ctx, link, st.SessionID, "agentctl at "+st.Addr); err != nil {
 		_ = link.Close()
-		return fmt.Errorf("agentctl at %s does not answer for session %q: %v: %w", st.Addr, st.SessionID, err, executors.ErrLost)
-	}
-	if err := link.WaitAttached(probe); err != nil {
-		_ = link.Close()
-		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
+		return err
 	}
 	s := &session{Session: attached.NewSession(st.SessionID, link), st: st, done: make(chan struct{})}
 	e.sessions.Put(s.ID, s)
