@@ -32,7 +32,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -43,6 +42,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/executors/attached"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
@@ -108,18 +108,14 @@ type Executor struct {
 	opts Options
 	cli  *client.Client
 
-	mu       sync.Mutex
-	sessions map[string]*session // by container id
+	sessions attached.Table[string, *session] // by container id
 }
 
 type session struct {
-	st       state
-	link     *agentlink.Link
-	mcpURL   string // as reachable from the host
-	exit     *executors.Exit
-	stopped  bool // guarded by Executor.mu
-	stopping bool // guarded by Executor.mu: Stop was called, so an exit is no loss
-	cancel   context.CancelFunc
+	attached.Session
+	st     state
+	mcpURL string // as reachable from the host
+	cancel context.CancelFunc
 }
 
 // New returns the docker backend.
@@ -155,7 +151,7 @@ func New(opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("docker client: %w", err)
 		}
 	}
-	return &Executor{opts: opts, cli: cli, sessions: map[string]*session{}}, nil
+	return &Executor{opts: opts, cli: cli}, nil
 }
 
 // Name implements executors.Executor.
@@ -233,15 +229,15 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return fail(err)
 	}
 	progress.Report("agentctl ready; creating the session with providers %q (generation %d)", spec.Providers.String(), spec.Generation)
-	status, err := s.link.CreateSession(ctx, spec)
+	status, err := s.Link.CreateSession(ctx, spec)
 	if err != nil {
 		s.cancel()
-		_ = s.link.Close()
+		_ = s.Link.Close()
 		return fail(fmt.Errorf("create session in agentctl: %w", err))
 	}
-	if err := s.link.WaitAttached(ctx); err != nil {
+	if err := s.Link.WaitAttached(ctx); err != nil {
 		s.cancel()
-		_ = s.link.Close()
+		_ = s.Link.Close()
 		return fail(fmt.Errorf("attach to agentctl: %w", err))
 	}
 	status.MCPURL = s.mcpURL
@@ -318,11 +314,10 @@ func (e *Executor) attach(ctx context.Context, st state) (*session, error) {
 		return nil, err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
-	s := &session{st: st, link: link, mcpURL: "http://" + mcpAddr + "/mcp", exit: executors.NewExit(), cancel: cancel}
+	s := &session{Session: attached.NewSession(st.SessionID, link),
+		st: st, mcpURL: "http://" + mcpAddr + "/mcp", cancel: cancel}
 	go e.watch(watchCtx, s)
-	e.mu.Lock()
-	e.sessions[st.ContainerID] = s
-	e.mu.Unlock()
+	e.sessions.Put(st.ContainerID, s)
 	return s, nil
 }
 
@@ -359,15 +354,10 @@ func (e *Executor) watch(ctx context.Context, s *session) {
 		cause = fmt.Sprintf("container %s: %v", short(s.st.ContainerID), waitErr)
 		break
 	}
-	s.exit.End(cause)
-	// Nothing answers there any more: a link left open would redial the
-	// dead container's port for as long as the orchestrator runs.
-	_ = s.link.Close()
+	s.Exit.End(cause)
+	e.sessions.CloseLink(s)
 	e.opts.Log.Warn("session container ended", "session_id", s.st.SessionID, "cause", cause)
-	e.mu.Lock()
-	ours := e.sessions[s.st.ContainerID] == s && !s.stopping && !s.stopped
-	e.mu.Unlock()
-	if ours && e.opts.Events != nil {
+	if e.sessions.Lost(s.st.ContainerID, s) && e.opts.Events != nil {
 		e.opts.Events(executors.SessionEvent{SessionID: s.st.SessionID, Kind: executors.EventLost, Message: cause})
 	}
 }
@@ -390,13 +380,8 @@ func (e *Executor) lookup(h executors.Handle) (*session, state, error) {
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return nil, st, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.sessions[st.ContainerID]
-	if !ok {
-		return nil, st, fmt.Errorf("container %s is not attached to this orchestrator (re-attach first): %w", short(st.ContainerID), errdefs.ErrNotFound)
-	}
-	return s, st, nil
+	s, err := e.sessions.Lookup(st.ContainerID, "container "+short(st.ContainerID), nil)
+	return s, st, err
 }
 
 // Endpoint implements executors.Executor.
@@ -405,11 +390,7 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	if err != nil {
 		return executors.Endpoint{}, err
 	}
-	return executors.Endpoint{
-		SessionID: s.st.SessionID, Agentctl: s.link,
-		Down:     executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
-		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
-	}, nil
+	return e.sessions.Endpoint(s, func(st *executors.Status) { st.MCPURL = s.mcpURL }), nil
 }
 
 // AgentctlLog implements executors.AgentctlLogReader: agentctl's output is
@@ -458,20 +439,10 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	} else if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	s.stopping = true
-	e.mu.Unlock()
-	if !s.exit.Gone() {
-		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
-		_ = s.link.StopSession(stopCtx, s.st.SessionID)
-		cancel()
-	}
-	s.cancel()
-	_ = s.link.Close()
-	e.retire(ctx, st)
-	e.mu.Lock()
-	s.stopped = true
-	e.mu.Unlock()
+	e.sessions.Stop(ctx, s, e.opts.StopGrace, func() {
+		s.cancel()
+		e.retire(ctx, st)
+	})
 	return nil
 }
 
@@ -504,7 +475,7 @@ func (e *Executor) remove(ctx context.Context, id string) {
 // Reattach implements executors.Executor.
 func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
-	if err == nil && !s.exit.Gone() {
+	if err == nil && !s.Exit.Gone() {
 		return nil
 	}
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -515,26 +486,16 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	// This container was started for this session: the link may carry it.
-	s.link.Adopt(st.SessionID)
-	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.link.State(probe, st.SessionID); err != nil {
+	if err := attached.Adopt(ctx, s.Link, st.SessionID, "agentctl in container "+short(st.ContainerID)); err != nil {
 		e.release(s)
-		return fmt.Errorf("agentctl in container %s does not answer: %v: %w", short(st.ContainerID), err, executors.ErrLost)
-	}
-	if err := s.link.WaitAttached(probe); err != nil {
-		e.release(s)
-		return fmt.Errorf("attach to agentctl in container %s: %v: %w", short(st.ContainerID), err, executors.ErrLost)
+		return err
 	}
 	return nil
 }
 
 func (e *Executor) release(s *session) {
 	s.cancel()
-	_ = s.link.Close()
-	e.mu.Lock()
-	delete(e.sessions, s.st.ContainerID)
-	e.mu.Unlock()
+	e.sessions.Release(s.st.ContainerID, s)
 }
 
 // Managed lists the containers this orchestrator created that still exist,
@@ -572,16 +533,8 @@ func (e *Executor) Sweep(ctx context.Context, keep func(sessionID string) bool) 
 
 // Close implements executors.Executor: containers keep running.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	all := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		all = append(all, s)
-	}
-	clear(e.sessions)
-	e.mu.Unlock()
-	for _, s := range all {
+	for _, s := range e.sessions.Drain() {
 		s.cancel()
-		_ = s.link.Close()
 	}
 	return nil
 }

@@ -57,6 +57,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/executors/attached"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/pki"
@@ -169,20 +170,16 @@ type Executor struct {
 
 	informer cache.SharedIndexInformer
 	stopInf  chan struct{}
+	stopOnce sync.Once
 
-	mu       sync.Mutex
-	sessions map[string]*session // by pod name
+	sessions attached.Table[string, *session] // by pod name
 }
 
 type session struct {
-	st      state
-	link    *agentlink.Link
-	fwd     *forwarder
-	mcpURL  string
-	exit    *executors.Exit
-	stopped bool // guarded by Executor.mu
-	// stopping: Stop was called, so the pod's end is no loss.
-	stopping bool
+	attached.Session
+	st     state
+	fwd    *forwarder
+	mcpURL string
 }
 
 // New returns the kubernetes backend and starts watching its pods.
@@ -231,7 +228,7 @@ func New(opts Options) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{
-		opts: opts, client: client, ca: ca, client2: pair, sessions: map[string]*session{}, stopInf: make(chan struct{}),
+		opts: opts, client: client, ca: ca, client2: pair, stopInf: make(chan struct{}),
 		selector: labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelOrchestrator: labelValue(opts.OrchestratorID)}),
 	}
 	pods := client.CoreV1().Pods(opts.Namespace)
@@ -348,14 +345,14 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	// redials (100 ms, growing to 2 s) while agentctl is still starting.
 	ready, cancel := context.WithTimeout(ctx, e.opts.ReadyTimeout)
 	defer cancel()
-	if err := s.link.WaitAttached(ready); err != nil {
+	if err := s.Link.WaitAttached(ready); err != nil {
 		e.release(s)
 		if ready.Err() != nil {
 			return fail(fmt.Errorf("agentctl in pod %s did not answer within %s: %w", name, e.opts.ReadyTimeout, errdefs.ErrUnavailable))
 		}
 		return fail(fmt.Errorf("attach to agentctl in pod %s: %w", name, err))
 	}
-	status, err := s.link.CreateSession(ready, spec)
+	status, err := s.Link.CreateSession(ready, spec)
 	if err != nil {
 		e.release(s)
 		return fail(fmt.Errorf("agentctl in pod %s: %w", name, err))
@@ -556,22 +553,20 @@ func (e *Executor) attach(ctx context.Context, st state, pod *corev1.Pod) (*sess
 	if err != nil {
 		return nil, err
 	}
-	s := &session{st: st, exit: executors.NewExit(), fwd: fwd, mcpURL: "http://" + fwd.mcpAddr + "/mcp"}
+	s := &session{Session: attached.NewSession(st.SessionID, nil), st: st, fwd: fwd, mcpURL: "http://" + fwd.mcpAddr + "/mcp"}
 	grpcAddr := fwd.grpcAddr
 	if e.opts.Connect == ConnectPodIP && pod.Status.PodIP != "" {
 		grpcAddr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(GRPCPort))
 	}
 	cfg, err := e.tlsConfig(st.Pod)
 	if err == nil {
-		s.link, err = e.dial(grpcAddr, cfg)
+		s.Link, err = e.dial(grpcAddr, cfg)
 	}
 	if err != nil {
 		dropRelay(st.Namespace, st.Pod, st.UID)
 		return nil, err
 	}
-	e.mu.Lock()
-	e.sessions[st.Pod] = s
-	e.mu.Unlock()
+	e.sessions.Put(st.Pod, s)
 	// The informer may have seen the pod end already.
 	if obj, ok, _ := e.informer.GetStore().GetByKey(st.Namespace + "/" + st.Pod); ok {
 		e.observe(obj, false)
@@ -607,9 +602,7 @@ func (e *Executor) observe(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	e.mu.Lock()
-	s := e.sessions[pod.Name]
-	e.mu.Unlock()
+	s, _ := e.sessions.Get(pod.Name)
 	if s == nil || (s.st.UID != "" && string(pod.UID) != s.st.UID) {
 		return
 	}
@@ -628,17 +621,12 @@ func (e *Executor) observe(obj any, deleted bool) {
 			}
 		}
 	}
-	if cause == "" || !s.exit.End(cause) {
+	if cause == "" || !s.Exit.End(cause) {
 		return
 	}
-	// Nothing answers there any more: a link left open would redial a
-	// pod that is gone for as long as the orchestrator runs.
-	_ = s.link.Close()
+	e.sessions.CloseLink(s)
 	dropRelay(s.st.Namespace, s.st.Pod, s.st.UID)
-	e.mu.Lock()
-	ours := e.sessions[pod.Name] == s && !s.stopping && !s.stopped
-	e.mu.Unlock()
-	if !ours {
+	if !e.sessions.Lost(pod.Name, s) {
 		return
 	}
 	e.opts.Log.Warn("session pod ended", "session_id", s.st.SessionID, "cause", cause)
@@ -652,13 +640,8 @@ func (e *Executor) lookup(h executors.Handle) (*session, state, error) {
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return nil, st, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.sessions[st.Pod]
-	if !ok {
-		return nil, st, fmt.Errorf("pod %s is not attached to this orchestrator (re-attach first): %w", st.Pod, errdefs.ErrNotFound)
-	}
-	return s, st, nil
+	s, err := e.sessions.Lookup(st.Pod, "pod "+st.Pod, nil)
+	return s, st, err
 }
 
 // Endpoint implements executors.Executor.
@@ -667,18 +650,14 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	if err != nil {
 		return executors.Endpoint{}, err
 	}
-	return executors.Endpoint{
-		SessionID: s.st.SessionID, Agentctl: s.link,
-		Down:     executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
-		Complete: func(st *executors.Status) { st.MCPURL = s.mcpURL },
-	}, nil
+	return e.sessions.Endpoint(s, func(st *executors.Status) { st.MCPURL = s.mcpURL }), nil
 }
 
 // Reattach implements executors.Executor: the pod is found by its name
 // (and uid), must still run, and its agentctl must answer.
 func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	s, st, err := e.lookup(h)
-	if err == nil && !s.exit.Gone() {
+	if err == nil && !s.Exit.Gone() {
 		return nil
 	}
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -700,28 +679,16 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	// This pod was started for this session: the link may carry it.
-	s.link.Adopt(st.SessionID)
-	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.link.State(probe, st.SessionID); err != nil {
+	if err := attached.Adopt(ctx, s.Link, st.SessionID, "agentctl in pod "+st.Pod); err != nil {
 		e.release(s)
-		return fmt.Errorf("agentctl in pod %s does not answer: %v: %w", st.Pod, err, executors.ErrLost)
-	}
-	if err := s.link.WaitAttached(probe); err != nil {
-		e.release(s)
-		return fmt.Errorf("attach to agentctl in pod %s: %v: %w", st.Pod, err, executors.ErrLost)
+		return err
 	}
 	return nil
 }
 
 func (e *Executor) release(s *session) {
-	_ = s.link.Close()
+	e.sessions.Release(s.st.Pod, s)
 	dropRelay(s.st.Namespace, s.st.Pod, s.st.UID)
-	e.mu.Lock()
-	if e.sessions[s.st.Pod] == s {
-		delete(e.sessions, s.st.Pod)
-	}
-	e.mu.Unlock()
 }
 
 // Stop implements executors.Executor: the session, then its pod and
@@ -740,19 +707,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	} else if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	s.stopping = true
-	e.mu.Unlock()
-	if !s.exit.Gone() {
-		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
-		_ = s.link.StopSession(stopCtx, s.st.SessionID)
-		cancel()
-	}
-	_ = s.link.Close()
-	e.retire(ctx, st, true)
-	e.mu.Lock()
-	s.stopped = true
-	e.mu.Unlock()
+	e.sessions.Stop(ctx, s, e.opts.StopGrace, func() { e.retire(ctx, st, true) })
 	return nil
 }
 
@@ -883,21 +838,8 @@ func (e *Executor) Sweep(ctx context.Context, keep func(sessionID string) bool) 
 
 // Close implements executors.Executor: pods keep running.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	all := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		all = append(all, s)
-	}
-	clear(e.sessions)
-	select {
-	case <-e.stopInf:
-	default:
-		close(e.stopInf)
-	}
-	e.mu.Unlock()
-	for _, s := range all {
-		_ = s.link.Close() // the pods' relays stay: see relays
-	}
+	e.sessions.Drain() // the pods' relays stay: see relays
+	e.stopOnce.Do(func() { close(e.stopInf) })
 	return nil
 }
 

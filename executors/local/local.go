@@ -34,6 +34,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/executors/attached"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/procs"
@@ -106,21 +107,17 @@ func (st state) logDir() string {
 type Executor struct {
 	opts Options
 
-	mu       sync.Mutex
-	sessions map[string]*session // by session id
+	sessions attached.Table[string, *session] // by session id
 }
 
+// session is a held session; its Exit ends when the process is known to
+// be gone, and its Link is set once agentctl is ready (Table.SetLink).
 type session struct {
-	id    string
+	attached.Session
 	st    state
-	link  *agentlink.Link
-	exit  *executors.Exit // ended when the process is known to be gone
-	child *exec.Cmd       // nil after a re-attach (not our child)
-	done  chan struct{}   // closed when the orchestrator lets go of the session
+	child *exec.Cmd     // nil after a re-attach (not our child)
+	done  chan struct{} // closed when the orchestrator lets go of the session
 	once  sync.Once
-
-	stopped  bool // guarded by Executor.mu
-	stopping bool // guarded by Executor.mu: Stop was called, so an exit is no loss
 }
 
 func (s *session) release() { s.once.Do(func() { close(s.done) }) }
@@ -154,7 +151,7 @@ func New(opts Options) (*Executor, error) {
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
 	}
-	return &Executor{opts: opts, sessions: map[string]*session{}}, nil
+	return &Executor{opts: opts}, nil
 }
 
 // agentUID claims a uid of the range no session on this host holds (a
@@ -192,12 +189,9 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err := spec.Validate(); err != nil {
 		return executors.Handle{}, executors.Status{}, err
 	}
-	e.mu.Lock()
-	if old, ok := e.sessions[spec.SessionID]; ok && !old.exit.Gone() && !old.stopped {
-		e.mu.Unlock()
+	if e.sessions.Running(spec.SessionID) {
 		return executors.Handle{}, executors.Status{}, errdefs.AlreadyExists("session %q is already running", spec.SessionID)
 	}
-	e.mu.Unlock()
 
 	dir := filepath.Join(e.opts.StateDir, spec.SessionID)
 	_ = os.RemoveAll(dir) // a relaunch starts clean
@@ -246,16 +240,14 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 	progress.Report("agentctl ready on %s; creating the session with providers %q (generation %d)", s.st.Addr, spec.Providers.String(), spec.Generation)
-	status, err := s.link.CreateSession(ctx, spec)
+	status, err := s.Link.CreateSession(ctx, spec)
 	if err != nil {
 		return fail(fmt.Errorf("create session in agentctl: %w", err))
 	}
-	if err := s.link.WaitAttached(ctx); err != nil {
+	if err := s.Link.WaitAttached(ctx); err != nil {
 		return fail(fmt.Errorf("attach to agentctl: %w", err))
 	}
-	e.mu.Lock()
-	e.sessions[spec.SessionID] = s
-	e.mu.Unlock()
+	e.sessions.Put(spec.SessionID, s)
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(s.st)}, status, nil
 }
 
@@ -301,14 +293,14 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	if st.AgentUID != 0 {
 		agentuid.Hold(st.AgentUID, st.PID) // the claim lives as long as agentctl
 	}
-	s := &session{id: id, child: cmd, exit: executors.NewExit(), done: make(chan struct{}), st: st}
+	s := &session{Session: attached.NewSession(id, nil), child: cmd, done: make(chan struct{}), st: st}
 	go func() {
 		err := cmd.Wait()
 		_ = logFile.Close()
 		e.releaseAgent(st)
-		s.exit.End(fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err)))
+		s.Exit.End(fmt.Sprintf("agentctl (pid %d) exited: %v", cmd.Process.Pid, exitText(err)))
 		e.opts.Log.Warn("agentctl exited", "session_id", id, "pid", cmd.Process.Pid, "error", err)
-		e.closeLink(s)
+		e.sessions.CloseLink(s)
 		e.lost(s)
 	}()
 
@@ -323,8 +315,8 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	var line string
 	select {
 	case line = <-ready:
-	case <-s.exit.Done():
-		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.exit.Cause(), tail(filepath.Join(st.logDir(), "agentctl.log")))
+	case <-s.Exit.Done():
+		return nil, fmt.Errorf("agentctl exited before it was ready (%s); its log: %s", s.Exit.Cause(), tail(filepath.Join(st.logDir(), "agentctl.log")))
 	case <-timer.C:
 		e.kill(s)
 		return nil, fmt.Errorf("agentctl was not ready within %s: %w", e.opts.ReadyTimeout, errdefs.ErrUnavailable)
@@ -346,25 +338,11 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 		e.kill(s)
 		return nil, err
 	}
-	e.mu.Lock()
-	s.link = link
-	e.mu.Unlock()
-	if s.exit.Gone() {
-		e.closeLink(s) // it exited while we dialed: nothing to redial
+	e.sessions.SetLink(s, link)
+	if s.Exit.Gone() {
+		e.sessions.CloseLink(s) // it exited while we dialed: nothing to redial
 	}
 	return s, nil
-}
-
-// closeLink closes the link to a session's agentctl once the process is
-// gone: a link to a dead agentctl would otherwise redial it for as long
-// as the orchestrator runs. Stop, a relaunch or Close find it closed.
-func (e *Executor) closeLink(s *session) {
-	e.mu.Lock()
-	l := s.link
-	e.mu.Unlock()
-	if l != nil {
-		_ = l.Close()
-	}
 }
 
 func (e *Executor) dial(st state) (*agentlink.Link, error) {
@@ -385,14 +363,9 @@ func (e *Executor) lookup(h executors.Handle) (*session, error) {
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, s := range e.sessions {
-		if s.st.PID == st.PID && s.st.Addr == st.Addr {
-			return s, nil
-		}
-	}
-	return nil, fmt.Errorf("no session with agentctl pid %d is attached to this orchestrator (re-attach first): %w", st.PID, errdefs.ErrNotFound)
+	// A relaunch holds a new agentctl under the same session id.
+	return e.sessions.Lookup(st.SessionID, fmt.Sprintf("agentctl (pid %d)", st.PID),
+		func(s *session) bool { return s.st.PID == st.PID && s.st.Addr == st.Addr })
 }
 
 // Endpoint implements executors.Executor.
@@ -401,13 +374,9 @@ func (e *Executor) Endpoint(h executors.Handle) (executors.Endpoint, error) {
 	if err != nil {
 		return executors.Endpoint{}, err
 	}
-	return executors.Endpoint{
-		SessionID: s.id, Agentctl: s.link,
-		Down: executors.DownFrom(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return s.stopped }, s.exit),
-		Complete: func(st *executors.Status) {
-			st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.id, "bridge.json")}
-		},
-	}, nil
+	return e.sessions.Endpoint(s, func(st *executors.Status) {
+		st.StdioCommand = []string{e.opts.Agentctl, "mcp", "--config", filepath.Join(s.st.sessionsDir(), s.ID, "bridge.json")}
+	}), nil
 }
 
 // Bounds of a log read, as agentctl's ReadAgentLog has them: each
@@ -579,19 +548,10 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	} else if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	s.stopping = true
-	e.mu.Unlock()
-	if !s.exit.Gone() {
-		stopCtx, cancel := context.WithTimeout(ctx, e.opts.StopGrace)
-		_ = s.link.StopSession(stopCtx, s.id)
-		cancel()
-	}
-	e.kill(s)
-	s.release()
-	e.mu.Lock()
-	s.stopped = true
-	e.mu.Unlock()
+	e.sessions.Stop(ctx, s, e.opts.StopGrace, func() {
+		e.kill(s)
+		s.release()
+	})
 	return nil
 }
 
@@ -629,30 +589,25 @@ func (e *Executor) killDetached(st state) {
 // lost reports a session whose agentctl ended on its own: one this
 // executor launched or re-attached, still holds, and was not stopping.
 func (e *Executor) lost(s *session) {
-	e.mu.Lock()
-	ours := e.sessions[s.id] == s && !s.stopping && !s.stopped
-	e.mu.Unlock()
-	if ours && e.opts.Events != nil {
-		e.opts.Events(executors.SessionEvent{SessionID: s.id, Kind: executors.EventLost, Message: s.exit.Cause()})
+	if e.sessions.Lost(s.ID, s) && e.opts.Events != nil {
+		e.opts.Events(executors.SessionEvent{SessionID: s.ID, Kind: executors.EventLost, Message: s.Exit.Cause()})
 	}
 }
 
 // kill ends agentctl's process group: SIGTERM, then SIGKILL after grace.
 func (e *Executor) kill(s *session) {
-	if s.link != nil {
-		_ = s.link.Close()
-	}
-	if s.exit.Gone() {
+	e.sessions.CloseLink(s)
+	if s.Exit.Gone() {
 		return
 	}
 	_ = syscall.Kill(-s.st.PID, syscall.SIGTERM)
 	select {
-	case <-s.exit.Done():
+	case <-s.Exit.Done():
 		return
 	case <-time.After(e.opts.StopGrace):
 	}
 	_ = syscall.Kill(-s.st.PID, syscall.SIGKILL)
-	<-s.exit.Done()
+	<-s.Exit.Done()
 }
 
 // Reattach implements executors.Executor: it takes over an agentctl that
@@ -663,7 +618,7 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
 		return err
 	}
-	if s, err := e.lookup(h); err == nil && !s.exit.Gone() {
+	if s, err := e.lookup(h); err == nil && !s.Exit.Gone() {
 		return nil // already attached
 	}
 	if !procs.Alive(st.PID) {
@@ -674,23 +629,12 @@ func (e *Executor) Reattach(ctx context.Context, h executors.Handle) error {
 		return err
 	}
 	// This agentctl was started for this session: the link may carry it.
-	link.Adopt(st.SessionID)
-	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// A dead agentctl refuses the connection at once; this fails fast
-	// where waiting for the Attach stream would wait out the timeout.
-	if _, err := link.State(probe, st.SessionID); err != nil {
+	if err := attached.Adopt(ctx, link, st.SessionID, "agentctl at "+st.Addr); err != nil {
 		_ = link.Close()
-		return fmt.Errorf("agentctl at %s does not answer for session %q: %v: %w", st.Addr, st.SessionID, err, executors.ErrLost)
+		return err
 	}
-	if err := link.WaitAttached(probe); err != nil {
-		_ = link.Close()
-		return fmt.Errorf("agentctl at %s does not answer: %v: %w", st.Addr, err, executors.ErrLost)
-	}
-	s := &session{id: st.SessionID, st: st, link: link, exit: executors.NewExit(), done: make(chan struct{})}
-	e.mu.Lock()
-	e.sessions[s.id] = s
-	e.mu.Unlock()
+	s := &session{Session: attached.NewSession(st.SessionID, link), st: st, done: make(chan struct{})}
+	e.sessions.Put(s.ID, s)
 	go e.watch(s)
 	return nil
 }
@@ -709,8 +653,8 @@ func (e *Executor) watch(s *session) {
 		}
 		if !procs.Alive(s.st.PID) {
 			e.releaseAgent(s.st)
-			s.exit.End(fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID))
-			e.closeLink(s)
+			s.Exit.End(fmt.Sprintf("agentctl (pid %d) is gone", s.st.PID))
+			e.sessions.CloseLink(s)
 			e.lost(s)
 			return
 		}
@@ -720,15 +664,9 @@ func (e *Executor) watch(s *session) {
 // Close implements executors.Executor: it drops the connections; the
 // agentctl processes keep running for the next orchestrator to re-attach.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, s := range e.sessions {
-		if s.link != nil {
-			_ = s.link.Close()
-		}
+	for _, s := range e.sessions.Drain() {
 		s.release()
 	}
-	clear(e.sessions)
 	return nil
 }
 

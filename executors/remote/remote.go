@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/agentlink"
+	"github.com/toolscope/toolscope/executors/attached"
 	"github.com/toolscope/toolscope/internal/errdefs"
 )
 
@@ -207,7 +208,7 @@ func (e *Executor) session(h executors.Handle) (string, error) {
 	known := e.known[st.SessionID]
 	e.mu.Unlock()
 	if !known {
-		return "", fmt.Errorf("session %q is not attached to this orchestrator (re-attach first): %w", st.SessionID, errdefs.ErrNotFound)
+		return "", attached.NotAttached(fmt.Sprintf("session %q", st.SessionID))
 	}
 	return st.SessionID, nil
 }
