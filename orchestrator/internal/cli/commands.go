@@ -405,27 +405,14 @@ func (a *app) sessionCmd() *cobra.Command {
 				return Usagef("invalid --state %q: use pending, running, stopped or failed", listState)
 			}
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				taskIDs := []string{listTask}
-				if listTask == "" {
-					tasks, err := a.listTasks(ctx, conn, "")
-					if err != nil {
-						return err
-					}
-					taskIDs = taskIDs[:0]
-					for _, t := range tasks.GetTasks() {
-						taskIDs = append(taskIDs, t.GetId())
-					}
+				all, err := a.listSessions(ctx, conn, listTask)
+				if err != nil {
+					return err
 				}
 				resp := &pb.ListSessionsResponse{}
-				for _, id := range taskIDs {
-					r, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
-					if err != nil {
-						return err
-					}
-					for _, s := range r.GetSessions() {
-						if state == pb.SessionState_SESSION_STATE_UNSPECIFIED || s.GetState() == state {
-							resp.Sessions = append(resp.Sessions, s)
-						}
+				for _, s := range all {
+					if state == pb.SessionState_SESSION_STATE_UNSPECIFIED || s.GetState() == state {
+						resp.Sessions = append(resp.Sessions, s)
 					}
 				}
 				return a.emit(resp, func(w io.Writer) { printSessions(w, resp.GetSessions()) })

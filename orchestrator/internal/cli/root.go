@@ -8,6 +8,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/version"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
 // app holds what every subcommand shares.
@@ -186,8 +189,46 @@ func (a *app) eachWorkspace(ctx context.Context, conn *grpc.ClientConn, workspac
 	return nil
 }
 
-// listTasks is the tasks of workspace, or of every workspace when "".
+// listSessions is the sessions of task, or of every task when "": one call
+// with the wildcard (model.Every), or, from an orchestrator that predates
+// it (not_found for "-"), one per task.
+func (a *app) listSessions(ctx context.Context, conn *grpc.ClientConn, task string) ([]*pb.Session, error) {
+	ids := []string{task}
+	if task == "" {
+		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: model.Every})
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			return resp.GetSessions(), err
+		}
+		tasks, err := a.listTasks(ctx, conn, "")
+		if err != nil {
+			return nil, err
+		}
+		ids = ids[:0]
+		for _, t := range tasks.GetTasks() {
+			ids = append(ids, t.GetId())
+		}
+	}
+	var out []*pb.Session
+	for _, id := range ids {
+		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.GetSessions()...)
+	}
+	return out, nil
+}
+
+// listTasks is the tasks of workspace, or of every workspace when "": one
+// call with the wildcard (model.Every), or, from an orchestrator that
+// predates it (not_found for "-"), one per workspace.
 func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) (*pb.ListTasksResponse, error) {
+	if workspace == "" {
+		resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: model.Every})
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			return resp, err
+		}
+	}
 	resp := &pb.ListTasksResponse{}
 	err := a.eachWorkspace(ctx, conn, workspace, func(id string) error {
 		r, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})

@@ -181,6 +181,11 @@ type SurfaceVersion struct {
 	ProviderGeneration, CatalogGeneration uint64
 }
 
+// Every, given as the workspace of a task listing or the task of a session
+// listing, stands for all of them: one listing instead of one per
+// workspace or task (the API's wildcard, as AIP-159's "-"). No id is "-".
+const Every = "-"
+
 // EventKind says what a task event records.
 type EventKind string
 

@@ -142,13 +142,17 @@ func (s *Store) SessionSurface(ctx context.Context, id string) (sess model.Sessi
 	return sess, v, err
 }
 
-// ListSessions returns a task's sessions, oldest first.
+// ListSessions returns a task's sessions, oldest first; with model.Every,
+// every task's.
 func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		if err := taskExists(ctx, q, taskID); err != nil {
+		where, args := `WHERE task_id = ?`, []any{taskID}
+		if taskID == model.Every {
+			where, args = ``, nil
+		} else if err := taskExists(ctx, q, taskID); err != nil {
 			return err
 		}
-		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE task_id = ? ORDER BY created_at, id`, taskID)
+		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions `+where+` ORDER BY created_at, id`, args...)
 		if err != nil {
 			return err
 		}

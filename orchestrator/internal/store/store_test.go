@@ -685,3 +685,57 @@ func TestAbandonSessionForgetsOnlyALaunchThatNeverStarted(t *testing.T) {
 		assert.Contains(t, last.Message, "no session kept")
 	})
 }
+
+// model.Every lists every workspace's tasks and every task's sessions in
+// one read, in creation order, with each task's repositories; a real id
+// still lists its own only, and an unknown one is still not found.
+func TestEveryListsAcrossWorkspacesAndTasks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		acme, globex := newFixture(t, s, "acme"), newFixture(t, s, "globex")
+		var tasks []model.Task
+		for _, f := range []fixture{acme, globex, acme} {
+			task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+			require.NoError(t, err)
+			tasks = append(tasks, task)
+		}
+		_, err := s.AddSources(ctx, tasks[1].ID, []string{globex.gitlab.ID}, testActor)
+		require.NoError(t, err)
+		var sessions []model.Session
+		for _, task := range []model.Task{tasks[2], tasks[0], tasks[2]} {
+			sess, err := s.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
+			require.NoError(t, err)
+			sessions = append(sessions, sess)
+		}
+
+		all, err := s.ListTasks(ctx, model.Every)
+		require.NoError(t, err)
+		require.Len(t, all, 3)
+		for i, task := range all {
+			assert.Equal(t, tasks[i].ID, task.ID, "creation order across workspaces")
+		}
+		assert.Equal(t, "github,gitlab", all[1].Providers.Set.String(), "each task with its own repositories")
+		assert.Len(t, all[1].Repositories, 2)
+		assert.Len(t, all[0].Repositories, 1)
+		mine, err := s.ListTasks(ctx, acme.ws.ID)
+		require.NoError(t, err)
+		assert.Len(t, mine, 2, "a workspace's own")
+
+		everySession, err := s.ListSessions(ctx, model.Every)
+		require.NoError(t, err)
+		require.Len(t, everySession, 3)
+		for i, sess := range everySession {
+			assert.Equal(t, sessions[i].ID, sess.ID, "creation order across tasks")
+		}
+		own, err := s.ListSessions(ctx, tasks[2].ID)
+		require.NoError(t, err)
+		assert.Len(t, own, 2, "a task's own")
+
+		_, err = s.ListTasks(ctx, "ws_gone")
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		_, err = s.ListSessions(ctx, "task_gone")
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	})
+}

@@ -193,16 +193,20 @@ func (s *Store) GetTask(ctx context.Context, id string) (task model.Task, err er
 	return task, err
 }
 
-// ListTasks returns a workspace's tasks, oldest first.
+// ListTasks returns a workspace's tasks, oldest first; with model.Every,
+// every workspace's.
 func (s *Store) ListTasks(ctx context.Context, workspaceID string) (tasks []model.Task, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		if err := workspaceExists(ctx, q, workspaceID); err != nil {
+		where, args := `WHERE t.workspace_id = ?`, []any{workspaceID}
+		if workspaceID == model.Every {
+			where, args = ``, nil
+		} else if err := workspaceExists(ctx, q, workspaceID); err != nil {
 			return err
 		}
-		if tasks, err = queryTasks(ctx, q, `WHERE t.workspace_id = ? ORDER BY t.created_at, t.id`, workspaceID); err != nil {
+		if tasks, err = queryTasks(ctx, q, where+` ORDER BY t.created_at, t.id`, args...); err != nil {
 			return err
 		}
-		links, err := queryLinks(ctx, q, `WHERE t.workspace_id = ?`, workspaceID)
+		links, err := queryLinks(ctx, q, where, args...)
 		for i := range tasks {
 			withRepositories(&tasks[i], links[tasks[i].ID])
 		}

@@ -495,7 +495,8 @@ type TaskServiceClient interface {
 	CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*CreateTaskResponse, error)
 	// GetTask returns a task with its repositories and provider set.
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
-	// ListTasks returns a workspace's tasks, oldest first.
+	// ListTasks returns a workspace's tasks, oldest first; with workspace_id
+	// "-", every workspace's tasks in one response (AIP-159's wildcard).
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 	// AddSources attaches several repositories to a task as one batch: all of
 	// them or none.
@@ -560,7 +561,8 @@ type TaskServiceServer interface {
 	CreateTask(context.Context, *CreateTaskRequest) (*CreateTaskResponse, error)
 	// GetTask returns a task with its repositories and provider set.
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
-	// ListTasks returns a workspace's tasks, oldest first.
+	// ListTasks returns a workspace's tasks, oldest first; with workspace_id
+	// "-", every workspace's tasks in one response (AIP-159's wildcard).
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	// AddSources attaches several repositories to a task as one batch: all of
 	// them or none.
@@ -739,7 +741,8 @@ type SessionServiceClient interface {
 	StopSession(ctx context.Context, in *StopSessionRequest, opts ...grpc.CallOption) (*StopSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
-	// ListSessions returns a task's sessions, oldest first.
+	// ListSessions returns a task's sessions, oldest first; with task_id "-",
+	// every task's sessions in one response (AIP-159's wildcard).
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// GetSessionMCP tells how to attach an MCP client to a running session:
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
@@ -892,7 +895,8 @@ type SessionServiceServer interface {
 	StopSession(context.Context, *StopSessionRequest) (*StopSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
-	// ListSessions returns a task's sessions, oldest first.
+	// ListSessions returns a task's sessions, oldest first; with task_id "-",
+	// every task's sessions in one response (AIP-159's wildcard).
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// GetSessionMCP tells how to attach an MCP client to a running session:
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
