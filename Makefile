@@ -130,6 +130,7 @@ BENCHES := \
 	./orchestrator/cmd/toolscope:SessionLaunchToFirstList:20x \
 	./executors/docker:LaunchToFirstList:10x \
 	./executors/remote:LaunchToFirstList:20x \
+	./executors/kubernetes:LaunchToFirstList:20x \
 	./agentctl/cmd/agentctl:Footprint:1x \
 	./agentctl/cmd/agentctl:ListingMemory:1x \
 	./orchestrator/internal/store:TaskProvidersAtScale:2000x \

@@ -56,8 +56,20 @@ func podFloor(f fixture) func(b *testing.B) func() {
 				return remove
 			}
 		}
+		// Say why: the pod's state, and what the cluster recorded of it.
+		why := "gone"
+		if p, err := pods.Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+			why = fmt.Sprintf("phase %s, conditions %v, containers %v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+		var events []string
+		if list, err := f.cluster.Client.CoreV1().Events(f.namespace).List(context.Background(),
+			metav1.ListOptions{FieldSelector: "involvedObject.name=" + name}); err == nil {
+			for _, e := range list.Items {
+				events = append(events, e.Reason+": "+e.Message)
+			}
+		}
 		remove()
-		b.Fatal("the floor pod never ran")
+		b.Fatalf("the floor pod %s did not run within a minute: %s; events: %v", name, why, events)
 		return nil
 	}
 }
