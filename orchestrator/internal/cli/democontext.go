@@ -13,8 +13,8 @@ const demoContextName = "demo"
 
 // DemoContext is what SetDemoContext did: the context it made current, in
 // which config file, the context that was current before, and how to undo
-// it. It has demo.CLIContext's fields, which the demo command converts it
-// to (package cli links nothing of the server: ADR 0035).
+// it. The demo (package demo, in toolscope-server) takes it from here:
+// package cli links nothing of the server (ADR 0035).
 type DemoContext struct {
 	Name, Config, Previous string
 	// Overridden names the environment variables of this process that

@@ -32,6 +32,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/standin"
 	"github.com/toolscope/toolscope/orchestrator/internal/server"
 )
@@ -56,17 +57,7 @@ type Options struct {
 	// with no setup; the demo calls the returned Restore when it ends. Nil
 	// (--no-context) leaves the CLI config alone: the demo prints the
 	// export line instead.
-	SetContext func(server string) (CLIContext, error)
-}
-
-// CLIContext is what SetContext did: the context it made current, in which
-// config file, the context that was current before, and how to undo it.
-type CLIContext struct {
-	Name, Config, Previous string
-	// Overridden names the environment variables of this process that
-	// beat the config file (TOOLSCOPE_ADDR, TOOLSCOPE_CONTEXT), if set.
-	Overridden []string
-	Restore    func() error
+	SetContext func(server string) (cli.DemoContext, error)
 }
 
 // Environment variables the demo's connections reference: the stand-ins'
@@ -164,7 +155,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	// The CLI's context, undone however the demo ends (but SIGKILL).
-	var cliCtx CLIContext
+	var cliCtx cli.DemoContext
 	var contextErr error
 	if opts.SetContext != nil {
 		if cliCtx, contextErr = opts.SetContext(addr); contextErr == nil {
@@ -255,7 +246,7 @@ func stopSession(addr, id string) error {
 // sayContext tells how the CLI finds the demo: through the context the
 // demo made current, or (with --no-context, or when the config file could
 // not be written) through the export line.
-func (t teller) sayContext(addr string, c CLIContext, skipped bool, err error) {
+func (t teller) sayContext(addr string, c cli.DemoContext, skipped bool, err error) {
 	switch {
 	case c.Name != "":
 		then := "then no context is current again"

@@ -54,10 +54,7 @@ TOOLSCOPE_ADDR to export instead.`,
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			}
 			if !noContext {
-				opts.SetContext = func(server string) (demo.CLIContext, error) {
-					c, err := cli.SetDemoContext(server)
-					return demo.CLIContext(c), err
-				}
+				opts.SetContext = cli.SetDemoContext
 			}
 			return demo.Run(ctx, opts)
 		},
