@@ -110,7 +110,7 @@ test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS
 	$(GO) test -race -count=$(STRESS_COUNT) -timeout=$(TEST_TIMEOUT) -run '^($(STRESS_TESTS)|TestSetProvidersRebuildsLocallyAndNotifiesOnce)$$' ./internal/mcpserver/ ./agentctl/internal/daemon/
 
 .PHONY: test-long
-test-long: ## the agentctl load storm, alone: under -race, then without it (1 s starvation guard; gap and rate are figures); about 30 s
+test-long: ## the agentctl load storm, alone: under -race, then without it (1 s starvation guard, every lister sees the list change; gap and rate are figures); 1–2 min
 	@mkdir -p bench
 	$(LOAD_TEST) -race | grep -E '^(--- |ok|FAIL|panic)|figure |Error'
 	$(LOAD_TEST) | grep -E '^(--- |ok|FAIL|panic)|figure |Error'
