@@ -443,6 +443,14 @@ type ToolCall struct {
 	// LinkSessions, for a call that is not OnLink, are the sessions the
 	// link does carry: whose agentctl the call really came from.
 	LinkSessions []string
+	// Refused, when set, is the code the session's MCP endpoint (agentctl's
+	// or the hosted one) refused the call with before it reached the
+	// orchestrator: the call is reported to be audited, never answered
+	// (mcpserver.Refusal), and has no arguments.
+	Refused string
+	// Suppressed counts, with Refused, the session's refusals not reported
+	// since the previous report.
+	Suppressed int
 }
 
 // ToolResult answers a ToolCall.

@@ -30,6 +30,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/providers"
+	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/internal/tracing/tracesetup"
 )
@@ -299,6 +300,22 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
 					CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
 				}}})
+			})
+		}
+		// A call agentctl refused itself is audited like the ones it
+		// forwards, on the session the link says it came from; it has no
+		// answer.
+		if r := msg.GetToolRefused(); r != nil && l.opts.Calls != nil {
+			l.calls.Go(func() {
+				call := executors.ToolCall{
+					SessionID: r.GetSessionId(), TaskID: r.GetTaskId(), Tool: r.GetToolName(),
+					Refused: r.GetErrorCode(), Suppressed: int(r.GetSuppressed()),
+				}
+				if call.Refused == "" {
+					call.Refused = toolapi.CodeInternal // a report must say why
+				}
+				l.bind(&call)
+				l.opts.Calls(ctx, call)
 			})
 		}
 		// An exited agent is the one session event agentctl sends.

@@ -206,7 +206,7 @@ func (p *Publisher) selfChanges(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		static := !relists(ss)
 		if static && call.Params.Name == toolapi.CallTool {
-			if refused := p.route(call); refused != nil {
+			if refused := p.route(ctx, call); refused != nil {
 				return refused, nil
 			}
 		}
@@ -231,20 +231,22 @@ func (p *Publisher) selfChanges(next mcp.MethodHandler) mcp.MethodHandler {
 
 // route turns a call_tool call into a call of the tool it names, or
 // returns the refusal.
-func (p *Publisher) route(call *mcp.CallToolRequest) *mcp.CallToolResult {
+func (p *Publisher) route(ctx context.Context, call *mcp.CallToolRequest) *mcp.CallToolResult {
 	var args toolapi.CallToolArgs
 	if err := json.Unmarshal(call.Params.Arguments, &args); err != nil || args.Name == "" {
-		return toolError("invalid_arguments", `call_tool takes {"name": "<tool>", "arguments": {...}}`)
+		markRefused(ctx, toolapi.CallTool, toolapi.CodeInvalidArguments)
+		return ToolError(toolapi.CodeInvalidArguments, `call_tool takes {"name": "<tool>", "arguments": {...}}`)
 	}
 	if _, ok := p.Published().Lookup(args.Name); !ok || args.Name == toolapi.CallTool {
-		return toolError("unknown_tool", fmt.Sprintf("%q is not a tool of this session; its tools: %s", args.Name, strings.Join(p.Published().Names(), ", ")))
+		markRefused(ctx, args.Name, toolapi.CodeUnknownTool)
+		return ToolError(toolapi.CodeUnknownTool, fmt.Sprintf("%q is not a tool of this session; its tools: %s", args.Name, strings.Join(p.Published().Names(), ", ")))
 	}
 	if args.Arguments == nil {
 		args.Arguments = map[string]any{}
 	}
 	raw, err := json.Marshal(args.Arguments)
 	if err != nil {
-		return toolError("invalid_arguments", err.Error())
+		return ToolError(toolapi.CodeInvalidArguments, err.Error())
 	}
 	call.Params.Name, call.Params.Arguments = args.Name, raw
 	return nil
@@ -283,10 +285,6 @@ func compactJSON(raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func toolError(code, msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
 }
 
 // callToolDefinition is call_tool as listed to clients that never re-list.

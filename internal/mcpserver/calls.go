@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -62,27 +63,32 @@ func (c *Schemas) Resolve(raw json.RawMessage) (*jsonschema.Resolved, error) {
 
 // CheckArguments returns a call's arguments ({} when it sent none) if
 // they are a JSON object of at most toolapi.MaxArgumentBytes that the
-// tool's input schema accepts; otherwise the refusal to answer with.
-func (c *Schemas) CheckArguments(tool registry.Tool, args json.RawMessage) (json.RawMessage, *mcp.CallToolResult) {
+// tool's input schema accepts; otherwise the refusal to answer with, which
+// the publisher serving the call with ctx reports (refusals.go).
+func (c *Schemas) CheckArguments(ctx context.Context, tool registry.Tool, args json.RawMessage) (json.RawMessage, *mcp.CallToolResult) {
+	refuse := func(code, msg string) (json.RawMessage, *mcp.CallToolResult) {
+		markRefused(ctx, tool.Name, code)
+		return nil, ToolError(code, msg)
+	}
 	if len(args) > toolapi.MaxArgumentBytes {
-		return nil, ToolError(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args)))
+		return refuse(toolapi.CodeArgumentsTooLarge, toolapi.ArgumentsTooLarge(len(args)))
 	}
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	var value any
 	if err := json.Unmarshal(args, &value); err != nil {
-		return nil, ToolError(toolapi.CodeInvalidArguments, "arguments are not valid JSON: "+err.Error())
+		return refuse(toolapi.CodeInvalidArguments, "arguments are not valid JSON: "+err.Error())
 	}
 	if _, isObject := value.(map[string]any); !isObject {
-		return nil, ToolError(toolapi.CodeInvalidArguments, "arguments must be a JSON object")
+		return refuse(toolapi.CodeInvalidArguments, "arguments must be a JSON object")
 	}
 	resolved, err := c.Resolve(tool.InputSchema)
 	if err != nil {
 		return nil, ToolError(toolapi.CodeInternal, "the tool's schema is invalid; report this to the toolscope operator")
 	}
 	if verr := resolved.Validate(value); verr != nil {
-		return nil, ToolError(toolapi.CodeInvalidArguments, strings.TrimPrefix(verr.Error(), "validating root: "))
+		return refuse(toolapi.CodeInvalidArguments, strings.TrimPrefix(verr.Error(), "validating root: "))
 	}
 	return args, nil
 }

@@ -64,6 +64,10 @@ type Limits struct {
 	// MaxRequestBytes. agentctl keeps the default; the orchestrator's
 	// hosted endpoint has a flag.
 	MaxBodyBytes int64
+	// RefusalReports bounds the reports, per session and second, of the
+	// calls the endpoint refuses itself (refusals.go); the rest are
+	// counted in the next report.
+	RefusalReports int
 	// FlagPrefix is how refusals name the flags of these bounds:
 	// DefaultFlagPrefix (agentctl's) if empty; the orchestrator's hosted
 	// endpoint names its own.
@@ -106,6 +110,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxSessions <= 0 {
 		l.MaxSessions = DefaultMaxSessions
+	}
+	if l.RefusalReports <= 0 {
+		l.RefusalReports = DefaultRefusalReports
 	}
 	if l.MaxBodyBytes <= 0 || l.MaxBodyBytes > MaxRequestBytes {
 		l.MaxBodyBytes = MaxRequestBytes

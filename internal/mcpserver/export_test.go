@@ -1,6 +1,10 @@
 package mcpserver
 
-import "github.com/toolscope/toolscope/internal/registry"
+import (
+	"time"
+
+	"github.com/toolscope/toolscope/internal/registry"
+)
 
 // SetBetweenSDKCalls installs f to run between two SDK calls of every
 // later application, as a scheduler that deschedules the publisher there
@@ -36,4 +40,11 @@ func ForgetDefinitions() {
 	builtinDefinitions.Lock()
 	defer builtinDefinitions.Unlock()
 	clear(builtinDefinitions.m)
+}
+
+// SetRefusalClock makes the bound on p's refusal reports read now.
+func SetRefusalClock(p *Publisher, now func() time.Time) {
+	p.refusals.mu.Lock()
+	defer p.refusals.mu.Unlock()
+	p.refusals.now = now
 }

@@ -71,6 +71,13 @@ type Options struct {
 	// notifications/tools/list_changed sent to a client (agentctl's
 	// metrics count them).
 	OnListChanged func()
+	// OnRefused, if set, is told of the tool calls refused here, before
+	// they reach the orchestrator (refusals.go), and reports whether it
+	// delivered the report.
+	OnRefused func(context.Context, Refusal) bool
+	// RefusalReports bounds the calls of OnRefused a second (the
+	// endpoint's Limits.RefusalReports); DefaultRefusalReports if zero.
+	RefusalReports int
 }
 
 // Publisher serves registries through one go-sdk server.
@@ -104,6 +111,7 @@ type Publisher struct {
 	records              int // records since the start, for pruning
 	adoptWait            time.Duration
 	onListChanged        func()
+	refusals             *refusals // nil without Options.OnRefused
 
 	mu              sync.Mutex
 	desired         *registry.Registry // the latest snapshot handed to Publish
@@ -127,7 +135,8 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	}
 	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
 		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait, onListChanged: opts.OnListChanged}
+		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait, onListChanged: opts.OnListChanged,
+		refusals: newRefusals(opts.OnRefused, opts.RefusalReports)}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
@@ -140,7 +149,7 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 			Logging: &mcp.LoggingCapabilities{}, // prompts arrive as log notifications
 		},
 	})
-	p.server.AddReceivingMiddleware(p.gateListing, p.selfChanges)
+	p.server.AddReceivingMiddleware(p.reportRefusals, p.gateListing, p.selfChanges)
 	p.server.AddSendingMiddleware(p.oneNotificationPerEpoch)
 	p.mu.Lock()
 	p.desired = initial

@@ -286,6 +286,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
 	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	f.IntVar(&mcpLimits.EventBytes, "mcp-event-bytes", mcpserver.DefaultEventBytes, "MCP endpoints: bytes of sent messages kept per MCP session (clients before 2026-07-28) to resume a broken stream; the oldest streams go first")
+	f.IntVar(&mcpLimits.RefusalReports, "mcp-refusal-reports", mcpserver.DefaultRefusalReports, "MCP endpoints: most reports a second, per session, of the tool calls refused here (a tool not listed, arguments its schema refuses) that go to the orchestrator's audit; the rest are counted in the next report")
 	f.DurationVar(&mcpLimits.EventAge, "mcp-event-age", mcpserver.DefaultEventAge, "MCP endpoints: a request's stream is kept for resuming this long after it opened, then dropped")
 	f.IntVar(&exitTailLines, "exit-tail-lines", daemon.DefaultExitTailLines, "most lines of the agent's output an agent_exited event carries")
 	f.IntVar(&exitTailBytes, "exit-tail-bytes", daemon.DefaultExitTailBytes, "most bytes of the agent's output an agent_exited event carries")
@@ -316,7 +317,7 @@ func checkBounds(cmd *cobra.Command, l mcpserver.Limits, adoptWait time.Duration
 		{"mcp-idle-timeout", l.IdleTimeout > 0}, {"mcp-max-conns", l.MaxConns > 0},
 		{"mcp-max-sessions", l.MaxSessions > 0}, {"mcp-session-idle", l.SessionIdle > 0},
 		{"mcp-event-bytes", l.EventBytes > 0}, {"mcp-event-age", l.EventAge > 0},
-		{"adopt-wait", adoptWait > 0},
+		{"mcp-refusal-reports", l.RefusalReports > 0}, {"adopt-wait", adoptWait > 0},
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: must be positive (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}

@@ -85,7 +85,7 @@ func TestServeRefusesABadAgentUIDRange(t *testing.T) {
 func TestServeRefusesABoundThatIsNotPositive(t *testing.T) {
 	t.Setenv(daemon.EnvSecret, "s3cret")
 	for _, args := range [][]string{{"--mcp-max-sessions", "0"}, {"--mcp-body-timeout", "-1s"}, {"--mcp-max-conns", "-3"}, {"--adopt-wait", "0s"},
-		{"--mcp-event-bytes", "0"}, {"--mcp-event-age", "-1s"}, {"--gc-percent", "0"}} {
+		{"--mcp-event-bytes", "0"}, {"--mcp-event-age", "-1s"}, {"--mcp-refusal-reports", "0"}, {"--gc-percent", "0"}} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append([]string{"serve"}, args...), nil, &out, &errOut)
 		assert.Equal(t, 2, code, args)

@@ -108,7 +108,7 @@ func (h *hub) swap(o holder, send func(*agentctlv1.AttachResponse) error, allow 
 	}
 	l := &link{
 		holder: o, send: send, pending: map[string]chan *agentctlv1.ToolResult{},
-		events: make(chan *agentctlv1.SessionEvent, eventQueue), done: make(chan struct{}),
+		events: make(chan *agentctlv1.AttachResponse, eventQueue), done: make(chan struct{}),
 	}
 	old := h.current
 	h.current, h.owner = l, o.id
@@ -120,8 +120,9 @@ func (h *hub) swap(o holder, send func(*agentctlv1.AttachResponse) error, allow 
 	return l, nil
 }
 
-// eventQueue is how many session events may wait for a slow orchestrator
-// before new ones are dropped; events never hold up RPCs or tool calls.
+// eventQueue is how many session events and refusal reports may wait for
+// a slow orchestrator before new ones are dropped; they never hold up RPCs
+// or tool calls.
 const eventQueue = 256
 
 // link is one Attach stream.
@@ -130,8 +131,8 @@ type link struct {
 	send    func(*agentctlv1.AttachResponse) error
 	sendMu  sync.Mutex
 	pending map[string]chan *agentctlv1.ToolResult // guarded by hub.mu
-	events  chan *agentctlv1.SessionEvent
-	dropped int // events dropped because the queue was full; guarded by hub.mu
+	events  chan *agentctlv1.AttachResponse        // session events and refusal reports, which have no answer
+	dropped int                                    // events dropped because the queue was full; guarded by hub.mu
 	done    chan struct{}
 }
 
@@ -200,13 +201,23 @@ func (h *hub) call(ctx context.Context, c *agentctlv1.ToolCall) (r *agentctlv1.T
 // event queues a session event for the attached orchestrator, if any. It
 // never blocks; it reports false when the event was dropped.
 func (h *hub) event(e *agentctlv1.SessionEvent) bool {
+	return h.queue(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_SessionEvent{SessionEvent: e}})
+}
+
+// refused queues the report of a call refused here, as event queues an
+// event.
+func (h *hub) refused(r *agentctlv1.ToolRefused) bool {
+	return h.queue(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_ToolRefused{ToolRefused: r}})
+}
+
+func (h *hub) queue(m *agentctlv1.AttachResponse) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.current == nil {
 		return false
 	}
 	select {
-	case h.current.events <- e:
+	case h.current.events <- m:
 		return true
 	default:
 		h.current.dropped++
@@ -220,8 +231,8 @@ func (l *link) sendEvents() {
 		select {
 		case <-l.done:
 			return
-		case e := <-l.events:
-			if l.sendMsg(&agentctlv1.AttachResponse{Message: &agentctlv1.AttachResponse_SessionEvent{SessionEvent: e}}) != nil {
+		case m := <-l.events:
+			if l.sendMsg(m) != nil {
 				return
 			}
 		}

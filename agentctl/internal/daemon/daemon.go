@@ -402,7 +402,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: traced(s, d.toolHandler(s)), Logger: d.log, AdoptWait: d.opts.AdoptWait,
-		OnListChanged: d.metrics.onListChanged(),
+		OnListChanged: d.metrics.onListChanged(), OnRefused: s.reportRefusal(&d.hub), RefusalReports: d.opts.MCPLimits.RefusalReports,
 	})
 	s.pub.InstructWith(s.instructions)
 	s.mu.Unlock()

@@ -273,12 +273,21 @@ func TestMCPEndpointRequiresTheSessionToken(t *testing.T) {
 // every tool call with answer.
 func orchestrator(t *testing.T, h *harness, answer func(*agentctlv1.ToolCall) *agentctlv1.ToolResult) (calls chan *agentctlv1.ToolCall, events chan *agentctlv1.SessionEvent) {
 	t.Helper()
+	calls, events, _ = orchestratorAuditing(t, h, answer)
+	return calls, events
+}
+
+// orchestratorAuditing is orchestrator, also receiving the reports of the
+// calls agentctl refused itself.
+func orchestratorAuditing(t *testing.T, h *harness, answer func(*agentctlv1.ToolCall) *agentctlv1.ToolResult) (
+	calls chan *agentctlv1.ToolCall, events chan *agentctlv1.SessionEvent, refused chan *agentctlv1.ToolRefused) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream, err := h.client.Attach(ctx)
 	require.NoError(t, err)
 	require.NoError(t, stream.Send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_Hello{Hello: &agentctlv1.AttachHello{OrchestratorId: "test"}}}))
-	calls, events = make(chan *agentctlv1.ToolCall, 100), make(chan *agentctlv1.SessionEvent, 100)
+	calls, events, refused = make(chan *agentctlv1.ToolCall, 100), make(chan *agentctlv1.SessionEvent, 100), make(chan *agentctlv1.ToolRefused, 100)
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -300,9 +309,15 @@ func orchestrator(t *testing.T, h *harness, answer func(*agentctlv1.ToolCall) *a
 				default:
 				}
 			}
+			if r := msg.GetToolRefused(); r != nil {
+				select {
+				case refused <- r:
+				default:
+				}
+			}
 		}
 	}()
-	return calls, events
+	return calls, events, refused
 }
 
 func callText(t *testing.T, c *mcptest.Client, name string, args any) (string, bool) {
@@ -364,6 +379,48 @@ func TestToolCallsGoToTheOrchestratorWithTheSessionsIdentity(t *testing.T) {
 	text, _ = callText(t, c, "github_pr_status", map[string]any{"repository_id": 42})
 	assert.Contains(t, text, "repository_id", "the error names the field")
 	assert.Empty(t, calls, "no malformed call reached the orchestrator")
+}
+
+// TestCallsRefusedHereAreReportedToTheOrchestrator: a call agentctl
+// refuses itself (a tool the session does not list, arguments its schema
+// refuses) is not forwarded, but reported on the Attach stream for the
+// orchestrator's audit, with the session's identity and the agent's
+// words for the tool; the agent's answer is not held up by it.
+func TestCallsRefusedHereAreReportedToTheOrchestrator(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st := h.create(t, spec("s1", agentctlv1.SessionMode_SESSION_MODE_PLAN, 1, "github"))
+	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), "")
+	calls, _, refused := orchestratorAuditing(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult {
+		return &agentctlv1.ToolResult{Text: "ok"}
+	})
+	// Attached once a forwarded call is answered.
+	require.Eventually(t, func() bool { _, isErr := callText(t, c, "task_info", map[string]any{}); return !isErr }, 2*time.Minute, 10*time.Millisecond)
+	for len(calls) > 0 {
+		<-calls
+	}
+
+	_, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "github_pr_create", Arguments: map[string]any{}})
+	require.Error(t, err, "a plan session does not list a tool that writes")
+	_, err = c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: "gitlab_mr_status", Arguments: map[string]any{}})
+	require.Error(t, err, "nor another provider's tools")
+	text, isErr := callText(t, c, "github_pr_status", map[string]any{"repository_id": 42})
+	assert.True(t, isErr)
+	assert.True(t, strings.HasPrefix(text, "invalid_arguments: "), text)
+
+	var got []string
+	for range 3 {
+		select {
+		case r := <-refused:
+			assert.Equal(t, "s1", r.GetSessionId())
+			assert.Equal(t, "task_s1", r.GetTaskId())
+			got = append(got, r.GetToolName()+" "+r.GetErrorCode())
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("reports so far: %v", got)
+		}
+	}
+	assert.Equal(t, []string{"github_pr_create unknown_tool", "gitlab_mr_status unknown_tool", "github_pr_status invalid_arguments"}, got)
+	assert.Empty(t, calls, "none of them was forwarded")
 }
 
 // TestAgentIsStartedWithTheEndpointInjected runs a real agent process that

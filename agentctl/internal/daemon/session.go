@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -429,6 +430,17 @@ func (s *session) event(kind agentctlv1.SessionEventKind, msg string) *agentctlv
 	return &agentctlv1.SessionEvent{SessionId: s.id, Kind: kind, Time: timestamppb.Now(), Message: msg}
 }
 
+// reportRefusal sends the orchestrator the report of a call this session's
+// endpoint refused, for its audit: bound to the session like a call, the
+// tool name the agent's own text, which the orchestrator checks.
+func (s *session) reportRefusal(h *hub) func(context.Context, mcpserver.Refusal) bool {
+	return func(_ context.Context, r mcpserver.Refusal) bool {
+		return h.refused(&agentctlv1.ToolRefused{
+			SessionId: s.id, TaskId: s.taskID, ToolName: r.Tool, ErrorCode: r.Code, Suppressed: uint32(min(r.Suppressed, math.MaxUint32)),
+		})
+	}
+}
+
 // toolHandler forwards a call to the orchestrator, binding the session's
 // identity. Arguments are checked against the tool's schema first, so a
 // malformed call never leaves agentctl.
@@ -447,7 +459,7 @@ func (d *Daemon) toolHandler(s *session) mcpserver.HandlerFunc {
 					res, err = mcpserver.ToolError(toolapi.CodeInternal, "agentctl failed on this call; report this to the toolscope operator"), nil
 				}
 			}()
-			args, refused := d.schemas.CheckArguments(registry.Tool{Name: name, InputSchema: schema}, req.Params.Arguments)
+			args, refused := d.schemas.CheckArguments(ctx, registry.Tool{Name: name, InputSchema: schema}, req.Params.Arguments)
 			if refused != nil {
 				return refused, nil
 			}

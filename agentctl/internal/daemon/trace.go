@@ -34,7 +34,7 @@ func traced(s *session, h mcpserver.HandlerFunc) mcpserver.HandlerFunc {
 }
 
 // resultCode is the code a refused call's text starts with ("code: ..."),
-// as toolError and fromToolResult write it.
+// as mcpserver.ToolError and fromToolResult write it.
 func resultCode(res *mcp.CallToolResult) string {
 	if res == nil || !res.IsError || len(res.Content) == 0 {
 		return ""

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,15 +126,19 @@ func TestHostedSessionThroughTheCLI(t *testing.T) {
 	assert.Contains(t, added.ToolsAdded, toolapi.GitLabMRCreate)
 	assert.Equal(t, toolapi.Surface("github", "gitlab"), sc.Names(t))
 
-	// Plan mode: no write tool is listed, and a call to one is refused.
+	// Plan mode: no write tool is listed, and a call to one is refused
+	// by the endpoint itself, which reports it to the audit.
 	plan := w.srv.attach(t, w.task, "--mode", "plan")
 	pc := mcptest.Connect(t, mcptest.HTTP(plan.URL, plan.BearerToken), "")
 	assert.NotContains(t, pc.Names(t), toolapi.AddSourcesTool)
-	res, err = pc.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool,
+	_, err = pc.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.AddSourcesTool,
 		Arguments: map[string]any{"repository_ids": []string{w.gl}}})
-	if err == nil {
-		assert.True(t, res.IsError, "a plan session called a write tool")
-	}
+	require.Error(t, err, "a plan session called a write tool")
+	byPlan := func(e map[string]any) bool { return e["session_id"] == plan.Session.ID }
+	audit = watchEvents(t, w.srv, w.task, func(seen []map[string]any) bool { return slices.ContainsFunc(seen, byPlan) }, "--kind", "tool.called")
+	probe := audit[slices.IndexFunc(audit, byPlan)]["message"].(string)
+	assert.True(t, strings.HasPrefix(probe, "tool="+toolapi.AddSourcesTool+" outcome=unknown_tool "), probe)
+	assert.Contains(t, probe, " refused_at=endpoint")
 	// Its token is its own: it opens only its own session.
 	assert.Equal(t, http.StatusUnauthorized, httpStatus(t, a.URL, plan.BearerToken))
 
@@ -175,7 +180,7 @@ func TestHostedSessionBounds(t *testing.T) {
 	assert.NotEqual(t, 0, r.code)
 	assert.Contains(t, r.stderr, "--hosted")
 
-	for _, bad := range [][]string{{"--max-hosted", "0"}, {"--hosted-body-max-bytes", "99999999999"}, {"--hosted-session-idle", "-1s"}} {
+	for _, bad := range [][]string{{"--max-hosted", "0"}, {"--hosted-body-max-bytes", "99999999999"}, {"--hosted-session-idle", "-1s"}, {"--hosted-refusal-reports", "0"}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, _ := command(ctx, append([]string{"serve", "--data-dir", filepath.Join(t.TempDir(), "d"), "--hosted", "127.0.0.1:0"}, bad...)...).CombinedOutput()
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,11 +107,17 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 	unknown := create(&agentctlv1.LaunchSpec{SessionId: "sess_rogue", TaskId: taskB, WorkspaceId: wsB, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
 		ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: 1}})
 	refused(unknown, toolapi.GitHubPRCreate, prArgs, "session_not_on_link")
+	// Probing for a tool it does not have: refused by agentctl, which
+	// reports it, and recorded on the link's session like a call.
+	_, probeErr := unknown.Session.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_prod", Arguments: map[string]any{}})
+	require.Error(t, probeErr, "not a tool of the session")
 	// Its own session id replayed in task mode: the mode is the
 	// orchestrator's record (plan); and on task B's ids, the task is.
 	replay := create(&agentctlv1.LaunchSpec{SessionId: sessA, TaskId: taskA, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
 		ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: 1}})
 	refused(replay, toolapi.GitHubPRCreate, prArgs, "read_only_session")
+	_, probeErr = replay.Session.CallTool(ctx, &mcp.CallToolParams{Name: toolapi.GitLabMRStatus, Arguments: map[string]any{}})
+	require.Error(t, probeErr, "a GitHub task's session does not list GitLab's tools")
 	replayB := create(&agentctlv1.LaunchSpec{SessionId: sessA, TaskId: taskB, WorkspaceId: wsB, Mode: agentctlv1.SessionMode_SESSION_MODE_TASK,
 		ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: 1}})
 	refused(replayB, toolapi.GitHubPRCreate, prArgs, "permission_denied")
@@ -120,14 +127,28 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 
 	// The audit: every attempt is a tool.called event on task A, the
 	// task of the link's session, read through the CLI's kind filter.
-	eventsA := watchEvents(t, srv, taskA, func(seen []map[string]any) bool { return len(seen) == 5 }, "--kind", "tool.called")
-	messages := make([]string, len(eventsA))
-	for i, e := range eventsA {
+	// agentctl's reports of the probes travel apart from the calls, so
+	// they are checked apart.
+	eventsA := watchEvents(t, srv, taskA, func(seen []map[string]any) bool { return len(seen) == 7 }, "--kind", "tool.called")
+	var messages, probes []string
+	for _, e := range eventsA {
 		assert.Equal(t, "tool.called", e["kind"])
 		assert.Equal(t, sessA, e["session_id"], "recorded as the link's session")
-		messages[i] = e["message"].(string)
-		assert.NotContains(t, messages[i], "pwned", "no argument text")
+		m := e["message"].(string)
+		assert.NotContains(t, m, "pwned", "no argument text")
+		if strings.Contains(m, " refused_at=endpoint") {
+			probes = append(probes, m)
+		} else {
+			messages = append(messages, m)
+		}
 	}
+	require.Len(t, probes, 2, "%v", messages)
+	slices.Sort(probes)
+	assert.True(t, strings.HasPrefix(probes[0], "tool=deploy_prod outcome=session_not_on_link "), probes[0])
+	assert.Contains(t, probes[0], "refused_at=endpoint claimed_session=sess_rogue: session sess_rogue on link of session "+sessA)
+	assert.True(t, strings.HasPrefix(probes[1], "tool=gitlab_mr_status outcome=unknown_tool "), probes[1])
+	assert.True(t, strings.HasSuffix(probes[1], " refused_at=endpoint"), probes[1])
+	require.Len(t, messages, 5)
 	for i, want := range []string{
 		"tool=github_pr_create outcome=session_not_on_link ", "tool=task_info outcome=session_not_on_link ",
 		"tool=github_pr_create outcome=session_not_on_link ", "tool=github_pr_create outcome=read_only_session ",
@@ -149,7 +170,8 @@ func TestAgentActsOnlyAsItsOwnSession(t *testing.T) {
 	}
 	testutil.Figure(t, "call identity end to end", "a plan session's agent with its agentctl's secret: 5 of 5 forged calls refused "+
 		"(3 session_not_on_link: another workspace's running session's id, an id never issued; read_only_session for its own id "+
-		"replayed in task mode; permission_denied for its own id on another task), 0 requests reached GitHub, 5 tool.called events "+
+		"replayed in task mode; permission_denied for its own id on another task), 0 requests reached GitHub; 2 probes for tools "+
+		"the session does not list, refused by agentctl and reported; 7 tool.called events "+
 		"on its own task (read through events watch --kind tool.called), 0 on the victim's")
 }
 

@@ -220,6 +220,7 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 	s.mu.Lock()
 	s.pub = mcpserver.New(registry.Build(s.specLocked()), mcpserver.Options{
 		Name: "toolscope", Version: version.String(), Handler: x.toolHandler(s), Logger: x.log, AdoptWait: x.opts.AdoptWait,
+		OnRefused: x.reportRefusal(s), RefusalReports: x.opts.Limits.RefusalReports,
 	})
 	s.pub.InstructWith(s.instructions)
 	s.mu.Unlock()
@@ -461,6 +462,16 @@ func (a *inProcess) AgentLog(ctx context.Context, id string, _ bool, _ func([]by
 	return errdefs.FailedPrecondition("session %q is hosted: it runs no agent, so it has no agent log", id)
 }
 
+// reportRefusal hands the orchestrator's audit a call that session s's
+// endpoint refused itself, as agentctl reports one over its link.
+func (x *Executor) reportRefusal(s *session) func(context.Context, mcpserver.Refusal) bool {
+	return func(ctx context.Context, r mcpserver.Refusal) bool {
+		x.opts.Calls(ctx, executors.ToolCall{SessionID: s.id, TaskID: s.taskID, Tool: r.Tool, OnLink: true,
+			Refused: r.Code, Suppressed: r.Suppressed})
+		return true
+	}
+}
+
 // toolHandler answers a tool of session s: the arguments are checked
 // against the tool's schema (as agentctl checks them), then the call goes
 // to the orchestrator's call handler in-process, with the session's
@@ -474,7 +485,7 @@ func (x *Executor) toolHandler(s *session) mcpserver.HandlerFunc {
 					res, err = mcpserver.ToolError(toolapi.CodeInternal, "the orchestrator failed on this call; report this to the toolscope operator"), nil
 				}
 			}()
-			args, refused := x.schemas.CheckArguments(tool, req.Params.Arguments)
+			args, refused := x.schemas.CheckArguments(ctx, tool, req.Params.Arguments)
 			if refused != nil {
 				return refused, nil
 			}

@@ -22,9 +22,11 @@ type auditRecord struct {
 // task of the session it came from: the session, the tool, the target
 // repository, the outcome code and the duration. The message is
 //
-//	tool=NAME outcome=CODE duration_ms=N [claimed_task=ID] [claimed_session=ID: session X on link of session Y]
+//	tool=NAME outcome=CODE duration_ms=N [refused_at=endpoint [suppressed=N]] [claimed_task=ID] [claimed_session=ID: session X on link of session Y]
 //
-// and never holds the arguments; the names and ids a message claims are
+// (refused_at=endpoint: the session's MCP endpoint refused the call
+// itself and reported it; suppressed: its refusals over the report bound
+// since the previous report) and never holds the arguments; the names and ids a message claims are
 // kept only if they are shaped like names (else "(malformed)"), so a
 // forged call cannot write free text into the log. A call whose session
 // is unknown, and that came on a link carrying no single session, is
@@ -32,6 +34,12 @@ type auditRecord struct {
 func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Result, took time.Duration) {
 	outcome := outcomeOf(res)
 	msg := fmt.Sprintf("tool=%s outcome=%s duration_ms=%.3f", shown(c.Tool), outcome, float64(took.Microseconds())/1000)
+	if c.Refused != "" {
+		msg += " refused_at=endpoint"
+		if c.Suppressed > 0 {
+			msg += fmt.Sprintf(" suppressed=%d", c.Suppressed)
+		}
+	}
 	if a.claimedTask != "" {
 		msg += " claimed_task=" + shown(a.claimedTask)
 	}
@@ -66,10 +74,14 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Resu
 // it: what a forged call claims never writes free text there.
 func shown(v string) string {
 	if toolapi.CheckExternalName(v) != nil {
-		return "(malformed)"
+		return malformed
 	}
 	return v
 }
+
+// malformed stands for a claimed name, id or code that is not shaped like
+// one.
+const malformed = "(malformed)"
 
 // outcomeOf is a result's outcome as the audit record and the metrics
 // name it: "ok", or its refusal code.

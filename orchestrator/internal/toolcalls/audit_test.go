@@ -55,6 +55,27 @@ func TestEveryCallIsAudited(t *testing.T) {
 	r = f.callAs(f.session.ID, f.task.ID, "ghp_"+freeText+" with spaces", nil)
 	require.Equal(t, toolapi.CodeUnknownTool, r.Code)
 	wants = append(wants, want{f.session.ID, "(malformed)", toolapi.CodeUnknownTool, "", ""})
+	// Calls the MCP endpoint refused itself, reported: recorded with the
+	// code they were refused with, the tool's name only if shaped like one,
+	// a code the dispatcher does not know as malformed, and never
+	// dispatched, even a report naming a tool that would answer.
+	report := func(c Call) Result {
+		r := f.d.Handle(context.Background(), c)
+		require.True(t, r.IsError)
+		return r
+	}
+	r = report(Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: toolapi.GitLabMRStatus, OnLink: true, Refused: toolapi.CodeUnknownTool})
+	assert.Equal(t, toolapi.CodeUnknownTool, r.Code)
+	wants = append(wants, want{f.session.ID, toolapi.GitLabMRStatus, toolapi.CodeUnknownTool, "", " refused_at=endpoint"})
+	r = report(Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: "rm -rf " + freeText, OnLink: true, Refused: toolapi.CodeUnknownTool, Suppressed: 41})
+	wants = append(wants, want{f.session.ID, "(malformed)", toolapi.CodeUnknownTool, "", " refused_at=endpoint suppressed=41"})
+	r = report(Call{SessionID: f.session.ID, TaskID: f.task.ID, Tool: "task_info", OnLink: true, Refused: "ok " + freeText})
+	assert.Equal(t, "(malformed)", r.Code, "a report is never a call, whatever it names")
+	wants = append(wants, want{f.session.ID, "task_info", "(malformed)", "", " refused_at=endpoint"})
+	r = report(Call{SessionID: otherSession.ID, TaskID: otherTask.ID, Tool: "task_info", Refused: toolapi.CodeInvalidArguments, LinkSessions: []string{f.session.ID}})
+	assert.Equal(t, toolapi.CodeSessionNotOnLink, r.Code, "a report is bound to its link like a call")
+	wants = append(wants, want{f.session.ID, "task_info", toolapi.CodeSessionNotOnLink, "",
+		" refused_at=endpoint claimed_session=" + otherSession.ID + ": session " + otherSession.ID + " on link of session " + f.session.ID})
 	// A call on a link that carries no session the orchestrator knows is
 	// logged: there is no task to record it on.
 	r = f.callOffLink(otherSession.ID, otherTask.ID, "task_info", nil)
@@ -91,7 +112,8 @@ func TestEveryCallIsAudited(t *testing.T) {
 	for _, e := range others {
 		assert.NotEqual(t, model.EventToolCalled, e.Kind, "a forged call is recorded where it came from, not on the task it claims")
 	}
-	testutil.Figure(t, "audit", "%d calls (2 allowed; refused read_only_session, permission_denied, session_not_on_link, unknown_tool): "+
+	testutil.Figure(t, "audit", "%d calls (2 allowed; refused read_only_session, permission_denied, session_not_on_link, unknown_tool; "+
+		"4 reports of calls refused at the MCP endpoint, one malformed and one off its link): "+
 		"%d tool.called events on the calling session's task with tool, outcome, duration and target repository; "+
 		"0 carry argument text; a call on a link of no known session is logged", len(wants), len(audit))
 }

@@ -293,6 +293,12 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 		a.claimedTask = c.TaskID
 		return fail(toolapi.CodePermissionDenied, "session %q does not work on task %q", c.SessionID, c.TaskID)
 	}
+	if c.Refused != "" {
+		// Refused on the session's MCP endpoint: on the record, with the
+		// code it was refused with, and nothing more (it carries no
+		// arguments and wants no answer).
+		return fail(endpointRefusal(c.Refused), "refused by the session's MCP endpoint before it reached the orchestrator")
+	}
 	if sess.State == model.SessionStopped || sess.State == model.SessionFailed {
 		return fail(toolapi.CodeSessionEnded, "session %q has %s; resume it to use tools", c.SessionID, sess.State)
 	}
@@ -335,6 +341,22 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 // readOnlySession reports whether a session may call read-only tools
 // only: plan mode, and any mode the orchestrator does not know (the
 // narrowest surface, as agentctl's registry treats it).
+// endpointRefusals are the codes an MCP endpoint refuses a call with
+// itself (mcpserver: the SDK's unknown tool, call_tool's checks, the
+// arguments' checks); a report naming another is recorded as malformed,
+// so that what a report claims never writes free text to the audit or
+// a label to the metrics.
+var endpointRefusals = map[string]bool{
+	toolapi.CodeUnknownTool: true, toolapi.CodeInvalidArguments: true, toolapi.CodeArgumentsTooLarge: true,
+}
+
+func endpointRefusal(code string) string {
+	if endpointRefusals[code] {
+		return code
+	}
+	return malformed
+}
+
 func readOnlySession(s model.Session) bool { return s.Mode != model.ModeTask }
 
 func readOnlyRefusal(tool string) Result {

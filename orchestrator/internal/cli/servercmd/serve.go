@@ -188,6 +188,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	f.Int64Var(&cfg.HostedLimits.MaxBodyBytes, "hosted-body-max-bytes", mcpserver.MaxRequestBytes, "hosted endpoint: most bytes of a request's body (at most the default); larger is answered 413")
 	f.IntVar(&cfg.HostedLimits.MaxConns, "hosted-max-conns", mcpserver.DefaultMaxConns, "hosted endpoint: most connections open at once, all sessions together; more wait to be accepted")
 	f.IntVar(&cfg.HostedLimits.MaxSessions, "hosted-max-sessions", mcpserver.DefaultMaxSessions, "hosted endpoint: most MCP sessions (clients before 2026-07-28) of one hosted session at once; more are refused")
+	f.IntVar(&cfg.HostedLimits.RefusalReports, "hosted-refusal-reports", mcpserver.DefaultRefusalReports, "hosted endpoint: most reports a second, per session, of the tool calls it refuses itself (a tool not listed, arguments its schema refuses) that go to the audit; the rest are counted in the next report")
 	f.DurationVar(&cfg.HostedLimits.SessionIdle, "hosted-session-idle", mcpserver.DefaultSessionIdle, "hosted endpoint: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	f.IntVar(&cfg.AgentctlFlags.MCPEventBytes, "mcp-event-bytes", 0, "sessions' MCP endpoints: bytes an MCP session keeps to resume a broken stream (0: agentctl's default, 65536)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPEventAge, "mcp-event-age", 0, "sessions' MCP endpoints: a request's stream is kept for resuming this long (0: agentctl's default, 1m0s)")
@@ -220,7 +221,7 @@ func checkServeBounds(cmd *cobra.Command) error {
 		}
 	}
 	for _, name := range []string{"max-hosted", "max-hosted-per-task", "hosted-header-timeout", "hosted-body-timeout", "hosted-idle-timeout",
-		"hosted-body-max-bytes", "hosted-max-conns", "hosted-max-sessions", "hosted-session-idle"} {
+		"hosted-body-max-bytes", "hosted-max-conns", "hosted-max-sessions", "hosted-session-idle", "hosted-refusal-reports"} {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") || v == "0" || v == "0s" {
 			return cli.Usagef("invalid --%s %s: give a positive value (default %s)", name, v, cmd.Flag(name).DefValue)
 		}
