@@ -54,15 +54,19 @@ const (
 // storm alone.
 const envLoad = "TOOLSCOPE_LOAD"
 
-// The storm's one timing bound guards against starvation, and the figures
-// record what was measured (timing goals belong in benchmarks, not in
-// tests): every listening client must hear list_changed at least every
-// second. The issue's goal is 100 ms; the longest gap measured 44–53 ms in
-// November, 63–121 ms on 2026-12-01 with the test alone taking 1.7 of the
-// 2 cores, and 258–496 ms in whole-process stalls (every client waiting at
-// once; docs/reliability.md §8.8). Under -race the race runtime takes over
-// half of the 2 cores and the longest gap measured 71–134 ms on a quiet
-// machine and more under contention.
+// The storm has no timing bound: timing goals belong in benchmarks, and
+// the figures record what was measured. Its starvation guard counts in
+// pushes instead (loadWindow): every listening client must hear
+// list_changed during every loadWindow consecutive pushes, which a
+// debounce that never fires under churn fails at any speed, and a slow or
+// busy machine does not (it slows the pushes as much as the
+// notifications). The issue's goal for the gap is 100 ms; the longest gap
+// measured 44–53 ms in November, 63–121 ms on 2026-12-01 with the test
+// alone taking 1.7 of the 2 cores, 258–496 ms in whole-process stalls
+// (every client waiting at once), and under -race 71–134 ms on a quiet
+// machine but 2.8 s beside other work, with pushes taking up to 1.2 s
+// (docs/reliability.md §8.8): a bound in seconds failed there with no
+// client starved.
 //
 // The storm is 1,000 pushes, each of which changes the tool list, paced at
 // loadRate and caught up when late. How fast the pusher gets through them
@@ -82,11 +86,11 @@ const envLoad = "TOOLSCOPE_LOAD"
 // runtime, and of the rest the test's go-sdk clients twice the daemon's
 // share): the pusher then managed 6–8 SetProviders per second instead of
 // 100.
-var (
-	loadEvery = map[bool]time.Duration{false: 100 * time.Millisecond, true: time.Second}[raceDetector]
-	// loadMaxGap is a starvation guard, not a latency goal (a figure).
-	loadMaxGap = time.Second
-)
+var loadEvery = map[bool]time.Duration{false: 100 * time.Millisecond, true: time.Second}[raceDetector]
+
+// loadWindow is the starvation guard: pushes during which every client
+// must have heard list_changed at least once.
+const loadWindow = 100
 
 // loadSets are pushed in turn: each differs from the one before, so every
 // push changes the effective tool list, and their surfaces are distinct,
@@ -122,7 +126,7 @@ var refusalCode = regexp.MustCompile(`^([a-z][a-z0-9_]*): `)
 // SetProviders, paced at up to 100 per second, against one agentctl with
 // 50 MCP listers and 50 tool callers, all listening for list_changed. No
 // listing is torn, every lister sees the list change under it, the final
-// list is the last generation's surface, no client goes a second without
+// list is the last generation's surface, no client goes 100 pushes without
 // list_changed, every call is answered or refused with a code, and no
 // goroutine outlives the daemon.
 func TestLoadPushStormKeepsListsWholeNotifiesListenersAndAnswersCalls(t *testing.T) {
@@ -220,6 +224,7 @@ func loadStorm(t *testing.T) {
 		pushes, applied, changed int
 		failed                   []string
 		roundTrips               []time.Duration
+		sentAt, ackedAt          []time.Time // of each push
 	)
 	push := func() {
 		gen++
@@ -230,7 +235,9 @@ func loadStorm(t *testing.T) {
 		began := time.Now()
 		resp, err := h.client.SetProviders(ctx, &agentctlv1.SetProvidersRequest{
 			SessionId: loadSession, ProviderSet: &agentctlv1.ProviderSet{Providers: set, Generation: gen}})
-		roundTrips = append(roundTrips, time.Since(began))
+		acked := time.Now()
+		roundTrips = append(roundTrips, acked.Sub(began))
+		sentAt, ackedAt = append(sentAt, began), append(ackedAt, acked)
 		pushes++
 		switch {
 		case err != nil:
@@ -243,7 +250,7 @@ func loadStorm(t *testing.T) {
 		}
 	}
 	loadSubscribe(t, clients, push)
-	pushes, applied, changed, roundTrips = 0, 0, 0, nil
+	pushes, applied, changed, roundTrips, sentAt, ackedAt = 0, 0, 0, nil, nil, nil
 
 	// The storm.
 	stop := make(chan struct{})
@@ -307,23 +314,34 @@ func loadStorm(t *testing.T) {
 	assert.Equal(t, final, state.GetStatus().GetToolNames())
 
 	// Gaps between notifications during the storm, per client, from the
-	// storm's first push to its end.
+	// storm's first push to its end (figures); and the clients that heard
+	// nothing during loadWindow consecutive pushes, from the first one's
+	// sending to the last one's answer (the guard).
 	var (
 		gaps      []time.Duration
 		notified  int
 		worst     = map[string]time.Duration{} // by protocol
-		silent    []string
+		starved   []string
 		worstGap  time.Duration
 		worstName string
 	)
 	for _, c := range clients {
+		arrivals := c.Arrivals()
+		for first := 0; first < len(sentAt); first += loadWindow {
+			last := min(first+loadWindow, len(sentAt)) - 1
+			from, to := sentAt[first], ackedAt[last]
+			if !slices.ContainsFunc(arrivals, func(at time.Time) bool { return !at.Before(from) && !at.After(to) }) {
+				starved = append(starved, fmt.Sprintf("%s: pushes %d–%d (%s)", mcptest.VersionName(c.version),
+					first+1, last+1, to.Sub(from).Round(time.Millisecond)))
+			}
+		}
 		last, mine := start, time.Duration(0)
 		gap := func(until time.Time) {
 			gaps = append(gaps, until.Sub(last))
 			mine = max(mine, until.Sub(last))
 			last = until
 		}
-		for _, at := range c.Arrivals() {
+		for _, at := range arrivals {
 			if !at.Before(start) && !at.After(end) {
 				gap(at)
 				notified++
@@ -334,9 +352,6 @@ func loadStorm(t *testing.T) {
 		worst[name] = max(worst[name], mine)
 		if mine > worstGap {
 			worstGap, worstName = mine, name
-		}
-		if mine > loadMaxGap {
-			silent = append(silent, fmt.Sprintf("%s %s", name, mine.Round(time.Millisecond)))
 		}
 	}
 	slices.Sort(gaps)
@@ -371,9 +386,9 @@ func loadStorm(t *testing.T) {
 		lists.done+lists.torn+lists.failed, loadListers, float64(lists.done+lists.torn+lists.failed)/span, lists.torn, lists.failed,
 		seen, fewest)
 	testutil.Figure(t, "load storm notifications", "%d list_changed to %d clients (%.1f per client per second); "+
-		"longest gap %s (protocol %s), p99 %s, bound %s (race detector: %v)",
+		"longest gap %s (protocol %s), p99 %s; %d heard nothing during %d pushes (race detector: %v)",
 		notified, len(clients), float64(notified)/float64(len(clients))/span,
-		worstGap.Round(time.Millisecond), worstName, percentile(gaps, 99).Round(time.Millisecond), loadMaxGap, raceDetector)
+		worstGap.Round(time.Millisecond), worstName, percentile(gaps, 99).Round(time.Millisecond), len(starved), loadWindow, raceDetector)
 	calls.mu.Lock()
 	refused, codes := 0, []string{}
 	for code, n := range calls.refused {
@@ -397,7 +412,7 @@ func loadStorm(t *testing.T) {
 	assert.Positive(t, lists.done)
 	lists.mu.Unlock()
 
-	assert.Empty(t, silent, "clients that went longer than %s without list_changed (CPU: %s)", loadMaxGap, cpu)
+	assert.Empty(t, starved, "clients that heard no list_changed during %d pushes (CPU: %s)", loadWindow, cpu)
 
 	assert.Zero(t, calls.unaccounted, "calls neither answered nor refused with a code, e.g. %v", calls.examples)
 	assert.Positive(t, calls.answered)
