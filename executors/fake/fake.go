@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -23,7 +24,8 @@ import (
 type Executor struct {
 	name string
 	// Events, if set, receives the EventLost of a session Lose ends.
-	Events executors.EventHandler
+	Events     executors.EventHandler
+	inspecting atomic.Pointer[func(ctx context.Context, sessionID string)] // SetInspecting
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -48,6 +50,16 @@ type session struct {
 // recorded for that backend run on it).
 func New(name string) *Executor {
 	return &Executor{name: name, sessions: map[string]*session{}}
+}
+
+// SetInspecting makes fn run as each later State call begins; it may
+// block, as an agentctl that is slow to answer would. nil removes it.
+func (x *Executor) SetInspecting(fn func(ctx context.Context, sessionID string)) {
+	if fn == nil {
+		x.inspecting.Store(nil)
+		return
+	}
+	x.inspecting.Store(&fn)
 }
 
 // Name implements executors.Executor.
@@ -248,6 +260,9 @@ func (a *agentctl) ApplySurface(ctx context.Context, id string, sf executors.Sur
 }
 
 func (a *agentctl) State(ctx context.Context, id string) (st executors.Status, err error) {
+	if fn := a.inspecting.Load(); fn != nil {
+		(*fn)(ctx, id)
+	}
 	err = a.call(ctx, id, func(s *session) { st = s.status() })
 	return st, err
 }

@@ -180,7 +180,7 @@ func TestHostedSessionBounds(t *testing.T) {
 	assert.NotEqual(t, 0, r.code)
 	assert.Contains(t, r.stderr, "--hosted")
 
-	for _, bad := range [][]string{{"--max-hosted", "0"}, {"--hosted-body-max-bytes", "99999999999"}, {"--hosted-session-idle", "-1s"}, {"--hosted-refusal-reports", "0"}} {
+	for _, bad := range [][]string{{"--max-hosted", "0"}, {"--hosted-body-max-bytes", "99999999999"}, {"--hosted-session-idle", "-1s"}, {"--hosted-refusal-reports", "0"}, {"--max-inspects", "0"}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, _ := command(ctx, append([]string{"serve", "--data-dir", filepath.Join(t.TempDir(), "d"), "--hosted", "127.0.0.1:0"}, bad...)...).CombinedOutput()
 		cancel()

@@ -89,6 +89,9 @@ type Config struct {
 	// LeaseTTL and LeaseRenew are the replica lease's (ADR 0027):
 	// service.DefaultLeaseTTL and service.DefaultLeaseRenew if zero.
 	LeaseTTL, LeaseRenew time.Duration
+	// MaxInspects bounds the running sessions one listing inspects at
+	// once (service.DefaultMaxInspects if zero).
+	MaxInspects int
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 	// ProviderCalls bounds the provider calls in flight on each workspace
@@ -456,7 +459,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
 		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions,
-		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew})
+		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew, MaxInspects: cfg.MaxInspects})
 	eventsTo.Store(svc)
 	if st.Shared() {
 		f, err := svc.NewFollower(ctx)

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +163,78 @@ func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
 	assert.Equal(t, model.SessionRunning, resumed.State)
 	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
 	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the relaunch by resume")
+}
+
+// TestAListingInspectsBoundedlyAtOnce: ListSessions asks the running
+// sessions' agentctls for their state concurrently, never more than
+// MaxInspects at once, so agentctls that do not answer hold a listing up
+// to about one probe timeout rather than one per session; every session
+// is inspected, and the list keeps its order.
+func TestAListingInspectsBoundedlyAtOnce(t *testing.T) {
+	t.Parallel()
+	const bound, sessions = 3, 10
+	f := newFaked(t, service.Options{MaxInspects: bound})
+	var want []string
+	for range sessions {
+		want = append(want, f.launch(t, f.task(t, "github").ID).ID)
+	}
+
+	var (
+		mu       sync.Mutex
+		inFlight int
+		most     int
+		asked    = map[string]int{}
+	)
+	entered := make(chan struct{}, sessions)
+	release := make(chan struct{})
+	f.exec.SetInspecting(func(ctx context.Context, id string) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		asked[id]++
+		mu.Unlock()
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select { // as an agentctl that answers only when told to
+		case <-release:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	})
+	listed := make(chan []model.Session, 1)
+	go func() {
+		list, err := f.svc.ListSessions(context.Background(), model.Every)
+		assert.NoError(t, err)
+		listed <- list
+	}()
+	deadline := time.After(time.Minute)
+	for range bound {
+		select {
+		case <-entered:
+		case <-deadline:
+			t.Fatal("the listing did not inspect its running sessions")
+		}
+	}
+	close(release) // every agentctl answers from now on
+	defer f.exec.SetInspecting(nil)
+	var list []model.Session
+	select {
+	case list = <-listed:
+	case <-deadline:
+		t.Fatal("the listing did not end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, bound, most, "inspections at once")
+	assert.Len(t, asked, sessions, "every running session was inspected")
+	var got []string
+	for _, s := range list {
+		got = append(got, s.ID)
+		assert.Equal(t, model.SessionRunning, s.State)
+	}
+	assert.ElementsMatch(t, want, got)
 }

@@ -38,6 +38,7 @@ const MaxBatch = 100
 type Service struct {
 	conns         *connections.Connections
 	pushTimeout   time.Duration
+	maxInspects   int // Options.MaxInspects
 	store         *store.Store
 	broker        *events.Broker
 	log           *slog.Logger
@@ -102,7 +103,15 @@ type Options struct {
 	// it, less than LeaseTTL (if zero, a third of LeaseTTL, at most
 	// DefaultLeaseRenew).
 	LeaseTTL, LeaseRenew time.Duration
+	// MaxInspects bounds the running sessions one listing asks for their
+	// state at once (ListSessions); DefaultMaxInspects if zero.
+	MaxInspects int
 }
+
+// DefaultMaxInspects is how many running sessions one listing inspects at
+// once: a host that does not answer then costs a listing about one probe
+// timeout, not one per session on it.
+const DefaultMaxInspects = 8
 
 // New returns a Service over st. broker receives nothing from the service
 // itself (the store publishes committed events to it); the service reads
@@ -123,12 +132,15 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
+	if opts.MaxInspects <= 0 {
+		opts.MaxInspects = DefaultMaxInspects
+	}
 	if opts.LeaseRenew <= 0 {
 		opts.LeaseRenew = min(DefaultLeaseRenew, opts.LeaseTTL/3)
 	}
 	life, endLife := context.WithCancel(context.Background())
 	svc := &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
-		pushTimeout: opts.PushTimeout, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
+		pushTimeout: opts.PushTimeout, maxInspects: opts.MaxInspects, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 	svc.replica.id, svc.replica.ttl, svc.replica.renew = opts.Replica, opts.LeaseTTL, opts.LeaseRenew
 	return svc

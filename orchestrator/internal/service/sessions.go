@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -446,24 +447,45 @@ func (s *Service) GetSession(ctx context.Context, id string) (model.Session, err
 	return s.refresh(ctx, sess), nil
 }
 
-// ListSessions returns a task's sessions, refreshed like GetSession.
+// ListSessions returns a task's sessions (model.Every: every task's),
+// refreshed like GetSession. The running ones are inspected at most
+// Options.MaxInspects at a time: an agentctl that does not answer holds a
+// listing up to its probe timeout, and a host with many sessions that
+// went down must not hold it once per session.
 func (s *Service) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
 	if err := required("task_id", taskID); err != nil {
 		return nil, err
 	}
 	list, err := s.store.ListSessions(ctx, taskID)
+	slots := make(chan struct{}, s.maxInspects)
+	var wg sync.WaitGroup
 	for i := range list {
-		list[i] = s.refresh(ctx, list[i])
+		if !s.inspectable(list[i]) {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			list[i] = s.refresh(ctx, list[i])
+		})
 	}
+	wg.Wait()
 	return list, err
+}
+
+// inspectable says whether refresh asks sess's executor about it: a
+// running session of this replica, on an executor it has.
+func (s *Service) inspectable(sess model.Session) bool {
+	if sess.State != model.SessionRunning || !s.owns(sess) {
+		return false // another replica's session is as its owner recorded it
+	}
+	_, ok := s.execs[sess.Executor]
+	return ok
 }
 
 // refresh asks a running session's executor whether it is still there.
 func (s *Service) refresh(ctx context.Context, sess model.Session) model.Session {
-	if sess.State != model.SessionRunning || !s.owns(sess) {
-		return sess // another replica's session is as its owner recorded it
-	}
-	if _, ok := s.execs[sess.Executor]; !ok {
+	if !s.inspectable(sess) {
 		return sess
 	}
 	st, err := s.ctl.Inspect(ctx, handleOf(sess))
