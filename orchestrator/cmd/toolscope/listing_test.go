@@ -12,7 +12,7 @@ import (
 	"github.com/toolscope/toolscope/internal/tracing/tracingtest"
 )
 
-// `session list` and `task list` with no task or workspace are one call
+// `session list`, `task list` and `repo list` with no task or workspace are one call
 // each (the API's "-"), not one per workspace and per task: counted as
 // the RPCs the orchestrator served, from its own spans.
 func TestListingsAcrossTasksAreOneCall(t *testing.T) {
@@ -39,6 +39,7 @@ func TestListingsAcrossTasksAreOneCall(t *testing.T) {
 
 	assert.Equal(t, 7, strings.Count(srv.ok(t, "task", "list"), "\n"), "a header and 6 tasks")
 	srv.ok(t, "session", "list")
+	assert.Equal(t, 3, strings.Count(srv.ok(t, "repo", "list"), "\n"), "a header and 2 repositories")
 	// Spans leave in the order they end: once the last command's is in,
 	// every earlier one is.
 	srv.ok(t, "workspace", "get", ws)
@@ -47,5 +48,6 @@ func TestListingsAcrossTasksAreOneCall(t *testing.T) {
 	})
 	assert.Equal(t, 1, served(spans, "ListTasks"), "task list, and none for session list")
 	assert.Equal(t, 1, served(spans, "ListSessions"))
+	assert.Equal(t, 1, served(spans, "ListRepositories"))
 	assert.Equal(t, 0, served(spans, "ListWorkspaces"))
 }

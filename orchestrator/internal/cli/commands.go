@@ -168,15 +168,11 @@ from --url when not given.`,
 		Use: "list [--workspace WORKSPACE]", Short: "List the repositories of every workspace, or of one", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp := &pb.ListRepositoriesResponse{}
-				err := a.eachWorkspace(ctx, conn, ws, func(id string) error {
-					r, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id})
-					resp.Repositories = append(resp.Repositories, r.GetRepositories()...)
-					return err
-				})
+				repos, err := a.listRepositories(ctx, conn, ws)
 				if err != nil {
 					return err
 				}
+				resp := &pb.ListRepositoriesResponse{Repositories: repos}
 				return a.emit(resp, func(w io.Writer) { printRepositories(w, resp.GetRepositories()) })
 			})
 		},
@@ -239,10 +235,11 @@ func (a *app) taskCmd() *cobra.Command {
 		Use: "list [--workspace WORKSPACE]", Short: "List the tasks of every workspace, or of one", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.listTasks(ctx, conn, ws)
+				tasks, err := a.listTasks(ctx, conn, ws)
 				if err != nil {
 					return err
 				}
+				resp := &pb.ListTasksResponse{Tasks: tasks}
 				return a.emit(resp, func(w io.Writer) {
 					fmt.Fprintln(w, "ID\tWORKSPACE\tTITLE\tREPOSITORIES\tPROVIDERS")
 					for _, t := range resp.GetTasks() {

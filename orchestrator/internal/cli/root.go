@@ -170,70 +170,73 @@ func ExactArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// eachWorkspace calls fn with workspace, or when it is "" with every
-// workspace the caller may list, in the server's order: listings span
-// all workspaces by default, as kubectl's --all-namespaces does on request.
-func (a *app) eachWorkspace(ctx context.Context, conn *grpc.ClientConn, workspace string, fn func(id string) error) error {
-	if workspace != "" {
-		return fn(workspace)
-	}
+// workspaceIDs lists every workspace the caller may list, in the
+// server's order.
+func (a *app) workspaceIDs(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
 	list, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
-	if err != nil {
-		return err
-	}
+	var ids []string
 	for _, ws := range list.GetWorkspaces() {
-		if err := fn(ws.GetId()); err != nil {
-			return err
-		}
+		ids = append(ids, ws.GetId())
 	}
-	return nil
+	return ids, err
 }
 
-// listSessions is the sessions of task, or of every task when "": one call
-// with the wildcard (model.Every), or, from an orchestrator that predates
-// it (not_found for "-"), one per task.
-func (a *app) listSessions(ctx context.Context, conn *grpc.ClientConn, task string) ([]*pb.Session, error) {
-	ids := []string{task}
-	if task == "" {
-		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: model.Every})
-		if !errors.Is(err, errdefs.ErrNotFound) {
-			return resp.GetSessions(), err
-		}
-		tasks, err := a.listTasks(ctx, conn, "")
+// listAll is what list returns for parent, or when parent is "" for every
+// parent: listings span all workspaces and tasks by default, as kubectl's
+// --all-namespaces does on request. That is one call with the API's
+// wildcard (model.Every), or, from an orchestrator that predates it
+// (not_found for "-"), one call per id parents returns.
+func listAll[T any](parent string, list func(parent string) ([]T, error), parents func() ([]string, error)) ([]T, error) {
+	if parent != "" {
+		return list(parent)
+	}
+	all, err := list(model.Every)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return all, err
+	}
+	ids, err := parents()
+	if err != nil {
+		return nil, err
+	}
+	all = nil
+	for _, id := range ids {
+		items, err := list(id)
 		if err != nil {
 			return nil, err
 		}
-		ids = ids[:0]
-		for _, t := range tasks.GetTasks() {
+		all = append(all, items...)
+	}
+	return all, nil
+}
+
+// listSessions is the sessions of task, or of every task when "".
+func (a *app) listSessions(ctx context.Context, conn *grpc.ClientConn, task string) ([]*pb.Session, error) {
+	return listAll(task, func(id string) ([]*pb.Session, error) {
+		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
+		return resp.GetSessions(), err
+	}, func() ([]string, error) {
+		tasks, err := a.listTasks(ctx, conn, "")
+		var ids []string
+		for _, t := range tasks {
 			ids = append(ids, t.GetId())
 		}
-	}
-	var out []*pb.Session
-	for _, id := range ids {
-		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, resp.GetSessions()...)
-	}
-	return out, nil
+		return ids, err
+	})
 }
 
-// listTasks is the tasks of workspace, or of every workspace when "": one
-// call with the wildcard (model.Every), or, from an orchestrator that
-// predates it (not_found for "-"), one per workspace.
-func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) (*pb.ListTasksResponse, error) {
-	if workspace == "" {
-		resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: model.Every})
-		if !errors.Is(err, errdefs.ErrNotFound) {
-			return resp, err
-		}
-	}
-	resp := &pb.ListTasksResponse{}
-	err := a.eachWorkspace(ctx, conn, workspace, func(id string) error {
-		r, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})
-		resp.Tasks = append(resp.Tasks, r.GetTasks()...)
-		return err
-	})
-	return resp, err
+// listTasks is the tasks of workspace, or of every workspace when "".
+func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) ([]*pb.Task, error) {
+	return listAll(workspace, func(id string) ([]*pb.Task, error) {
+		resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})
+		return resp.GetTasks(), err
+	}, func() ([]string, error) { return a.workspaceIDs(ctx, conn) })
+}
+
+// listRepositories is the repositories of workspace, or of every
+// workspace when "".
+func (a *app) listRepositories(ctx context.Context, conn *grpc.ClientConn, workspace string) ([]*pb.Repository, error) {
+	return listAll(workspace, func(id string) ([]*pb.Repository, error) {
+		resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id})
+		return resp.GetRepositories(), err
+	}, func() ([]string, error) { return a.workspaceIDs(ctx, conn) })
 }

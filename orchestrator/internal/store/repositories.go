@@ -47,14 +47,18 @@ func (s *Store) GetRepository(ctx context.Context, id string) (model.Repository,
 	return r, err
 }
 
-// ListRepositories returns a workspace's repositories, oldest first.
+// ListRepositories returns a workspace's repositories, oldest first; with
+// model.Every, every workspace's.
 func (s *Store) ListRepositories(ctx context.Context, workspaceID string) (out []model.Repository, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		if err := workspaceExists(ctx, q, workspaceID); err != nil {
+		where, args := `WHERE r.workspace_id = ?`, []any{workspaceID}
+		if workspaceID == model.Every {
+			where, args = ``, nil
+		} else if err := workspaceExists(ctx, q, workspaceID); err != nil {
 			return err
 		}
 		rows, err := q.QueryContext(ctx,
-			`SELECT `+repoColumns+` FROM repositories r WHERE r.workspace_id = ? ORDER BY r.created_at, r.id`, workspaceID)
+			`SELECT `+repoColumns+` FROM repositories r `+where+` ORDER BY r.created_at, r.id`, args...)
 		if err != nil {
 			return err
 		}

@@ -733,9 +733,28 @@ func TestEveryListsAcrossWorkspacesAndTasks(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, own, 2, "a task's own")
 
+		everyRepo, err := s.ListRepositories(ctx, model.Every)
+		require.NoError(t, err)
+		var repoIDs []string
+		for _, r := range everyRepo {
+			repoIDs = append(repoIDs, r.ID)
+		}
+		ownRepos, err := s.ListRepositories(ctx, globex.ws.ID)
+		require.NoError(t, err)
+		require.NotEmpty(t, ownRepos)
+		acmeRepos, err := s.ListRepositories(ctx, acme.ws.ID)
+		require.NoError(t, err)
+		var want []string
+		for _, r := range append(acmeRepos, ownRepos...) {
+			want = append(want, r.ID)
+		}
+		assert.Equal(t, want, repoIDs, "every workspace's, in creation order")
+
 		_, err = s.ListTasks(ctx, "ws_gone")
 		assert.ErrorIs(t, err, errdefs.ErrNotFound)
 		_, err = s.ListSessions(ctx, "task_gone")
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+		_, err = s.ListRepositories(ctx, "ws_gone")
 		assert.ErrorIs(t, err, errdefs.ErrNotFound)
 	})
 }

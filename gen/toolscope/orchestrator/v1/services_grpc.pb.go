@@ -305,7 +305,9 @@ type RepositoryServiceClient interface {
 	CreateRepository(ctx context.Context, in *CreateRepositoryRequest, opts ...grpc.CallOption) (*CreateRepositoryResponse, error)
 	// GetRepository returns one repository.
 	GetRepository(ctx context.Context, in *GetRepositoryRequest, opts ...grpc.CallOption) (*GetRepositoryResponse, error)
-	// ListRepositories returns a workspace's repositories, oldest first.
+	// ListRepositories returns a workspace's repositories, oldest first; with
+	// workspace_id "-", every workspace's in one response (AIP-159's
+	// wildcard).
 	ListRepositories(ctx context.Context, in *ListRepositoriesRequest, opts ...grpc.CallOption) (*ListRepositoriesResponse, error)
 }
 
@@ -358,7 +360,9 @@ type RepositoryServiceServer interface {
 	CreateRepository(context.Context, *CreateRepositoryRequest) (*CreateRepositoryResponse, error)
 	// GetRepository returns one repository.
 	GetRepository(context.Context, *GetRepositoryRequest) (*GetRepositoryResponse, error)
-	// ListRepositories returns a workspace's repositories, oldest first.
+	// ListRepositories returns a workspace's repositories, oldest first; with
+	// workspace_id "-", every workspace's in one response (AIP-159's
+	// wildcard).
 	ListRepositories(context.Context, *ListRepositoriesRequest) (*ListRepositoriesResponse, error)
 	mustEmbedUnimplementedRepositoryServiceServer()
 }
