@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,8 @@ type Span struct {
 	Kind               tracepb.Span_SpanKind
 	Attributes         map[string]string // values as text
 	Events             []string
-	Error              bool // status ERROR
+	Links              []string // the trace ids (hex) the span links to
+	Error              bool     // status ERROR
 	Start, End         time.Time
 	raw                *tracepb.Span
 	resourceAttributes map[string]string
@@ -96,6 +98,9 @@ func (r *Receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceR
 				for _, e := range sp.GetEvents() {
 					s.Events = append(s.Events, e.GetName())
 				}
+				for _, l := range sp.GetLinks() {
+					s.Links = append(s.Links, hex.EncodeToString(l.GetTraceId()))
+				}
 				got = append(got, s)
 			}
 		}
@@ -112,9 +117,13 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 	out := map[string]string{}
 	for _, kv := range kvs {
 		v := kv.GetValue()
-		switch {
-		case v.GetStringValue() != "":
-			out[kv.GetKey()] = v.GetStringValue()
+		switch x := v.GetValue().(type) {
+		case *commonpb.AnyValue_StringValue:
+			out[kv.GetKey()] = x.StringValue
+		case *commonpb.AnyValue_IntValue:
+			out[kv.GetKey()] = strconv.FormatInt(x.IntValue, 10)
+		case *commonpb.AnyValue_BoolValue:
+			out[kv.GetKey()] = strconv.FormatBool(x.BoolValue)
 		default:
 			b, _ := protojson.Marshal(v)
 			out[kv.GetKey()] = strings.Trim(string(b), "{}")

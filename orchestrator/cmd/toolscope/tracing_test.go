@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,71 @@ func TestToolCallIsOneTrace(t *testing.T) {
 		assert.NotContains(t, text, e2eGitHubToken, "a span holds the token: %s", text)
 		assert.False(t, strings.Contains(text, token), "a span holds the session's MCP token: %s", s.Name)
 	}
+}
+
+// TestAPushIsATraceLinkedFromItsBatch: a batch of sources wakes the
+// reconciler, which pushes the task's running session on its own time, so
+// the push is a trace of its own: a reconcile.Push span (the session, the
+// task, the generation pushed, the outcome) that links to the batch's
+// AddSources trace, with the orchestrator's ApplySurface call under it and
+// agentctl's answer under that.
+func TestAPushIsATraceLinkedFromItsBatch(t *testing.T) {
+	t.Parallel()
+	recv := tracingtest.Start(t)
+	srv := startServerEnv(t, filepath.Join(t.TempDir(), "data"), recv.Env(), "--agentctl", executortest.Agentctl(t))
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	gl := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "t", "--repo", gh)
+	sid := srv.launchLocal(t, task)
+	srv.ok(t, "source", "add", task, "--repo", gl)
+
+	rpc := func(spans []tracingtest.Span, service, method string, kind tracepb.Span_SpanKind) []tracingtest.Span {
+		var out []tracingtest.Span
+		for _, s := range spans {
+			if s.Service == service && s.Kind == kind && strings.HasSuffix(s.Name, "/"+method) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	// pushOf is the push linked from the batch's trace, with what is
+	// under it, once all of it arrived.
+	pushOf := func(spans []tracingtest.Span) (push, call, answer tracingtest.Span, ok bool) {
+		batches := rpc(spans, "toolscope", "AddSources", tracepb.Span_SPAN_KIND_SERVER)
+		if len(batches) != 1 {
+			return push, call, answer, false
+		}
+		for _, s := range spans {
+			if s.Service == "toolscope" && s.Name == "reconcile.Push" && slices.Contains(s.Links, batches[0].TraceID) {
+				push = s
+			}
+		}
+		for _, s := range rpc(spans, "toolscope", "ApplySurface", tracepb.Span_SPAN_KIND_CLIENT) {
+			if push.SpanID != "" && s.ParentID == push.SpanID {
+				call = s
+			}
+		}
+		for _, s := range rpc(spans, "agentctl", "ApplySurface", tracepb.Span_SPAN_KIND_SERVER) {
+			if call.SpanID != "" && s.ParentID == call.SpanID {
+				answer = s
+			}
+		}
+		return push, call, answer, answer.SpanID != ""
+	}
+	spans := recv.Wait(t, time.Minute, "the batch's push, its ApplySurface call and agentctl's answer", func(spans []tracingtest.Span) bool {
+		_, _, _, ok := pushOf(spans)
+		return ok
+	})
+	push, call, answer, _ := pushOf(spans)
+	t.Logf("push %v", push)
+	assert.NotEqual(t, rpc(spans, "toolscope", "AddSources", tracepb.Span_SPAN_KIND_SERVER)[0].TraceID, push.TraceID, "a trace of its own, linked")
+	assert.Empty(t, push.ParentID, "the push is its trace's root")
+	assert.Equal(t, sid, push.Attributes["toolscope.session_id"])
+	assert.Equal(t, task, push.Attributes["toolscope.task_id"])
+	assert.Equal(t, "2", push.Attributes["toolscope.generation"], "the batch's generation")
+	assert.Equal(t, "ok", push.Attributes["toolscope.outcome"])
+	assert.False(t, push.Error)
+	assert.Equal(t, push.TraceID, call.TraceID)
+	assert.Equal(t, push.TraceID, answer.TraceID, "agentctl continues the push's trace")
 }

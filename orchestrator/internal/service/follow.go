@@ -106,13 +106,13 @@ func (f *Follower) catchUp(ctx context.Context) {
 		f.catalog = gen
 		if active, err := s.store.ActiveSessions(ctx); err == nil {
 			own, _ := s.mine(running(active))
-			s.wake(own)
+			s.wake(ctx, own)
 		}
 	}
 	for taskID := range batched {
 		if sessions, err := s.store.ListSessions(ctx, taskID); err == nil {
 			own, _ := s.mine(running(sessions))
-			s.wake(own)
+			s.wake(ctx, own)
 		}
 	}
 	for _, e := range prompts {
@@ -121,10 +121,10 @@ func (f *Follower) catchUp(ctx context.Context) {
 }
 
 // wake wakes the reconciler for sessions without waiting for the outcome.
-func (s *Service) wake(sessions []model.Session) {
+func (s *Service) wake(ctx context.Context, sessions []model.Session) {
 	ids := make([]string, len(sessions))
 	for i, sess := range sessions {
 		ids[i] = sess.ID
 	}
-	s.reconcile(ids...)
+	s.reconcile(ctx, ids...)
 }

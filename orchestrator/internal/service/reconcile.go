@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
@@ -72,6 +74,9 @@ type worker struct {
 	again   chan struct{} // a wake while it runs: one more round (capacity 1)
 	attempt uint64        // attempts started
 	waiters []waiter
+	// links are the traces that woke it since its last attempt began, at
+	// most maxPushLinks: its push's span links to them (trace.go).
+	links []trace.Link
 }
 
 // waiter wants the outcome of the first attempt that starts after it
@@ -82,8 +87,10 @@ type waiter struct {
 }
 
 // reconcile wakes the reconciler for the sessions ids and returns, for
-// each, a channel that receives the outcome of its next attempt.
-func (s *Service) reconcile(ids ...string) []chan Push {
+// each, a channel that receives the outcome of its next attempt. The
+// trace of ctx, if any, is linked from the pushes the wake leads to.
+func (s *Service) reconcile(ctx context.Context, ids ...string) []chan Push {
+	link := trace.LinkFromContext(ctx)
 	r := &s.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,6 +106,9 @@ func (s *Service) reconcile(ids ...string) []chan Push {
 		case w.again <- struct{}{}:
 		default:
 		}
+		if link.SpanContext.IsValid() && len(w.links) < maxPushLinks {
+			w.links = append(w.links, link)
+		}
 		out[i] = make(chan Push, 1)
 		w.waiters = append(w.waiters, waiter{after: w.attempt, ch: out[i]})
 	}
@@ -113,7 +123,7 @@ func (s *Service) reconcileAndWait(ctx context.Context, sessions []model.Session
 	for i, sess := range sessions {
 		ids[i] = sess.ID
 	}
-	chans := s.reconcile(ids...)
+	chans := s.reconcile(ctx, ids...)
 	wait, cancel := context.WithTimeout(ctx, 2*s.pushTimeout)
 	defer cancel()
 	pushes := make([]Push, len(ids))
@@ -148,10 +158,11 @@ func (s *Service) work(id string, w *worker) {
 		}
 		s.rec.mu.Lock()
 		w.attempt++
-		attempt := w.attempt
+		attempt, links := w.attempt, w.links
+		w.links = nil
 		s.rec.mu.Unlock()
 
-		p, settled := s.attempt(ctx, id, failing)
+		p, settled := s.attempt(ctx, id, failing, links)
 		failing = p.Err != nil && !settled
 
 		s.rec.mu.Lock()
@@ -275,7 +286,7 @@ func lag(sess model.Session, desired executors.Surface) executors.Surface {
 // desired surface that lag, if any, and records the outcome. settled is
 // true when nothing is left to do: the session applies its desired
 // surface, is not running, or its records cannot be read.
-func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push, settled bool) {
+func (s *Service) attempt(ctx context.Context, id string, failing bool, links []trace.Link) (p Push, settled bool) {
 	sess, v, err := s.store.SessionSurface(ctx, id)
 	if err != nil {
 		return Push{SessionID: id, Err: err}, true
@@ -303,10 +314,12 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool) (p Push,
 		return p, true
 	}
 	push.Orientation = s.orientation(ctx, sess.ID)
-	pushCtx, cancel := context.WithTimeout(ctx, s.pushTimeout)
+	spanCtx, span := startPush(ctx, sess, push, links)
+	pushCtx, cancel := context.WithTimeout(spanCtx, s.pushTimeout)
 	pushed := time.Now()
 	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), push)
 	cancel()
+	endPush(span, pushOutcome(err))
 	if err != nil && ctx.Err() != nil {
 		return Push{SessionID: id, Err: ErrShuttingDown}, true // cancelled by Close: nothing to record
 	}
