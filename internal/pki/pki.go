@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -183,4 +184,23 @@ func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Serial is cert's serial number as revocations name it: lowercase hex,
+// without leading zeros or separators.
+func Serial(cert *x509.Certificate) string { return cert.SerialNumber.Text(16) }
+
+// ParseSerial reads a serial number as people copy it (hex, upper or lower
+// case, with or without ':' separators or a 0x prefix) into Serial's form.
+// RFC 5280 serials are positive and at most 20 octets.
+func ParseSerial(s string) (string, error) {
+	hex := strings.TrimPrefix(strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", "")), "0x")
+	n, ok := new(big.Int).SetString(hex, 16)
+	if !ok || hex == "" || strings.HasPrefix(hex, "-") || strings.HasPrefix(hex, "+") {
+		return "", fmt.Errorf("serial number %q is not hexadecimal (as 'openssl x509 -noout -serial' prints it)", s)
+	}
+	if n.Sign() <= 0 || n.BitLen() > 160 {
+		return "", fmt.Errorf("serial number %q is not one of a certificate: positive, at most 20 bytes", s)
+	}
+	return n.Text(16), nil
 }

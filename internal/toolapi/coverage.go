@@ -115,5 +115,7 @@ var coverage = []Coverage{
 	rpc("AuthService", "CreateAPIToken", whyAdmin),
 	rpc("AuthService", "ListAPITokens", whyAdmin),
 	rpc("AuthService", "RevokeAPIToken", whyAdmin),
+	rpc("AuthService", "RevokeCertificate", whyAdmin),
+	rpc("AuthService", "ListRevokedCertificates", whyAdmin),
 	rpc("AuthService", "WhoAmI", "an agent's identity is its session, bound by agentctl; it reads it through session_info"),
 }

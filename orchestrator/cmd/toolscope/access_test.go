@@ -374,8 +374,9 @@ func TestTLSClientCertificates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), key.Mode().Perm())
 
-	srv := startServer(t, t.TempDir(), "--listen", "127.0.0.1:0",
-		"--tls-cert", filepath.Join(dir, "api.crt"), "--tls-key", filepath.Join(dir, "api.key"), "--client-ca", filepath.Join(dir, "ca.crt"))
+	dataDir, serveArgs := t.TempDir(), []string{"--listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "api.crt"), "--tls-key", filepath.Join(dir, "api.key"), "--client-ca", filepath.Join(dir, "ca.crt")}
+	srv := startServer(t, dataDir, serveArgs...)
 	ws := srv.id(t, "workspace", "workspace", "create", "acme")
 	gh := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	tlsArgs := func(d, name string) []string {
@@ -408,6 +409,50 @@ func TestTLSClientCertificates(t *testing.T) {
 	assert.NotEqual(t, 0, r.code, "plain text to a TLS listener fails")
 	assert.Equal(t, before, snapshot(t, owner), "nothing changed")
 
+	// A revoked certificate is refused from the next call on, whatever
+	// role it carries, and it stays so across a restart; the CA and every
+	// other certificate keep working.
+	certs.ok(t, "certs", "client", "--dir", dir, "--name", "bob", "--role", "admin")
+	var issued struct{ Serial string }
+	require.NoError(t, json.Unmarshal([]byte(certs.ok(t, "--json", "certs", "client", "--dir", dir, "--name", "carol", "--role", "member")), &issued))
+	require.NotEmpty(t, issued.Serial, "certs client says the serial")
+	r = runEnv(t, nil, append(tlsArgs(dir, "bob"), "whoami")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runEnv(t, nil, append(tlsArgs(dir, "alice"), "certs", "revoke", "--cert", filepath.Join(dir, "client-bob.crt"))...)
+	assert.Equal(t, cli.ExitDenied, r.code, "a member revokes nothing: %s", r.stderr)
+	srv.ok(t, "certs", "revoke", "--cert", filepath.Join(dir, "client-bob.crt"))
+	srv.ok(t, "certs", "revoke", strings.ToUpper(issued.Serial)) // as openssl prints it
+	r = srv.run(t, "certs", "revoke", "--cert", filepath.Join(dir, "client-bob.crt"))
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "already revoked")
+	r = srv.run(t, "certs", "revoke", "xyz")
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `serial number "xyz" is not hexadecimal`)
+	for _, name := range []string{"bob", "carol"} {
+		r = runEnv(t, nil, append(tlsArgs(dir, name), "whoami")...)
+		assert.Equal(t, cli.ExitDenied, r.code, "%s: %s", name, r.stderr)
+		assert.Contains(t, r.stderr, "client certificate \""+name+"\" (serial ")
+		assert.Contains(t, r.stderr, "was revoked at")
+	}
+	r = runEnv(t, nil, append(tlsArgs(dir, "alice"), "whoami")...)
+	assert.Equal(t, 0, r.code, "another certificate of the CA: %s", r.stderr)
+	var revoked struct {
+		RevokedCertificates []struct {
+			Serial    string `json:"serial"`
+			Name      string `json:"name"`
+			RevokedBy string `json:"revoked_by"`
+		} `json:"revoked_certificates"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, "--json", "certs", "revoked")), &revoked))
+	require.Len(t, revoked.RevokedCertificates, 2)
+	assert.Equal(t, "bob", revoked.RevokedCertificates[0].Name, "from its file")
+	assert.Equal(t, issued.Serial, revoked.RevokedCertificates[1].Serial)
+	assert.Contains(t, revoked.RevokedCertificates[0].RevokedBy, "local:")
+	srv.stop(t)
+	srv = startServer(t, dataDir, serveArgs...)
+	r = runEnv(t, nil, append(tlsArgs(dir, "bob"), "whoami")...)
+	assert.Equal(t, cli.ExitDenied, r.code, "still revoked after a restart: %s", r.stderr)
+
 	// A token works over TLS too, and a context holds it all.
 	admin := srv.createToken(t, "ops", "admin", "1h")
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -420,7 +465,8 @@ func TestTLSClientCertificates(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "ops")
 	assert.Contains(t, r.stdout, "role admin")
-	testutil.Figure(t, "api access: TLS client certificates", "role from OU honoured (member allowed, admin RPC refused); wrong CA, no certificate, plain text: 3 of 3 refused, store unchanged")
+	testutil.Figure(t, "api access: TLS client certificates", "role from OU honoured (member allowed, admin RPC refused); wrong CA, no certificate, plain text: 3 of 3 refused, store unchanged; "+
+		"2 revoked certificates (by file, by serial) refused on their next call and after a restart, the CA's others accepted")
 }
 
 // TestTokensAndContexts drives tokens and contexts with the CLI: a token

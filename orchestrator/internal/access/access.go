@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -27,15 +28,17 @@ const (
 	MethodCert   = "client-certificate"
 )
 
-// TokenStore finds an API token and the hash of its secret by id. The
-// store implements it.
-type TokenStore interface {
+// Credentials finds an API token and the hash of its secret by id, and
+// the revocation of a client certificate by serial (errdefs.ErrNotFound
+// when there is none). The store implements it.
+type Credentials interface {
 	APITokenByID(ctx context.Context, id string) (model.APIToken, []byte, error)
+	CertificateRevocation(ctx context.Context, serial string) (model.RevokedCertificate, error)
 }
 
 // Authenticator authenticates and authorizes every call of a server.
 type Authenticator struct {
-	Tokens TokenStore
+	Credentials Credentials
 	// OwnerUID is the uid the server runs as; on the Unix socket it (and
 	// root) is the owner, with the admin role.
 	OwnerUID uint32
@@ -142,6 +145,15 @@ func (a *Authenticator) authenticate(ctx context.Context) (model.Actor, string, 
 		if err != nil {
 			return model.Actor{}, "", fmt.Errorf("client certificate %q: %v: %w", leaf.Subject.CommonName, err, errdefs.ErrPermissionDenied)
 		}
+		// Every call asks the store, as a token's does: a revocation holds
+		// at once, on every replica.
+		switch rc, err := a.Credentials.CertificateRevocation(ctx, pki.Serial(leaf)); {
+		case err == nil:
+			return model.Actor{}, "", fmt.Errorf("client certificate %q (serial %s) was revoked at %s: %w",
+				leaf.Subject.CommonName, rc.Serial, rc.RevokedAt.Format(time.RFC3339), errdefs.ErrUnauthenticated)
+		case !errors.Is(err, errdefs.ErrNotFound):
+			return model.Actor{}, "", err
+		}
 		return model.Actor{Kind: model.ActorPerson, Name: leaf.Subject.CommonName, Role: role}, MethodCert, nil
 	}
 	return model.Actor{}, "", errNoCredential
@@ -174,7 +186,7 @@ func (a *Authenticator) token(ctx context.Context, header string) (model.Actor, 
 	if !ok {
 		return model.Actor{}, errBadToken
 	}
-	tok, hash, err := a.Tokens.APITokenByID(ctx, id)
+	tok, hash, err := a.Credentials.APITokenByID(ctx, id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return model.Actor{}, errBadToken
 	} else if err != nil {

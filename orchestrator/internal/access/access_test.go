@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"math/big"
 	"net"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestTokens(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	now := time.Now()
-	a := &access.Authenticator{Tokens: st, OwnerUID: 1000, Now: func() time.Time { return now }}
+	a := &access.Authenticator{Credentials: st, OwnerUID: 1000, Now: func() time.Time { return now }}
 
 	create := func(name string, role model.Role, ttl time.Duration) string {
 		id, secret, hash := apitoken.New()
@@ -147,9 +148,13 @@ func TestTokens(t *testing.T) {
 }
 
 func TestClientCertificateRole(t *testing.T) {
-	a := &access.Authenticator{OwnerUID: 1000}
+	st, err := store.Open(t.Context(), t.TempDir(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	a := &access.Authenticator{Credentials: st, OwnerUID: 1000}
+	serial := big.NewInt(0x0abc)
 	certCtx := func(units ...string) context.Context {
-		leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: units}}
+		leaf := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: units}}
 		return onTCP(credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}}, "")
 	}
 	ctx, err := a.Authorize(certCtx("member"), memberRPC)
@@ -167,4 +172,15 @@ func TestClientCertificateRole(t *testing.T) {
 	// TLS without a verified client certificate is no credential.
 	_, err = a.Authorize(onTCP(credentials.TLSInfo{}, ""), viewerRPC)
 	assert.ErrorIs(t, err, errdefs.ErrUnauthenticated)
+
+	// A revoked certificate is no credential either, whatever it carries:
+	// its serial is asked for on every call.
+	_, err = st.RevokeCertificate(t.Context(), model.RevokedCertificate{Serial: "abc", Name: "alice"})
+	require.NoError(t, err)
+	_, err = a.Authorize(certCtx("admin"), viewerRPC)
+	assert.ErrorIs(t, err, errdefs.ErrUnauthenticated)
+	assert.ErrorContains(t, err, `client certificate "alice" (serial abc) was revoked at `)
+	serial = big.NewInt(0x0abd)
+	_, err = a.Authorize(certCtx("member"), memberRPC)
+	assert.NoError(t, err, "another serial")
 }

@@ -89,10 +89,12 @@ var Table = map[string]model.Role{
 	pb.SourcePolicyService_RejectSourceRequest_FullMethodName:  model.RoleMember,
 
 	// API tokens, and the caller's own identity.
-	pb.AuthService_CreateAPIToken_FullMethodName: model.RoleAdmin,
-	pb.AuthService_ListAPITokens_FullMethodName:  model.RoleAdmin,
-	pb.AuthService_RevokeAPIToken_FullMethodName: model.RoleAdmin,
-	pb.AuthService_WhoAmI_FullMethodName:         model.RoleViewer,
+	pb.AuthService_CreateAPIToken_FullMethodName:          model.RoleAdmin,
+	pb.AuthService_ListAPITokens_FullMethodName:           model.RoleAdmin,
+	pb.AuthService_RevokeAPIToken_FullMethodName:          model.RoleAdmin,
+	pb.AuthService_RevokeCertificate_FullMethodName:       model.RoleAdmin,
+	pb.AuthService_ListRevokedCertificates_FullMethodName: model.RoleAdmin,
+	pb.AuthService_WhoAmI_FullMethodName:                  model.RoleViewer,
 
 	// Server reflection needs a credential: it describes the whole API.
 	reflectionpb.ServerReflection_ServerReflectionInfo_FullMethodName:      model.RoleViewer,

@@ -84,3 +84,32 @@ func toAPIToken(t model.APIToken) *pb.APIToken {
 		RevokeTime: ts(t.RevokedAt), CreatedBy: t.CreatedBy,
 	}
 }
+
+func (h *authServer) RevokeCertificate(ctx context.Context, req *pb.RevokeCertificateRequest) (*pb.RevokeCertificateResponse, error) {
+	rc := model.RevokedCertificate{Serial: req.GetSerial(), Name: req.GetName(), Issuer: req.GetIssuer()}
+	if req.GetExpireTime() != nil {
+		rc.NotAfter = req.GetExpireTime().AsTime()
+	}
+	rc, err := h.svc.RevokeCertificate(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RevokeCertificateResponse{RevokedCertificate: toRevokedCertificate(rc)}, nil
+}
+
+func (h *authServer) ListRevokedCertificates(ctx context.Context, _ *pb.ListRevokedCertificatesRequest) (*pb.ListRevokedCertificatesResponse, error) {
+	list, err := h.svc.ListRevokedCertificates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.ListRevokedCertificatesResponse{}
+	for _, rc := range list {
+		out.RevokedCertificates = append(out.RevokedCertificates, toRevokedCertificate(rc))
+	}
+	return out, nil
+}
+
+func toRevokedCertificate(rc model.RevokedCertificate) *pb.RevokedCertificate {
+	return &pb.RevokedCertificate{Serial: rc.Serial, Name: rc.Name, Issuer: rc.Issuer, ExpireTime: ts(rc.NotAfter),
+		RevokedBy: rc.RevokedBy, RevokeTime: ts(rc.RevokedAt)}
+}

@@ -216,6 +216,12 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.AuthService.WhoAmI", func(e *fuzzEnv) func(context.Context, *pb.WhoAmIRequest) (*pb.WhoAmIResponse, error) {
 		return e.auth.WhoAmI
 	}),
+	unary("toolscope.orchestrator.v1.AuthService.RevokeCertificate", func(e *fuzzEnv) func(context.Context, *pb.RevokeCertificateRequest) (*pb.RevokeCertificateResponse, error) {
+		return e.auth.RevokeCertificate
+	}),
+	unary("toolscope.orchestrator.v1.AuthService.ListRevokedCertificates", func(e *fuzzEnv) func(context.Context, *pb.ListRevokedCertificatesRequest) (*pb.ListRevokedCertificatesResponse, error) {
+		return e.auth.ListRevokedCertificates
+	}),
 	{
 		method: "toolscope.orchestrator.v1.SessionService.ReadSessionLog",
 		req:    func() proto.Message { return &pb.ReadSessionLogRequest{} },

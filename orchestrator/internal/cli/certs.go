@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,12 +16,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/pki"
 )
 
-// certsCmd creates the mutual TLS material for remote agentctl hosts. It
-// works on local files only; no server is involved.
+// certsCmd creates the mutual TLS material for remote agentctl hosts and
+// API callers (init, server, client: local files only, no server is
+// involved), and revokes API callers' client certificates on the
+// orchestrator (revoke, revoked).
 func (a *app) certsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
@@ -28,7 +37,10 @@ certificate for remote agentctl hosts; 'certs server' issues a server certificat
 --name); 'certs client' issues an API caller's client certificate carrying a
 role in its Subject's OrganizationalUnit (OU=viewer, member or admin), which
 'serve --client-ca' accepts. Private keys are written with mode 0600 and never
-printed.`,
+printed.
+
+'certs revoke' makes the orchestrator refuse a client certificate from now on,
+by its serial number (an admin's call); 'certs revoked' lists the revoked ones.`,
 	}
 	var dir, name string
 	var validFor time.Duration
@@ -153,18 +165,121 @@ printed.`,
 			if err := writeCerts(cdir, files); err != nil {
 				return err
 			}
+			cert, err := readCertificate(filepath.Join(cdir, files[0].name))
+			if err != nil {
+				return err
+			}
 			return a.certsReport(cdir, files, fmt.Sprintf(
 				"the orchestrator accepts it with 'serve --listen ADDR --tls-cert ... --tls-key ... --client-ca %s'; the caller runs:\n"+
-					"  toolscope context set NAME --server ADDR --ca %s --cert %s --key %s",
-				filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, files[0].name), filepath.Join(cdir, files[1].name)))
+					"  toolscope context set NAME --server ADDR --ca %s --cert %s --key %s\n"+
+					"its serial number is %s: 'toolscope certs revoke --cert %s' makes the orchestrator refuse it",
+				filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, "ca.crt"), filepath.Join(cdir, files[0].name), filepath.Join(cdir, files[1].name),
+				pki.Serial(cert), filepath.Join(cdir, files[0].name)), "serial", pki.Serial(cert))
 		},
 	}
 	clientCmd.Flags().StringVar(&cdir, "dir", "", "directory holding the CA (from 'certs init')")
 	clientCmd.Flags().StringVar(&cname, "name", "", "the caller's name (the certificate's common name; the actor in events and logs)")
 	clientCmd.Flags().StringVar(&crole, "role", "member", "viewer, member or admin (the Subject's OrganizationalUnit)")
 	clientCmd.Flags().DurationVar(&cvalid, "valid-for", 90*24*time.Hour, "validity of the certificate")
-	cmd.AddCommand(initCmd, serverCmd, clientCmd)
+	cmd.AddCommand(initCmd, serverCmd, clientCmd, a.certsRevokeCmd(), a.certsRevokedCmd())
 	return cmd
+}
+
+// certsRevokeCmd revokes a client certificate on the orchestrator, named
+// by its file (which also describes it in listings) or its serial.
+func (a *app) certsRevokeCmd() *cobra.Command {
+	var certPath string
+	cmd := &cobra.Command{
+		Use:   "revoke (SERIAL | --cert FILE)",
+		Short: "Make the orchestrator refuse a client certificate from now on, by its serial number or its file",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (certPath != "") {
+				return Usagef("certs revoke takes a serial number or --cert FILE, one of the two")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &pb.RevokeCertificateRequest{}
+			if certPath != "" {
+				cert, err := readCertificate(certPath)
+				if err != nil {
+					return err
+				}
+				req.Serial, req.Name, req.Issuer = pki.Serial(cert), cert.Subject.CommonName, cert.Issuer.String()
+				req.ExpireTime = timestamppb.New(cert.NotAfter)
+			} else {
+				serial, err := pki.ParseSerial(args[0])
+				if err != nil {
+					return Usagef("%v", err)
+				}
+				req.Serial = serial
+			}
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := pb.NewAuthServiceClient(conn).RevokeCertificate(ctx, req)
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					rc := resp.GetRevokedCertificate()
+					fmt.Fprintf(w, "revoked the certificate with serial %s", rc.GetSerial())
+					if rc.GetName() != "" {
+						fmt.Fprintf(w, " (%s)", rc.GetName())
+					}
+					fmt.Fprintln(w, "; the orchestrator refuses it from now on")
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&certPath, "cert", "", "the certificate's PEM file (from 'certs client'), instead of its serial")
+	return cmd
+}
+
+// certsRevokedCmd lists the revoked client certificates.
+func (a *app) certsRevokedCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "revoked", Short: "List the client certificates the orchestrator refuses", Args: ExactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+				resp, err := pb.NewAuthServiceClient(conn).ListRevokedCertificates(ctx, &pb.ListRevokedCertificatesRequest{})
+				if err != nil {
+					return err
+				}
+				return a.emit(resp, func(w io.Writer) {
+					fmt.Fprintln(w, "SERIAL	NAME	EXPIRES	REVOKED	BY")
+					for _, rc := range resp.GetRevokedCertificates() {
+						expires := "-"
+						if rc.GetExpireTime() != nil {
+							expires = rc.GetExpireTime().AsTime().Format(time.RFC3339)
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", rc.GetSerial(), orDash(rc.GetName()), expires,
+							rc.GetRevokeTime().AsTime().Format(time.RFC3339), orDash(rc.GetRevokedBy()))
+					}
+				})
+			})
+		},
+	}
+}
+
+// readCertificate reads the first certificate of the PEM file path.
+func readCertificate(path string) (*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read --cert %s: %w", path, err)
+	}
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, Usagef("--cert %s holds no PEM certificate", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, Usagef("--cert %s: %v", path, err)
+			}
+			return cert, nil
+		}
+	}
 }
 
 // fileBase is a certificate file's base name, at most 100 bytes (checked
@@ -204,13 +319,19 @@ func writeCerts(dir string, files []certFile) error {
 	return nil
 }
 
-func (a *app) certsReport(dir string, files []certFile, next string) error {
+// certsReport says which files were written and what to do next; fields
+// are key, value pairs the --json output also carries.
+func (a *app) certsReport(dir string, files []certFile, next string, fields ...string) error {
 	if a.json {
 		var names []string
 		for _, f := range files {
 			names = append(names, filepath.Join(dir, f.name))
 		}
-		return json.NewEncoder(a.stdout).Encode(map[string]any{"files": names})
+		out := map[string]any{"files": names}
+		for i := 0; i+1 < len(fields); i += 2 {
+			out[fields[i]] = fields[i+1]
+		}
+		return json.NewEncoder(a.stdout).Encode(out)
 	}
 	for _, f := range files {
 		fmt.Fprintf(a.stdout, "wrote %s\n", filepath.Join(dir, f.name))

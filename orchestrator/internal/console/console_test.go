@@ -63,7 +63,7 @@ func consoleOn(t *testing.T, opts console.Options) (*httptest.Server, *service.S
 	t.Cleanup(func() { _ = st.Close() })
 	svc := service.New(st, broker, service.Options{})
 	t.Cleanup(svc.Close)
-	opts.Service, opts.Auth = svc, &access.Authenticator{Tokens: st, Now: opts.Now}
+	opts.Service, opts.Auth = svc, &access.Authenticator{Credentials: st, Now: opts.Now}
 	c, err := console.New(opts)
 	require.NoError(t, err)
 	srv := httptest.NewServer(c)

@@ -19,3 +19,18 @@ type APIToken struct {
 func (t APIToken) Usable(now time.Time) bool {
 	return t.RevokedAt.IsZero() && now.Before(t.ExpiresAt)
 }
+
+// RevokedCertificate is a client certificate the orchestrator refuses
+// from its revocation on, whatever CA signed it and however long it is
+// still valid for.
+type RevokedCertificate struct {
+	// Serial is the certificate's serial number in lowercase hex without
+	// leading zeros (CertificateSerial): what identifies it.
+	Serial string
+	// Name, Issuer and NotAfter describe it, from the certificate when the
+	// revocation was given one; Name is its common name (Actor.Name).
+	Name, Issuer string
+	NotAfter     time.Time
+	RevokedBy    string // as Actor.String renders it
+	RevokedAt    time.Time
+}

@@ -505,7 +505,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		go periodic.Run(ctx, logsPruneInterval, func(ctx context.Context) error { svc.PruneLogs(ctx); return nil })
 	}
 
-	auth := &access.Authenticator{Tokens: st, OwnerUID: uint32(os.Getuid()), Log: log}
+	auth := &access.Authenticator{Credentials: st, OwnerUID: uint32(os.Getuid()), Log: log}
 	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)), tracesetup.ServerOption())
 	srv := grpc.NewServer(append(opts, auth.ServerOptions()...)...)
 	hs := registerServices(srv, svc)

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/orchestrator/internal/apitoken"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
 // API token lifetimes.
@@ -108,4 +110,37 @@ func within(path, dir string) bool {
 		}
 	}
 	return false
+}
+
+// RevokeCertificate refuses the client certificate rc.Serial names from
+// now on (access.Authenticator asks on every call). Name, Issuer and
+// NotAfter only describe it, bounded like other free text.
+func (s *Service) RevokeCertificate(ctx context.Context, rc model.RevokedCertificate) (model.RevokedCertificate, error) {
+	if strings.TrimSpace(rc.Serial) == "" {
+		return model.RevokedCertificate{}, errdefs.RequiredField("serial")
+	}
+	serial, err := pki.ParseSerial(rc.Serial)
+	if err != nil {
+		return model.RevokedCertificate{}, errdefs.InvalidField("serial", "%v", err)
+	}
+	if err := textlimit.Name.Check("name", rc.Name); err != nil {
+		return model.RevokedCertificate{}, err
+	}
+	if err := textlimit.Title.Check("issuer", rc.Issuer); err != nil {
+		return model.RevokedCertificate{}, err
+	}
+	rc.Serial, rc.RevokedBy = serial, ""
+	if a, ok := model.ActorFrom(ctx); ok {
+		rc.RevokedBy = a.String()
+	}
+	rc, err = s.store.RevokeCertificate(ctx, rc)
+	if err == nil {
+		s.log.Info("client certificate revoked", "serial", rc.Serial, "name", rc.Name, "by", rc.RevokedBy)
+	}
+	return rc, err
+}
+
+// ListRevokedCertificates returns every revoked client certificate.
+func (s *Service) ListRevokedCertificates(ctx context.Context) ([]model.RevokedCertificate, error) {
+	return s.store.ListRevokedCertificates(ctx)
 }

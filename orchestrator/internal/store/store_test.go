@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -756,5 +757,39 @@ func TestEveryListsAcrossWorkspacesAndTasks(t *testing.T) {
 		assert.ErrorIs(t, err, errdefs.ErrNotFound)
 		_, err = s.ListRepositories(ctx, "ws_gone")
 		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+	})
+}
+
+// TestCertificateRevocations: a revocation is found by its serial with
+// what describes it, listed oldest first, and a second revocation of the
+// same serial is a failed precondition that changes nothing.
+func TestCertificateRevocations(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		_, err := s.CertificateRevocation(ctx, "abc")
+		assert.ErrorIs(t, err, errdefs.ErrNotFound)
+
+		notAfter := time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+		bob, err := s.RevokeCertificate(ctx, model.RevokedCertificate{Serial: "abc", Name: "bob", Issuer: "CN=toolscope CA", NotAfter: notAfter, RevokedBy: "person:local:1000"})
+		require.NoError(t, err)
+		assert.False(t, bob.RevokedAt.IsZero())
+		_, err = s.RevokeCertificate(ctx, model.RevokedCertificate{Serial: "def"})
+		require.NoError(t, err)
+		_, err = s.RevokeCertificate(ctx, model.RevokedCertificate{Serial: "abc", Name: "not bob"})
+		assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+
+		got, err := s.CertificateRevocation(ctx, "abc")
+		require.NoError(t, err)
+		assert.Equal(t, "bob", got.Name, "the first revocation stands")
+		assert.Equal(t, "CN=toolscope CA", got.Issuer)
+		assert.True(t, notAfter.Equal(got.NotAfter))
+		assert.Equal(t, "person:local:1000", got.RevokedBy)
+		list, err := s.ListRevokedCertificates(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		assert.Equal(t, "abc", list[0].Serial)
+		assert.True(t, list[1].NotAfter.IsZero(), "revoked by serial alone")
 	})
 }

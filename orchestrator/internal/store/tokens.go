@@ -96,3 +96,67 @@ func scanAPIToken(sc scanner, extra ...any) (model.APIToken, error) {
 	tok.RevokedAt, err = parseTime(revoked)
 	return tok, err
 }
+
+// RevokeCertificate records rc (its RevokedAt is set here). A serial
+// revoked before is a failed precondition.
+func (s *Store) RevokeCertificate(ctx context.Context, rc model.RevokedCertificate) (model.RevokedCertificate, error) {
+	err := s.write(ctx, func(t *tx) error {
+		rc.RevokedAt = t.now
+		_, err := t.ExecContext(ctx, `INSERT INTO revoked_certificates (serial, name, issuer, not_after, revoked_by, revoked_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, rc.Serial, rc.Name, rc.Issuer, formatTime(rc.NotAfter), rc.RevokedBy, formatTime(t.now))
+		if isUnique(err) {
+			return errdefs.FailedPrecondition("the certificate with serial %s was already revoked", rc.Serial)
+		}
+		return err
+	})
+	return rc, err
+}
+
+// CertificateRevocation returns the revocation of the certificate with
+// serial, or errdefs.ErrNotFound if it was never revoked.
+func (s *Store) CertificateRevocation(ctx context.Context, serial string) (rc model.RevokedCertificate, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		rc, err = scanRevokedCertificate(q.QueryRowContext(ctx, `SELECT `+revokedColumns+` FROM revoked_certificates WHERE serial = ?`, serial))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errdefs.NotFound("certificate revocation", serial)
+		}
+		return err
+	})
+	return rc, err
+}
+
+// ListRevokedCertificates returns every revocation, oldest first.
+func (s *Store) ListRevokedCertificates(ctx context.Context) (out []model.RevokedCertificate, err error) {
+	err = s.read(ctx, func(q queryer) error {
+		rows, err := q.QueryContext(ctx, `SELECT `+revokedColumns+` FROM revoked_certificates ORDER BY revoked_at, serial`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			rc, err := scanRevokedCertificate(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, rc)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+const revokedColumns = `serial, name, issuer, not_after, revoked_by, revoked_at`
+
+func scanRevokedCertificate(sc scanner) (model.RevokedCertificate, error) {
+	var rc model.RevokedCertificate
+	var notAfter, revoked string
+	if err := sc.Scan(&rc.Serial, &rc.Name, &rc.Issuer, &notAfter, &rc.RevokedBy, &revoked); err != nil {
+		return rc, err
+	}
+	var err error
+	if rc.NotAfter, err = parseTime(notAfter); err != nil {
+		return rc, err
+	}
+	rc.RevokedAt, err = parseTime(revoked)
+	return rc, err
+}

@@ -461,6 +461,291 @@ func (x *RevokeAPITokenResponse) GetApiToken() *APIToken {
 	return nil
 }
 
+// RevokedCertificate is a revoked client certificate's record.
+type RevokedCertificate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The serial number in lowercase hexadecimal, without leading zeros.
+	Serial string `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	// Its Subject's common name, issuer and expiry, when the revocation was
+	// given the certificate.
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Issuer     string                 `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Who revoked it, for example "person:local:1000", and when.
+	RevokedBy     string                 `protobuf:"bytes,5,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokedCertificate) Reset() {
+	*x = RevokedCertificate{}
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokedCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokedCertificate) ProtoMessage() {}
+
+func (x *RevokedCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokedCertificate.ProtoReflect.Descriptor instead.
+func (*RevokedCertificate) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RevokedCertificate) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *RevokedCertificate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokedCertificate) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *RevokedCertificate) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *RevokedCertificate) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+func (x *RevokedCertificate) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
+type RevokeCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The serial number in hexadecimal, upper or lower case, ':' separators
+	// allowed (as 'openssl x509 -noout -serial' prints it).
+	Serial string `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	// Optional description, from the certificate: its common name (at most
+	// 100 characters), its issuer (at most 256) and its expiry.
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Issuer        string                 `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeCertificateRequest) Reset() {
+	*x = RevokeCertificateRequest{}
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeCertificateRequest) ProtoMessage() {}
+
+func (x *RevokeCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeCertificateRequest.ProtoReflect.Descriptor instead.
+func (*RevokeCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RevokeCertificateRequest) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *RevokeCertificateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeCertificateRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *RevokeCertificateRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+type RevokeCertificateResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	RevokedCertificate *RevokedCertificate    `protobuf:"bytes,1,opt,name=revoked_certificate,json=revokedCertificate,proto3" json:"revoked_certificate,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RevokeCertificateResponse) Reset() {
+	*x = RevokeCertificateResponse{}
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeCertificateResponse) ProtoMessage() {}
+
+func (x *RevokeCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeCertificateResponse.ProtoReflect.Descriptor instead.
+func (*RevokeCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RevokeCertificateResponse) GetRevokedCertificate() *RevokedCertificate {
+	if x != nil {
+		return x.RevokedCertificate
+	}
+	return nil
+}
+
+type ListRevokedCertificatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRevokedCertificatesRequest) Reset() {
+	*x = ListRevokedCertificatesRequest{}
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevokedCertificatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevokedCertificatesRequest) ProtoMessage() {}
+
+func (x *ListRevokedCertificatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevokedCertificatesRequest.ProtoReflect.Descriptor instead.
+func (*ListRevokedCertificatesRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{10}
+}
+
+type ListRevokedCertificatesResponse struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	RevokedCertificates []*RevokedCertificate  `protobuf:"bytes,1,rep,name=revoked_certificates,json=revokedCertificates,proto3" json:"revoked_certificates,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ListRevokedCertificatesResponse) Reset() {
+	*x = ListRevokedCertificatesResponse{}
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevokedCertificatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevokedCertificatesResponse) ProtoMessage() {}
+
+func (x *ListRevokedCertificatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevokedCertificatesResponse.ProtoReflect.Descriptor instead.
+func (*ListRevokedCertificatesResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListRevokedCertificatesResponse) GetRevokedCertificates() []*RevokedCertificate {
+	if x != nil {
+		return x.RevokedCertificates
+	}
+	return nil
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -469,7 +754,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[7]
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +766,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[7]
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +779,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 type WhoAmIResponse struct {
@@ -511,7 +796,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[8]
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +808,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[8]
+	mi := &file_toolscope_orchestrator_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +821,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -591,7 +876,28 @@ const file_toolscope_orchestrator_v1_auth_proto_rawDesc = "" +
 	"\x15RevokeAPITokenRequest\x12\x1b\n" +
 	"\tapi_token\x18\x01 \x01(\tR\bapiToken\"Z\n" +
 	"\x16RevokeAPITokenResponse\x12@\n" +
-	"\tapi_token\x18\x01 \x01(\v2#.toolscope.orchestrator.v1.APITokenR\bapiToken\"\x0f\n" +
+	"\tapi_token\x18\x01 \x01(\v2#.toolscope.orchestrator.v1.APITokenR\bapiToken\"\xf1\x01\n" +
+	"\x12RevokedCertificate\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\x05 \x01(\tR\trevokedBy\x12;\n" +
+	"\vrevoke_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\"\x9b\x01\n" +
+	"\x18RevokeCertificateRequest\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"{\n" +
+	"\x19RevokeCertificateResponse\x12^\n" +
+	"\x13revoked_certificate\x18\x01 \x01(\v2-.toolscope.orchestrator.v1.RevokedCertificateR\x12revokedCertificate\" \n" +
+	"\x1eListRevokedCertificatesRequest\"\x83\x01\n" +
+	"\x1fListRevokedCertificatesResponse\x12`\n" +
+	"\x14revoked_certificates\x18\x01 \x03(\v2-.toolscope.orchestrator.v1.RevokedCertificateR\x13revokedCertificates\"\x0f\n" +
 	"\rWhoAmIRequest\"q\n" +
 	"\x0eWhoAmIResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
@@ -602,12 +908,14 @@ const file_toolscope_orchestrator_v1_auth_proto_rawDesc = "" +
 	"\vROLE_VIEWER\x10\x01\x12\x0f\n" +
 	"\vROLE_MEMBER\x10\x02\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x032\xce\x03\n" +
+	"ROLE_ADMIN\x10\x032\xe1\x05\n" +
 	"\vAuthService\x12u\n" +
 	"\x0eCreateAPIToken\x120.toolscope.orchestrator.v1.CreateAPITokenRequest\x1a1.toolscope.orchestrator.v1.CreateAPITokenResponse\x12r\n" +
 	"\rListAPITokens\x12/.toolscope.orchestrator.v1.ListAPITokensRequest\x1a0.toolscope.orchestrator.v1.ListAPITokensResponse\x12u\n" +
 	"\x0eRevokeAPIToken\x120.toolscope.orchestrator.v1.RevokeAPITokenRequest\x1a1.toolscope.orchestrator.v1.RevokeAPITokenResponse\x12]\n" +
-	"\x06WhoAmI\x12(.toolscope.orchestrator.v1.WhoAmIRequest\x1a).toolscope.orchestrator.v1.WhoAmIResponseB\xfd\x01\n" +
+	"\x06WhoAmI\x12(.toolscope.orchestrator.v1.WhoAmIRequest\x1a).toolscope.orchestrator.v1.WhoAmIResponse\x12~\n" +
+	"\x11RevokeCertificate\x123.toolscope.orchestrator.v1.RevokeCertificateRequest\x1a4.toolscope.orchestrator.v1.RevokeCertificateResponse\x12\x90\x01\n" +
+	"\x17ListRevokedCertificates\x129.toolscope.orchestrator.v1.ListRevokedCertificatesRequest\x1a:.toolscope.orchestrator.v1.ListRevokedCertificatesResponseB\xfd\x01\n" +
 	"\x1dcom.toolscope.orchestrator.v1B\tAuthProtoP\x01ZKgithub.com/toolscope/toolscope/gen/toolscope/orchestrator/v1;orchestratorv1\xa2\x02\x03TOX\xaa\x02\x19Toolscope.Orchestrator.V1\xca\x02\x19Toolscope\\Orchestrator\\V1\xe2\x02%Toolscope\\Orchestrator\\V1\\GPBMetadata\xea\x02\x1bToolscope::Orchestrator::V1b\x06proto3"
 
 var (
@@ -623,45 +931,59 @@ func file_toolscope_orchestrator_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolscope_orchestrator_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_toolscope_orchestrator_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolscope_orchestrator_v1_auth_proto_goTypes = []any{
-	(Role)(0),                      // 0: toolscope.orchestrator.v1.Role
-	(*APIToken)(nil),               // 1: toolscope.orchestrator.v1.APIToken
-	(*CreateAPITokenRequest)(nil),  // 2: toolscope.orchestrator.v1.CreateAPITokenRequest
-	(*CreateAPITokenResponse)(nil), // 3: toolscope.orchestrator.v1.CreateAPITokenResponse
-	(*ListAPITokensRequest)(nil),   // 4: toolscope.orchestrator.v1.ListAPITokensRequest
-	(*ListAPITokensResponse)(nil),  // 5: toolscope.orchestrator.v1.ListAPITokensResponse
-	(*RevokeAPITokenRequest)(nil),  // 6: toolscope.orchestrator.v1.RevokeAPITokenRequest
-	(*RevokeAPITokenResponse)(nil), // 7: toolscope.orchestrator.v1.RevokeAPITokenResponse
-	(*WhoAmIRequest)(nil),          // 8: toolscope.orchestrator.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 9: toolscope.orchestrator.v1.WhoAmIResponse
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 11: google.protobuf.Duration
+	(Role)(0),                               // 0: toolscope.orchestrator.v1.Role
+	(*APIToken)(nil),                        // 1: toolscope.orchestrator.v1.APIToken
+	(*CreateAPITokenRequest)(nil),           // 2: toolscope.orchestrator.v1.CreateAPITokenRequest
+	(*CreateAPITokenResponse)(nil),          // 3: toolscope.orchestrator.v1.CreateAPITokenResponse
+	(*ListAPITokensRequest)(nil),            // 4: toolscope.orchestrator.v1.ListAPITokensRequest
+	(*ListAPITokensResponse)(nil),           // 5: toolscope.orchestrator.v1.ListAPITokensResponse
+	(*RevokeAPITokenRequest)(nil),           // 6: toolscope.orchestrator.v1.RevokeAPITokenRequest
+	(*RevokeAPITokenResponse)(nil),          // 7: toolscope.orchestrator.v1.RevokeAPITokenResponse
+	(*RevokedCertificate)(nil),              // 8: toolscope.orchestrator.v1.RevokedCertificate
+	(*RevokeCertificateRequest)(nil),        // 9: toolscope.orchestrator.v1.RevokeCertificateRequest
+	(*RevokeCertificateResponse)(nil),       // 10: toolscope.orchestrator.v1.RevokeCertificateResponse
+	(*ListRevokedCertificatesRequest)(nil),  // 11: toolscope.orchestrator.v1.ListRevokedCertificatesRequest
+	(*ListRevokedCertificatesResponse)(nil), // 12: toolscope.orchestrator.v1.ListRevokedCertificatesResponse
+	(*WhoAmIRequest)(nil),                   // 13: toolscope.orchestrator.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                  // 14: toolscope.orchestrator.v1.WhoAmIResponse
+	(*timestamppb.Timestamp)(nil),           // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 16: google.protobuf.Duration
 }
 var file_toolscope_orchestrator_v1_auth_proto_depIdxs = []int32{
 	0,  // 0: toolscope.orchestrator.v1.APIToken.role:type_name -> toolscope.orchestrator.v1.Role
-	10, // 1: toolscope.orchestrator.v1.APIToken.create_time:type_name -> google.protobuf.Timestamp
-	10, // 2: toolscope.orchestrator.v1.APIToken.expire_time:type_name -> google.protobuf.Timestamp
-	10, // 3: toolscope.orchestrator.v1.APIToken.revoke_time:type_name -> google.protobuf.Timestamp
+	15, // 1: toolscope.orchestrator.v1.APIToken.create_time:type_name -> google.protobuf.Timestamp
+	15, // 2: toolscope.orchestrator.v1.APIToken.expire_time:type_name -> google.protobuf.Timestamp
+	15, // 3: toolscope.orchestrator.v1.APIToken.revoke_time:type_name -> google.protobuf.Timestamp
 	0,  // 4: toolscope.orchestrator.v1.CreateAPITokenRequest.role:type_name -> toolscope.orchestrator.v1.Role
-	11, // 5: toolscope.orchestrator.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 5: toolscope.orchestrator.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
 	1,  // 6: toolscope.orchestrator.v1.CreateAPITokenResponse.api_token:type_name -> toolscope.orchestrator.v1.APIToken
 	1,  // 7: toolscope.orchestrator.v1.ListAPITokensResponse.api_tokens:type_name -> toolscope.orchestrator.v1.APIToken
 	1,  // 8: toolscope.orchestrator.v1.RevokeAPITokenResponse.api_token:type_name -> toolscope.orchestrator.v1.APIToken
-	0,  // 9: toolscope.orchestrator.v1.WhoAmIResponse.role:type_name -> toolscope.orchestrator.v1.Role
-	2,  // 10: toolscope.orchestrator.v1.AuthService.CreateAPIToken:input_type -> toolscope.orchestrator.v1.CreateAPITokenRequest
-	4,  // 11: toolscope.orchestrator.v1.AuthService.ListAPITokens:input_type -> toolscope.orchestrator.v1.ListAPITokensRequest
-	6,  // 12: toolscope.orchestrator.v1.AuthService.RevokeAPIToken:input_type -> toolscope.orchestrator.v1.RevokeAPITokenRequest
-	8,  // 13: toolscope.orchestrator.v1.AuthService.WhoAmI:input_type -> toolscope.orchestrator.v1.WhoAmIRequest
-	3,  // 14: toolscope.orchestrator.v1.AuthService.CreateAPIToken:output_type -> toolscope.orchestrator.v1.CreateAPITokenResponse
-	5,  // 15: toolscope.orchestrator.v1.AuthService.ListAPITokens:output_type -> toolscope.orchestrator.v1.ListAPITokensResponse
-	7,  // 16: toolscope.orchestrator.v1.AuthService.RevokeAPIToken:output_type -> toolscope.orchestrator.v1.RevokeAPITokenResponse
-	9,  // 17: toolscope.orchestrator.v1.AuthService.WhoAmI:output_type -> toolscope.orchestrator.v1.WhoAmIResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 9: toolscope.orchestrator.v1.RevokedCertificate.expire_time:type_name -> google.protobuf.Timestamp
+	15, // 10: toolscope.orchestrator.v1.RevokedCertificate.revoke_time:type_name -> google.protobuf.Timestamp
+	15, // 11: toolscope.orchestrator.v1.RevokeCertificateRequest.expire_time:type_name -> google.protobuf.Timestamp
+	8,  // 12: toolscope.orchestrator.v1.RevokeCertificateResponse.revoked_certificate:type_name -> toolscope.orchestrator.v1.RevokedCertificate
+	8,  // 13: toolscope.orchestrator.v1.ListRevokedCertificatesResponse.revoked_certificates:type_name -> toolscope.orchestrator.v1.RevokedCertificate
+	0,  // 14: toolscope.orchestrator.v1.WhoAmIResponse.role:type_name -> toolscope.orchestrator.v1.Role
+	2,  // 15: toolscope.orchestrator.v1.AuthService.CreateAPIToken:input_type -> toolscope.orchestrator.v1.CreateAPITokenRequest
+	4,  // 16: toolscope.orchestrator.v1.AuthService.ListAPITokens:input_type -> toolscope.orchestrator.v1.ListAPITokensRequest
+	6,  // 17: toolscope.orchestrator.v1.AuthService.RevokeAPIToken:input_type -> toolscope.orchestrator.v1.RevokeAPITokenRequest
+	13, // 18: toolscope.orchestrator.v1.AuthService.WhoAmI:input_type -> toolscope.orchestrator.v1.WhoAmIRequest
+	9,  // 19: toolscope.orchestrator.v1.AuthService.RevokeCertificate:input_type -> toolscope.orchestrator.v1.RevokeCertificateRequest
+	11, // 20: toolscope.orchestrator.v1.AuthService.ListRevokedCertificates:input_type -> toolscope.orchestrator.v1.ListRevokedCertificatesRequest
+	3,  // 21: toolscope.orchestrator.v1.AuthService.CreateAPIToken:output_type -> toolscope.orchestrator.v1.CreateAPITokenResponse
+	5,  // 22: toolscope.orchestrator.v1.AuthService.ListAPITokens:output_type -> toolscope.orchestrator.v1.ListAPITokensResponse
+	7,  // 23: toolscope.orchestrator.v1.AuthService.RevokeAPIToken:output_type -> toolscope.orchestrator.v1.RevokeAPITokenResponse
+	14, // 24: toolscope.orchestrator.v1.AuthService.WhoAmI:output_type -> toolscope.orchestrator.v1.WhoAmIResponse
+	10, // 25: toolscope.orchestrator.v1.AuthService.RevokeCertificate:output_type -> toolscope.orchestrator.v1.RevokeCertificateResponse
+	12, // 26: toolscope.orchestrator.v1.AuthService.ListRevokedCertificates:output_type -> toolscope.orchestrator.v1.ListRevokedCertificatesResponse
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_auth_proto_init() }
@@ -675,7 +997,7 @@ func file_toolscope_orchestrator_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_auth_proto_rawDesc), len(file_toolscope_orchestrator_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

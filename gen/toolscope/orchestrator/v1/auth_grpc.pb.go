@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthService_CreateAPIToken_FullMethodName = "/toolscope.orchestrator.v1.AuthService/CreateAPIToken"
-	AuthService_ListAPITokens_FullMethodName  = "/toolscope.orchestrator.v1.AuthService/ListAPITokens"
-	AuthService_RevokeAPIToken_FullMethodName = "/toolscope.orchestrator.v1.AuthService/RevokeAPIToken"
-	AuthService_WhoAmI_FullMethodName         = "/toolscope.orchestrator.v1.AuthService/WhoAmI"
+	AuthService_CreateAPIToken_FullMethodName          = "/toolscope.orchestrator.v1.AuthService/CreateAPIToken"
+	AuthService_ListAPITokens_FullMethodName           = "/toolscope.orchestrator.v1.AuthService/ListAPITokens"
+	AuthService_RevokeAPIToken_FullMethodName          = "/toolscope.orchestrator.v1.AuthService/RevokeAPIToken"
+	AuthService_WhoAmI_FullMethodName                  = "/toolscope.orchestrator.v1.AuthService/WhoAmI"
+	AuthService_RevokeCertificate_FullMethodName       = "/toolscope.orchestrator.v1.AuthService/RevokeCertificate"
+	AuthService_ListRevokedCertificates_FullMethodName = "/toolscope.orchestrator.v1.AuthService/ListRevokedCertificates"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -43,6 +45,12 @@ type AuthServiceClient interface {
 	RevokeAPIToken(ctx context.Context, in *RevokeAPITokenRequest, opts ...grpc.CallOption) (*RevokeAPITokenResponse, error)
 	// WhoAmI returns the caller's identity and role.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// RevokeCertificate refuses a client certificate, by its serial number,
+	// from now on: every later call presenting it is UNAUTHENTICATED, on
+	// every replica, until it expires and after. Revoking twice is an error.
+	RevokeCertificate(ctx context.Context, in *RevokeCertificateRequest, opts ...grpc.CallOption) (*RevokeCertificateResponse, error)
+	// ListRevokedCertificates lists the revoked client certificates.
+	ListRevokedCertificates(ctx context.Context, in *ListRevokedCertificatesRequest, opts ...grpc.CallOption) (*ListRevokedCertificatesResponse, error)
 }
 
 type authServiceClient struct {
@@ -93,6 +101,26 @@ func (c *authServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts 
 	return out, nil
 }
 
+func (c *authServiceClient) RevokeCertificate(ctx context.Context, in *RevokeCertificateRequest, opts ...grpc.CallOption) (*RevokeCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeCertificateResponse)
+	err := c.cc.Invoke(ctx, AuthService_RevokeCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) ListRevokedCertificates(ctx context.Context, in *ListRevokedCertificatesRequest, opts ...grpc.CallOption) (*ListRevokedCertificatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRevokedCertificatesResponse)
+	err := c.cc.Invoke(ctx, AuthService_ListRevokedCertificates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -111,6 +139,12 @@ type AuthServiceServer interface {
 	RevokeAPIToken(context.Context, *RevokeAPITokenRequest) (*RevokeAPITokenResponse, error)
 	// WhoAmI returns the caller's identity and role.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// RevokeCertificate refuses a client certificate, by its serial number,
+	// from now on: every later call presenting it is UNAUTHENTICATED, on
+	// every replica, until it expires and after. Revoking twice is an error.
+	RevokeCertificate(context.Context, *RevokeCertificateRequest) (*RevokeCertificateResponse, error)
+	// ListRevokedCertificates lists the revoked client certificates.
+	ListRevokedCertificates(context.Context, *ListRevokedCertificatesRequest) (*ListRevokedCertificatesResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -132,6 +166,12 @@ func (UnimplementedAuthServiceServer) RevokeAPIToken(context.Context, *RevokeAPI
 }
 func (UnimplementedAuthServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedAuthServiceServer) RevokeCertificate(context.Context, *RevokeCertificateRequest) (*RevokeCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeCertificate not implemented")
+}
+func (UnimplementedAuthServiceServer) ListRevokedCertificates(context.Context, *ListRevokedCertificatesRequest) (*ListRevokedCertificatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRevokedCertificates not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -226,6 +266,42 @@ func _AuthService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_RevokeCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).RevokeCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_RevokeCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).RevokeCertificate(ctx, req.(*RevokeCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_ListRevokedCertificates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRevokedCertificatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).ListRevokedCertificates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_ListRevokedCertificates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).ListRevokedCertificates(ctx, req.(*ListRevokedCertificatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -248,6 +324,14 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _AuthService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "RevokeCertificate",
+			Handler:    _AuthService_RevokeCertificate_Handler,
+		},
+		{
+			MethodName: "ListRevokedCertificates",
+			Handler:    _AuthService_ListRevokedCertificates_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
