@@ -204,3 +204,31 @@ func ParseSerial(s string) (string, error) {
 	}
 	return n.Text(16), nil
 }
+
+// OrchestratorUnit is the OrganizationalUnit of the orchestrator's client
+// certificate (IssueOrchestrator, 'toolscope certs init'): the one
+// certificate agentctl daemons accept under mutual TLS. An API caller's
+// certificate ('toolscope certs client') carries a role there instead,
+// and may come from the same CA.
+const OrchestratorUnit = "orchestrator"
+
+// IssueOrchestrator issues the orchestrator's client certificate, for
+// agentctl daemons.
+func (ca *CA) IssueOrchestrator(commonName string, validFor time.Duration) (Pair, error) {
+	return ca.IssueClient(commonName, validFor, OrchestratorUnit)
+}
+
+// CheckOrchestrator refuses a verified client certificate that is not the
+// orchestrator's: one whose Subject carries an OrganizationalUnit other
+// than OrchestratorUnit alone, such as an API caller's role. A certificate
+// with none is one 'certs init' issued before OrchestratorUnit existed,
+// and passes.
+func CheckOrchestrator(cert *x509.Certificate) error {
+	switch units := cert.Subject.OrganizationalUnit; {
+	case len(units) == 0, len(units) == 1 && units[0] == OrchestratorUnit:
+		return nil
+	default:
+		return fmt.Errorf("client certificate %q (serial %s) is not the orchestrator's: its OrganizationalUnit %q is an API caller's, "+
+			"and agentctl accepts only the orchestrator's certificate ('toolscope certs init', OU=%s)", cert.Subject.CommonName, Serial(cert), units, OrchestratorUnit)
+	}
+}

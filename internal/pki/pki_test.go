@@ -2,9 +2,13 @@ package pki_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +100,56 @@ func TestMutualTLS(t *testing.T) {
 	clientErr, serverErr = handshake(t, serverCfg, reloaded)
 	assert.NoError(t, clientErr)
 	assert.NoError(t, serverErr)
+}
+
+// TestSerialsAsPeopleCopyThem: a serial is read whatever its case, ':'
+// separators or 0x prefix, into the one form revocations name; anything
+// that is not a certificate's serial is refused, naming what was typed.
+func TestSerialsAsPeopleCopyThem(t *testing.T) {
+	for in, want := range map[string]string{
+		"3AF2": "3af2", "3a:f2": "3af2", "0x3af2": "3af2", " 003AF2 ": "3af2", "01": "1",
+	} {
+		got, err := pki.ParseSerial(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "xyz", "0", "-3af2", "+3af2", "3af2 99", strings.Repeat("f", 41)} {
+		_, err := pki.ParseSerial(in)
+		assert.Error(t, err, "%q", in)
+		if in != "" {
+			assert.ErrorContains(t, err, fmt.Sprintf("%q", in))
+		}
+	}
+	ca, err := pki.NewCA("ca", time.Hour)
+	require.NoError(t, err)
+	pair, err := ca.IssueClient("alice", time.Hour, "member")
+	require.NoError(t, err)
+	block, _ := pem.Decode(pair.CertPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	got, err := pki.ParseSerial(strings.ToUpper(pki.Serial(cert)))
+	require.NoError(t, err)
+	assert.Equal(t, pki.Serial(cert), got)
+}
+
+// TestOnlyTheOrchestratorsCertificateIsTheOrchestrator: agentctl accepts
+// the certificate certs init issues (OU orchestrator) and one from before
+// it was marked (no OU), never one carrying an API caller's role.
+func TestOnlyTheOrchestratorsCertificateIsTheOrchestrator(t *testing.T) {
+	ca, err := pki.NewCA("ca", time.Hour)
+	require.NoError(t, err)
+	parse := func(p pki.Pair, err error) *x509.Certificate {
+		t.Helper()
+		require.NoError(t, err)
+		block, _ := pem.Decode(p.CertPEM)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		return cert
+	}
+	assert.NoError(t, pki.CheckOrchestrator(parse(ca.IssueOrchestrator("orchestrator", time.Hour))))
+	assert.NoError(t, pki.CheckOrchestrator(parse(ca.IssueClient("orchestrator", time.Hour))), "from before the mark")
+	for _, units := range [][]string{{"viewer"}, {"admin"}, {"orchestrator", "admin"}, {"ops"}} {
+		err := pki.CheckOrchestrator(parse(ca.IssueClient("alice", time.Hour, units...)))
+		assert.ErrorContains(t, err, `client certificate "alice"`, "%v", units)
+	}
 }

@@ -374,14 +374,23 @@ func (bareAuth) RequireTransportSecurity() bool { return false }
 // secret, as on a remote host) refuses every RPC from a client with no
 // certificate, a certificate from another CA, a self-signed one naming
 // the orchestrator, the right CA's server certificate used as a client
-// one, or plaintext; none of them creates a session.
+// one, an API caller's certificate from the same CA ('certs client', a
+// role in its OU), or plaintext; none of them creates a session. The
+// orchestrator's certificate passes, and so does one from before it was
+// marked (no OU).
 func TestMutualTLSRefusesOtherCertificates(t *testing.T) {
 	t.Parallel()
 	ca, err := pki.NewCA("agentctl CA", time.Hour)
 	require.NoError(t, err)
 	serverPair, err := ca.IssueServer("agentctl", []string{"127.0.0.1"}, time.Hour)
 	require.NoError(t, err)
-	orchestratorPair, err := ca.IssueClient("orchestrator", time.Hour)
+	orchestratorPair, err := ca.IssueOrchestrator("orchestrator", time.Hour)
+	require.NoError(t, err)
+	legacyPair, err := ca.IssueClient("orchestrator", time.Hour) // 'certs init' before OU=orchestrator
+	require.NoError(t, err)
+	apiCaller, err := ca.IssueClient("alice", time.Hour, "member")
+	require.NoError(t, err)
+	apiAdmin, err := ca.IssueClient("orchestrator", time.Hour, "admin", pki.OrchestratorUnit)
 	require.NoError(t, err)
 	otherCA, err := pki.NewCA("other CA", time.Hour)
 	require.NoError(t, err)
@@ -433,6 +442,8 @@ func TestMutualTLSRefusesOtherCertificates(t *testing.T) {
 		{"a certificate from another CA", withCert(&stranger)},
 		{"a self-signed certificate naming the orchestrator", withCert(&selfSigned)},
 		{"the CA's server certificate as a client one", withCert(&serverPair)},
+		{"an API caller's certificate from the same CA", withCert(&apiCaller)},
+		{"an API admin's certificate also claiming OU orchestrator", withCert(&apiAdmin)},
 		{"plaintext", insecure.NewCredentials()},
 		{"TLS without verifying the daemon, no certificate", credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})}, //nolint:gosec // the intruder
 	}
@@ -454,15 +465,21 @@ func TestMutualTLSRefusesOtherCertificates(t *testing.T) {
 		assert.ErrorIs(t, err, errdefs.ErrNotFound, "%s created a session", c.name)
 	}
 
-	// Positive control: the orchestrator's certificate passes every RPC.
+	assert.Contains(t, logs.String(), `is not the orchestrator's: its OrganizationalUnit [\"member\"]`, "the refusal is logged with its reason")
+
+	// Positive control: the orchestrator's certificate passes every RPC,
+	// and so does one issued before it was marked.
 	allowed := 0
-	for _, r := range rpcs {
-		err := invoke(legit, r)
-		if assert.NotContains(t, []codes.Code{codes.Unavailable, codes.Unauthenticated}, status.Code(err), "%s with the right certificate: %v", r.name, err) {
-			allowed++
+	for _, conn := range []*grpc.ClientConn{legit, dial(withCert(&legacyPair))} {
+		for _, r := range rpcs {
+			err := invoke(conn, r)
+			if assert.NotContains(t, []codes.Code{codes.Unavailable, codes.Unauthenticated}, status.Code(err), "%s with the right certificate: %v", r.name, err) {
+				allowed++
+			}
 		}
 	}
-	testutil.Figure(t, "authz agentctl mTLS", "%d RPCs × %d wrong clients (no cert, other CA, self-signed, server cert, plaintext, unverified TLS): "+
-		"%d refused, 0 sessions created; %d/%d allowed with the orchestrator's certificate",
-		len(rpcs), len(clients), refused, allowed, len(rpcs))
+	testutil.Figure(t, "authz agentctl mTLS", "%d RPCs × %d wrong clients (no cert, other CA, self-signed, server cert, "+
+		"an API caller's and an API admin's certificates from the same CA, plaintext, unverified TLS): "+
+		"%d refused, 0 sessions created; %d/%d allowed with the orchestrator's certificates (marked, and from before the mark)",
+		len(rpcs), len(clients), refused, allowed, 2*len(rpcs))
 }

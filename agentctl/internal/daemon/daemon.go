@@ -45,6 +45,7 @@ import (
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
 	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/pki"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/registry"
@@ -245,7 +246,13 @@ func (d *Daemon) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 func (d *Daemon) authenticate(ctx context.Context, method string) error {
 	p, _ := peer.FromContext(ctx)
 	if d.opts.TLSClientAuth && p != nil {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 && len(info.State.VerifiedChains[0]) > 0 {
+			// The CA may also sign API callers' certificates (certs
+			// client): those carry a role, and are not the orchestrator.
+			if err := pki.CheckOrchestrator(info.State.VerifiedChains[0][0]); err != nil {
+				d.log.Warn("refused a call with a client certificate that is not the orchestrator's", "method", method, "peer", p.Addr.String(), "reason", err.Error())
+				return fmt.Errorf("%v: %w", err, errdefs.ErrUnauthenticated)
+			}
 			return d.admit(ctx, method)
 		}
 	}

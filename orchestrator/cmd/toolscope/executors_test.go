@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,8 +14,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolscope/toolscope/executors/executortest"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/pki"
 )
 
 // newTask creates a workspace, a github repository and a task on it.
@@ -47,6 +55,25 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 	assert.Equal(t, "running", s["state"])
 	assert.Equal(t, map[string]any{"providers": []any{"github"}, "generation": float64(1)}, s["pushed_provider_set"])
 	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "stopped")
+
+	// An API caller's certificate from the same CA ('certs client', as the
+	// operations guide makes both in one directory) is not the
+	// orchestrator's: the daemon refuses it every RPC.
+	srv.ok(t, "certs", "client", "--dir", certs, "--name", "alice", "--role", "admin")
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(certs, name))
+		require.NoError(t, err)
+		return b
+	}
+	cfg, err := pki.ClientConfig(pki.Pair{CertPEM: read("client-alice.crt"), KeyPEM: read("client-alice.key")}, read("ca.crt"))
+	require.NoError(t, err)
+	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = agentctlv1.NewAgentctlServiceClient(conn).GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: s["id"].(string)})
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, `client certificate "alice"`)
+	assert.ErrorContains(t, err, "is not the orchestrator's")
 }
 
 func freePort(t *testing.T) string {

@@ -59,7 +59,7 @@ by its serial number (an admin's call); 'certs revoked' lists the revoked ones.`
 			if err != nil {
 				return err
 			}
-			client, err := ca.IssueClient(name, validFor)
+			client, err := ca.IssueOrchestrator(name, validFor)
 			if err != nil {
 				return err
 			}
