@@ -60,8 +60,19 @@ func newRefusals(report func(context.Context, Refusal) bool, perSecond int) *ref
 	return &refusals{report: report, limiter: rate.NewLimiter(rate.Limit(perSecond), 2*perSecond), now: time.Now}
 }
 
+// maxReportedTool bounds the tool name a report carries, the longest a
+// tool's name may be (toolapi: 64 bytes): a client naming a megabyte costs
+// nothing downstream. A longer name is cut and marked with "…", so it
+// stays one the orchestrator records as malformed. The report's protobuf
+// string must be UTF-8, so a cut rune is dropped.
+const maxReportedTool = 64
+
 // add reports r, or counts it for the next report.
 func (rs *refusals) add(ctx context.Context, tool, code string) {
+	if len(tool) > maxReportedTool {
+		tool = tool[:maxReportedTool] + "…"
+	}
+	tool = strings.ToValidUTF8(tool, "")
 	rs.mu.Lock()
 	if !rs.limiter.AllowN(rs.now(), 1) {
 		rs.suppressed++

@@ -130,6 +130,18 @@ func TestCallToolRefusalsNameTheirTarget(t *testing.T) {
 		{Tool: toolapi.CallTool, Code: toolapi.CodeInvalidArguments},
 		{Tool: toolapi.GitHubPRStatus, Code: toolapi.CodeInvalidArguments},
 	}, got.take())
+
+	// A name of any length is reported cut to the longest a tool may
+	// have and marked, never a name of its own; a cut rune is dropped (a
+	// protobuf string is UTF-8).
+	long := strings.Repeat("a", 63) + "é" + strings.Repeat("z", 1<<16)
+	res, err := codex.session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.CallTool, Arguments: map[string]any{"name": long}})
+	require.NoError(t, err)
+	assert.True(t, res.IsError)
+	reported := got.take()
+	require.Len(t, reported, 1)
+	assert.Equal(t, strings.Repeat("a", 63)+"…", reported[0].Tool, "cut inside é, which is dropped")
+	assert.Error(t, toolapi.CheckExternalName(reported[0].Tool), "recorded as malformed")
 }
 
 // TestRefusalReportsAreBoundedAndCounted: a client refused in a tight
