@@ -292,7 +292,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 		assert.Equal(t, events, gotEvents)
 		v, err := s2.SchemaVersion(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(11), v)
+		assert.Equal(t, int64(12), v)
 	})
 }
 
