@@ -15,6 +15,11 @@ PKGS := $(foreach m,$(MODULES),./$(m)/...)
 TOOLS_BIN := $(CURDIR)/.bin
 BUF := $(TOOLS_BIN)/buf
 OUT := $(CURDIR)/bin
+# The build's version, in every binary make build makes (toolscope version,
+# and toolscope-server refuses to serve for another build): Go stamps no VCS
+# information in workspace mode.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+STAMP := -X github.com/toolscope/toolscope/internal/version.stamp=$(VERSION)
 
 # The orchestrator always serves on <data-dir>/toolscope.sock (yours only);
 # LISTEN adds an authenticated TCP listener (e.g. LISTEN=127.0.0.1:7733).
@@ -26,10 +31,10 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/toolscope (the CLI), bin/toolscope-server (serve, demo) and a static bin/agentctl
-	$(GO) build -o $(OUT)/toolscope ./orchestrator/cmd/toolscope
-	$(GO) build -o $(OUT)/toolscope-server ./orchestrator/cmd/toolscope-server
-	CGO_ENABLED=0 $(GO) build -o $(OUT)/agentctl ./agentctl/cmd/agentctl
+build: ## build bin/toolscope (the CLI), bin/toolscope-server (serve, demo) and a static bin/agentctl, each stamped with VERSION
+	$(GO) build -ldflags "$(STAMP)" -o $(OUT)/toolscope ./orchestrator/cmd/toolscope
+	$(GO) build -ldflags "$(STAMP)" -o $(OUT)/toolscope-server ./orchestrator/cmd/toolscope-server
+	CGO_ENABLED=0 $(GO) build -ldflags "$(STAMP)" -o $(OUT)/agentctl ./agentctl/cmd/agentctl
 
 .PHONY: run
 run: build ## the guided demo: the orchestrator on embedded SQLite plus a scenario and the web console (LISTEN=, DATA_DIR=, CONSOLE=)

@@ -6,11 +6,22 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
-// String returns the module version, or the VCS revision (with "+dirty"
-// for a modified tree) when built from a checkout, plus the Go version.
+// stamp is the build's version when the build sets it: make build passes
+// `git describe --always --dirty` with -ldflags -X, since Go stamps no VCS
+// information in workspace mode (go.work), where every binary here is
+// built.
+var stamp string
+
+// String returns the build's version: the stamp make build sets, else the
+// module version, or the VCS revision (with "+dirty" for a modified tree)
+// when built from a checkout outside workspace mode; plus the Go version.
 func String() string {
+	if stamp != "" {
+		return fmt.Sprintf("%s (%s)", stamp, runtime.Version())
+	}
 	v := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v = bi.Main.Version
@@ -37,4 +48,11 @@ func shortRev(rev string) string {
 		return rev[:12]
 	}
 	return rev
+}
+
+// Stamped reports whether v, a String, names a build: a module version or
+// a VCS revision, not a binary built without them (a test binary, "go
+// build" outside a checkout), whose String says "(devel)" or "unknown".
+func Stamped(v string) bool {
+	return v != "" && !strings.HasPrefix(v, "(") && !strings.HasPrefix(v, " ") && !strings.HasPrefix(v, "unknown")
 }

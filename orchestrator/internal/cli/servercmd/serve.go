@@ -30,7 +30,14 @@ import (
 )
 
 // Commands returns serve and demo, new for each command line.
-func Commands() []*cobra.Command { return []*cobra.Command{serveCmd(), demoCmd()} }
+func Commands() []*cobra.Command {
+	cmds := []*cobra.Command{serveCmd(), demoCmd()}
+	for _, c := range cmds {
+		// Run by the toolscope binary: the same build only.
+		c.PreRunE = func(*cobra.Command, []string) error { return cli.CheckCallerBuild() }
+	}
+	return cmds
+}
 
 // jsonOut is the command line's --json.
 func jsonOut(cmd *cobra.Command) bool {
