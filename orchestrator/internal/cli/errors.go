@@ -246,8 +246,18 @@ func conventions(root *cobra.Command) {
 			cmd.Args = unknownSubcommand
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
-		if cmd.PreRunE == nil && cmd.PreRun == nil {
-			cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return checkDurations(cmd) }
+		if cmd.PreRun == nil {
+			// A command's own PreRunE (servercmd's build check) runs
+			// first, then the durations' check.
+			own := cmd.PreRunE
+			cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+				if own != nil {
+					if err := own(cmd, args); err != nil {
+						return err
+					}
+				}
+				return checkDurations(cmd)
+			}
 		}
 		for _, c := range cmd.Commands() {
 			walk(c)
