@@ -45,7 +45,8 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 
 	port := freePort(t)
 	startRemoteDaemon(t, agentctl, certs, port)
-	orch := startServer(t, t.TempDir(), remoteFlags(agentctl, certs, port)...)
+	orchDir := t.TempDir()
+	orch := startServer(t, orchDir, remoteFlags(agentctl, certs, port)...)
 	task := newTask(t, orch)
 	r := orch.run(t, "--json", "session", "launch", task, "--executor", "remote")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -74,6 +75,19 @@ func TestRemoteExecutorWithGeneratedCertificates(t *testing.T) {
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
 	assert.ErrorContains(t, err, `client certificate "alice"`)
 	assert.ErrorContains(t, err, "is not the orchestrator's")
+
+	// A new orchestrator certificate from the same CA, for when the first
+	// nears its end: the host takes it with nothing new on its side.
+	before := read("orchestrator.crt")
+	srv.ok(t, "certs", "orchestrator", "--dir", certs)
+	assert.NotEqual(t, before, read("orchestrator.crt"))
+	orch.stop(t)
+	orch = startServer(t, orchDir, remoteFlags(agentctl, certs, port)...)
+	r = orch.run(t, "--json", "session", "launch", task, "--executor", "remote")
+	require.Equal(t, 0, r.code, "with the new certificate: %s", r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "running", s["state"])
+	assert.Contains(t, orch.ok(t, "--json", "session", "stop", s["id"].(string)), "stopped")
 }
 
 func freePort(t *testing.T) string {

@@ -90,15 +90,7 @@ by its serial number (an admin's call); 'certs revoked' lists the revoked ones.`
 			if sdir == "" || len(hosts) == 0 {
 				return Usagef("--dir and at least one --host are required")
 			}
-			certPEM, err := os.ReadFile(filepath.Join(sdir, "ca.crt"))
-			if err != nil {
-				return fmt.Errorf("read the CA (run 'toolscope certs init --dir %s' first): %w", sdir, err)
-			}
-			keyPEM, err := os.ReadFile(filepath.Join(sdir, "ca.key"))
-			if err != nil {
-				return fmt.Errorf("read the CA key: %w", err)
-			}
-			ca, err := pki.LoadCA(certPEM, keyPEM)
+			ca, err := loadCA(sdir)
 			if err != nil {
 				return err
 			}
@@ -144,15 +136,7 @@ by its serial number (an admin's call); 'certs revoked' lists the revoked ones.`
 			if _, err := parseRole(crole); err != nil {
 				return err
 			}
-			certPEM, err := os.ReadFile(filepath.Join(cdir, "ca.crt"))
-			if err != nil {
-				return fmt.Errorf("read the CA (run 'toolscope certs init --dir %s' first): %w", cdir, err)
-			}
-			keyPEM, err := os.ReadFile(filepath.Join(cdir, "ca.key"))
-			if err != nil {
-				return fmt.Errorf("read the CA key: %w", err)
-			}
-			ca, err := pki.LoadCA(certPEM, keyPEM)
+			ca, err := loadCA(cdir)
 			if err != nil {
 				return err
 			}
@@ -181,8 +165,51 @@ by its serial number (an admin's call); 'certs revoked' lists the revoked ones.`
 	clientCmd.Flags().StringVar(&cname, "name", "", "the caller's name (the certificate's common name; the actor in events and logs)")
 	clientCmd.Flags().StringVar(&crole, "role", "member", "viewer, member or admin (the Subject's OrganizationalUnit)")
 	clientCmd.Flags().DurationVar(&cvalid, "valid-for", 90*24*time.Hour, "validity of the certificate")
-	cmd.AddCommand(initCmd, serverCmd, clientCmd, a.certsRevokeCmd(), a.certsRevokedCmd())
+	var odir, oname string
+	var ovalid time.Duration
+	orchestratorCmd := &cobra.Command{
+		Use:   "orchestrator --dir DIR",
+		Short: "Issue a new orchestrator certificate for remote agentctl hosts, signed by the CA in DIR (when the one from 'certs init' nears its end)",
+		Args:  ExactArgs(),
+		RunE: func(*cobra.Command, []string) error {
+			if odir == "" {
+				return Usagef("--dir is required")
+			}
+			ca, err := loadCA(odir)
+			if err != nil {
+				return err
+			}
+			pair, err := ca.IssueOrchestrator(oname, ovalid)
+			if err != nil {
+				return err
+			}
+			files := []certFile{{"orchestrator.crt", pair.CertPEM, 0o644}, {"orchestrator.key", pair.KeyPEM, 0o600}}
+			if err := writeCerts(odir, files); err != nil {
+				return err
+			}
+			return a.certsReport(odir, files, fmt.Sprintf(
+				"restart 'toolscope serve --remote-cert %s --remote-key %s' to use it; the agentctl hosts need nothing new (same CA)",
+				filepath.Join(odir, "orchestrator.crt"), filepath.Join(odir, "orchestrator.key")))
+		},
+	}
+	orchestratorCmd.Flags().StringVar(&odir, "dir", "", "directory holding the CA (from 'certs init'); orchestrator.crt and .key are replaced")
+	orchestratorCmd.Flags().StringVar(&oname, "name", "toolscope orchestrator", "common name of the orchestrator's certificate")
+	orchestratorCmd.Flags().DurationVar(&ovalid, "valid-for", 365*24*time.Hour, "validity of the certificate")
+	cmd.AddCommand(initCmd, serverCmd, clientCmd, orchestratorCmd, a.certsRevokeCmd(), a.certsRevokedCmd())
 	return cmd
+}
+
+// loadCA reads the CA that 'certs init' wrote in dir.
+func loadCA(dir string) (*pki.CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("read the CA (run 'toolscope certs init --dir %s' first): %w", dir, err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, fmt.Errorf("read the CA key: %w", err)
+	}
+	return pki.LoadCA(certPEM, keyPEM)
 }
 
 // certsRevokeCmd revokes a client certificate on the orchestrator, named
