@@ -182,13 +182,20 @@ FUZZ_TARGETS := \
 	./orchestrator/internal/scrub:FuzzScrub \
 	./agentctl/internal/daemon:FuzzToolArgumentsValidation
 
+# A duration -fuzztime can end in a bare "context deadline exceeded" with no
+# failing input: a race in Go's fuzz coordinator at its own deadline
+# (golang/go#75804, fixed in Go 1.27, not in 1.26). A real failure always
+# writes its input ("Failing input written to ..."); only a failure that
+# wrote none and says nothing but that is taken for the race, and reported.
 .PHONY: fuzz
 fuzz: ## fuzz every target for FUZZTIME each (default 30s); records executions as figures
 	@mkdir -p bench
 	@for t in $(FUZZ_TARGETS); do \
 		IFS=: read -r pkg target <<< "$$t"; \
 		echo "== fuzz $$target ($$pkg, $(or $(FUZZTIME),30s))" >&2; \
-		out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),30s) "$$pkg" 2>&1) || { echo "$$out"; exit 1; }; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),30s) "$$pkg" 2>&1) || { \
+			if grep -q 'Failing input written to' <<< "$$out" || [[ "$$(grep -E '^--- FAIL|^    ' <<< "$$out" | grep -v '^--- FAIL' | sed 's/^ *//')" != "context deadline exceeded" ]]; then echo "$$out"; exit 1; fi; \
+			echo "(the fuzz coordinator's own deadline race, golang/go#75804: no input failed)" >&2; }; \
 		last=$$( { grep -o 'elapsed: [^,]*, execs: [0-9]*' <<< "$$out" || true; } | tail -1); \
 		[[ -n "$$last" ]] || last="execs: $$( { grep -o 'baseline coverage: [0-9]*' <<< "$$out" || echo 0; } | tail -1 | grep -o '[0-9]*$$') (its seed corpus: FUZZTIME went to the baseline)"; \
 		echo "$$last" >&2; \
