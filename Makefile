@@ -118,8 +118,8 @@ test-stress: ## the list_changed tests under two CPU hogs, -race -count=$(STRESS
 .PHONY: test-long
 test-long: ## the agentctl load storm, alone: under -race, then without it (every client notified during every 100 pushes, every lister sees the list change; gap and rate are figures); 1–2 min
 	@mkdir -p bench
-	$(LOAD_TEST) -race | grep -E '^(--- |ok|FAIL|panic)|figure |Error'
-	$(LOAD_TEST) | grep -E '^(--- |ok|FAIL|panic)|figure |Error'
+	$(LOAD_TEST) -race | grep -E '^(--- |ok|FAIL|panic)|figure |Error|Messages:'
+	$(LOAD_TEST) | grep -E '^(--- |ok|FAIL|panic)|figure |Error|Messages:'
 
 # Benchmarks as PACKAGE:PATTERN:BENCHTIME; each figure is timed against its
 # floor in the same process (see docs/benchmarks.md).
