@@ -44,3 +44,10 @@ const (
 	CodeProviderUnavailable  = "provider_unavailable"
 	CodeProviderFailed       = "provider_error"
 )
+
+// EndpointRefusals are the codes an MCP endpoint (package mcpserver)
+// refuses a call with itself, before it reaches the orchestrator: the
+// ones a refusal report may carry (ADR 0036).
+var EndpointRefusals = map[string]bool{
+	CodeUnknownTool: true, CodeInvalidArguments: true, CodeArgumentsTooLarge: true,
+}

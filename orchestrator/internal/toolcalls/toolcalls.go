@@ -341,17 +341,11 @@ func (d *Dispatcher) handle(ctx context.Context, c Call, a *auditRecord) Result 
 // readOnlySession reports whether a session may call read-only tools
 // only: plan mode, and any mode the orchestrator does not know (the
 // narrowest surface, as agentctl's registry treats it).
-// endpointRefusals are the codes an MCP endpoint refuses a call with
-// itself (mcpserver: the SDK's unknown tool, call_tool's checks, the
-// arguments' checks); a report naming another is recorded as malformed,
-// so that what a report claims never writes free text to the audit or
-// a label to the metrics.
-var endpointRefusals = map[string]bool{
-	toolapi.CodeUnknownTool: true, toolapi.CodeInvalidArguments: true, toolapi.CodeArgumentsTooLarge: true,
-}
-
+// endpointRefusal is a report's code as recorded: one of
+// toolapi.EndpointRefusals, else malformed, so that what a report claims
+// never writes free text to the audit or a label to the metrics.
 func endpointRefusal(code string) string {
-	if endpointRefusals[code] {
+	if toolapi.EndpointRefusals[code] {
 		return code
 	}
 	return malformed
