@@ -105,7 +105,8 @@ func buildImage(cli *client.Client, tag string, files map[string]file) error {
 	_ = tw.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, Version: build.BuilderV1})
+	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, Version: build.BuilderV1,
+		Labels: map[string]string{testutil.LabelTest: "image"}})
 	if err != nil {
 		return err
 	}

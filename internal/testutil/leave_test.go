@@ -1,9 +1,13 @@
 package testutil
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -96,29 +100,17 @@ func TestLeftSessionDirsAreFound(t *testing.T) {
 // TestLeftContainersAreFound: a container labelled as toolscope's that
 // mounts one of the package's builds is left behind, running or not, and
 // removed once reported; one that mounts nothing of the package is not.
+// The containers are only created, never started, from an image the test
+// imports itself: a new Docker engine has no image at all.
 func TestLeftContainersAreFound(t *testing.T) {
 	c := dockerClient()
 	if c == nil {
 		SkipOrFailUnderCI(t, "no Docker engine socket")
 	}
-	resp, err := c.Get("http://docker/images/json")
-	if err != nil {
+	if _, err := c.Get("http://docker/_ping"); err != nil {
 		SkipOrFailUnderCI(t, "no Docker engine answers: %v", err)
 	}
-	var images []struct {
-		RepoTags []string `json:"RepoTags"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&images))
-	_ = resp.Body.Close()
-	image := ""
-	for _, im := range images {
-		if len(im.RepoTags) > 0 && im.RepoTags[0] != "<none>:<none>" {
-			image = im.RepoTags[0]
-		}
-	}
-	if image == "" {
-		SkipOrFailUnderCI(t, "no tagged image in the Docker engine to create a container from")
-	}
+	image := importImage(t, c)
 	build := t.TempDir()
 	create := func(bind string) string {
 		body, _ := json.Marshal(map[string]any{
@@ -147,4 +139,36 @@ func TestLeftContainersAreFound(t *testing.T) {
 	left, err = leftContainers([]string{build})
 	require.NoError(t, err)
 	assert.Empty(t, left, "removed")
+}
+
+// importImage imports a one-file image labelled LabelTest, named for this
+// test process, and removes it when the test ends.
+func importImage(t *testing.T, c *http.Client) string {
+	t.Helper()
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	body := []byte("toolscope leave-nothing test\n")
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "marker", Mode: 0o644, Size: int64(len(body))}))
+	_, err := tw.Write(body)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	repo, tag := "toolscope-test-leave", strconv.Itoa(os.Getpid())
+	q := url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}, "changes": {"LABEL " + LabelTest + "=leave-nothing"}}
+	resp, err := c.Post("http://docker/images/create?"+q.Encode(), "application/x-tar", &layer)
+	require.NoError(t, err)
+	out, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "import an image: %s", out)
+	require.NotContains(t, string(out), `"error"`, "import an image")
+	image := repo + ":" + tag
+	t.Cleanup(func() {
+		req, err := http.NewRequest(http.MethodDelete, "http://docker/images/"+url.PathEscape(image)+"?force=1", nil)
+		if err != nil {
+			return
+		}
+		if resp, err := c.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	})
+	return image
 }
