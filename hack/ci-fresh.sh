@@ -24,6 +24,10 @@ set -euo pipefail
 top="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 work="${CI_FRESH_DIR:-$(mktemp -d /var/tmp/toolscope-ci-fresh.XXXXXX)}"
 mkdir -p "$work"
+# mktemp makes it 0700: the agent tests run the agent CLIs from the clone
+# under uids of their own, which must be able to reach them (as in CI's
+# own folder).
+chmod 0755 "$work"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/toolscope"
 aside="$cache.aside.$$"
 
