@@ -36,6 +36,7 @@ type GitHub struct {
 	echo     bool     // see EchoCredentials
 	echoed   []string // the bodies that echoed a credential
 	srv      *httptest.Server
+	git      gitHost
 
 	// held, while set, makes requests wait before they are handled; see
 	// Hold. inFlight and peak count the requests received and not yet
@@ -90,13 +91,37 @@ type ghComment struct {
 // Close stops it.
 func NewGitHub(token, login string) *GitHub {
 	g := &GitHub{Token: token, Login: login, repos: map[string]*ghRepo{}, nextID: 1000, PageSize: 2}
+	g.git = gitHost{token: token, heads: func(path string, branches []string) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if r := g.repos[path]; r != nil {
+			for _, b := range branches {
+				r.branches[b] = true
+			}
+		}
+	}}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	g.URL = g.srv.URL
 	return g
 }
 
-// Close stops the server.
-func (g *GitHub) Close() { g.srv.Close() }
+// Close stops the server and removes its git repositories.
+func (g *GitHub) Close() { g.srv.Close(); g.git.close() }
+
+// SeedRepo creates owner/name as AddRepo does, and also as a git
+// repository served at GitURL, with one commit holding files on every
+// branch; it returns that commit.
+func (g *GitHub) SeedRepo(path string, files map[string]string, branches ...string) (string, error) {
+	g.AddRepo(path, branches...)
+	return g.git.seed(path, files, branches)
+}
+
+// GitURL is the clone URL of a seeded repository (git's smart HTTP; basic
+// authentication with the token as password).
+func (g *GitHub) GitURL(path string) string { return g.URL + "/" + path + ".git" }
+
+// Head returns the commit a branch of a seeded repository points at.
+func (g *GitHub) Head(path, branch string) (string, bool) { return g.git.head(path, branch) }
 
 // EchoCredentials makes every error answer (status 400 or more) echo the
 // request's Authorization header in its message, as some proxies and
@@ -209,6 +234,13 @@ func (g *GitHub) InFlight() (now, peak int) {
 }
 
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+	if g.git.handles(r) {
+		g.mu.Lock()
+		g.requests = append(g.requests, r.Method+" "+r.URL.Path)
+		g.mu.Unlock()
+		g.git.serve(w, r)
+		return
+	}
 	g.heldMu.Lock()
 	g.inFlight++
 	g.peak = max(g.peak, g.inFlight)
