@@ -81,11 +81,19 @@ const DefaultFlagPrefix = "agentctl serve --mcp-"
 const (
 	DefaultHeaderTimeout = 10 * time.Second
 	DefaultBodyTimeout   = 30 * time.Second
-	DefaultIdleTimeout   = 60 * time.Second
-	DefaultMaxConns      = 512
-	DefaultMaxSessions   = 128
-	DefaultSessionIdle   = 2 * time.Minute
-	DefaultKeepAlive     = 30 * time.Second
+	// DefaultIdleTimeout outlasts the idle timeouts of common HTTP
+	// clients (Go's http.DefaultTransport keeps an idle connection 90 s,
+	// Node's and Python's a few seconds), so that the client, not the
+	// server, closes an idle connection. When the server closes first, a
+	// client may send a POST on the connection as it closes, and Go does
+	// not retry a POST. The bound was 60 s until one tools/list in 54,694
+	// failed, without its reason on record, in a 116 s load storm; this
+	// race is the likely cause, not a proven one.
+	DefaultIdleTimeout = 2 * time.Minute
+	DefaultMaxConns    = 512
+	DefaultMaxSessions = 128
+	DefaultSessionIdle = 2 * time.Minute
+	DefaultKeepAlive   = 30 * time.Second
 )
 
 // WithDefaults returns l with every unset (zero or negative) field at

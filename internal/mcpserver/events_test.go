@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -123,4 +124,15 @@ func TestStatefulClientListingInALoopHoldsBoundedEvents(t *testing.T) {
 	require.NoError(t, cs.Close())
 	require.Eventually(t, func() bool { bytes, _ := store.retained(); return bytes == 0 }, 5*time.Second, 10*time.Millisecond,
 		"a closed session's events are dropped")
+}
+
+// TestIdleTimeoutOutlastsGoClients: the endpoint keeps an idle connection
+// longer than Go's default client transport does, so that Go clients
+// (the go-sdk's default) close idle connections themselves and never send
+// a POST on one the endpoint is closing (Go retries no POST).
+func TestIdleTimeoutOutlastsGoClients(t *testing.T) {
+	client := http.DefaultTransport.(*http.Transport).IdleConnTimeout
+	require.NotZero(t, client)
+	assert.Greater(t, DefaultIdleTimeout, client)
+	assert.Equal(t, DefaultIdleTimeout, Limits{}.WithDefaults().IdleTimeout)
 }

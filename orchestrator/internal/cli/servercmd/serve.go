@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -179,12 +180,12 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	f.IntVar(&cfg.AgentctlFlags.ExitTailBytes, "exit-tail-bytes", 0, "most bytes of an agent's output its agent.exited event carries (0: agentctl's default, 4096)")
 	f.Int64Var(&cfg.AgentctlFlags.LogBacklog, "log-backlog", 0, "bytes of a log 'session logs' sends before following it (0: the default, 1 MiB)")
 	f.Int64Var(&cfg.AgentctlFlags.AgentLogMax, "agent-log-max-bytes", 0, "bound on a running agent's log, rotated at half of it (0: agentctl's default, 64 MiB)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPHeaderTimeout, "mcp-header-timeout", 0, "sessions' MCP endpoints: time for a request's headers (0: agentctl's default, 10s)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPBodyTimeout, "mcp-body-timeout", 0, "sessions' MCP endpoints: time for a request's body (0: agentctl's default, 30s)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPIdleTimeout, "mcp-idle-timeout", 0, "sessions' MCP endpoints: idle kept-alive connections are closed after this (0: agentctl's default, 1m0s)")
-	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, 512)")
-	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, 128)")
-	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, 2m0s)")
+	f.DurationVar(&cfg.AgentctlFlags.MCPHeaderTimeout, "mcp-header-timeout", 0, "sessions' MCP endpoints: time for a request's headers (0: agentctl's default, "+mcpserver.DefaultHeaderTimeout.String()+")")
+	f.DurationVar(&cfg.AgentctlFlags.MCPBodyTimeout, "mcp-body-timeout", 0, "sessions' MCP endpoints: time for a request's body (0: agentctl's default, "+mcpserver.DefaultBodyTimeout.String()+")")
+	f.DurationVar(&cfg.AgentctlFlags.MCPIdleTimeout, "mcp-idle-timeout", 0, "sessions' MCP endpoints: idle kept-alive connections are closed after this (0: agentctl's default, "+mcpserver.DefaultIdleTimeout.String()+")")
+	f.IntVar(&cfg.AgentctlFlags.MCPMaxConns, "mcp-max-conns", 0, "sessions' MCP endpoints: most connections open at once, each (0: agentctl's default, "+strconv.Itoa(mcpserver.DefaultMaxConns)+")")
+	f.IntVar(&cfg.AgentctlFlags.MCPMaxSessions, "mcp-max-sessions", 0, "sessions' MCP endpoints: most MCP sessions at once, each (0: agentctl's default, "+strconv.Itoa(mcpserver.DefaultMaxSessions)+")")
+	f.DurationVar(&cfg.AgentctlFlags.MCPSessionIdle, "mcp-session-idle", 0, "sessions' MCP endpoints: an MCP session idle this long is closed (0: agentctl's default, "+mcpserver.DefaultSessionIdle.String()+")")
 	// The hosted endpoint (ADR 0026): hosted sessions' MCP, served by the
 	// orchestrator; its bounds are agentctl's --mcp-* ones, for it.
 	f.StringVar(&cfg.Hosted, "hosted", "", "serve hosted sessions' MCP endpoints ('session attach') on this TCP address (e.g. 127.0.0.1:7781; port 0 picks a free port); a non-loopback address needs --tls-cert")
