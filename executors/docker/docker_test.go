@@ -298,9 +298,18 @@ func TestAgentctlLogIsTheContainersOutput(t *testing.T) {
 	t.Cleanup(func() { _ = e.Stop(context.Background(), h) })
 	var reader executors.AgentctlLogReader = e
 
-	var got []byte
-	require.NoError(t, reader.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
-	assert.Contains(t, string(got), "session created")
+	// agentctl logs "session created" before it answers the launch, but
+	// the engine copies a container's output to its log asynchronously: a
+	// read right after the launch may come before the line (seen once in
+	// a fresh-machine CI run), so reads are repeated until it is there.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var got []byte
+		require.NoError(t, reader.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
+		if strings.Contains(string(got), "session created") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "agentctl's log, read without following, never held its session: %s", got)
+	}
 
 	followed := make(chan error, 1)
 	var tail testutil.SyncBuffer
@@ -403,7 +412,10 @@ func TestContainersAgentctlGetsTheBoundsGiven(t *testing.T) {
 		assert.Contains(t, args, want)
 	}
 	var got []byte
-	require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
+	for deadline := time.Now().Add(time.Minute); len(got) == 0; time.Sleep(20 * time.Millisecond) { // the engine logs asynchronously
+		require.NoError(t, e.AgentctlLog(ctx, h, false, func(b []byte) error { got = append(got, b...); return nil }))
+		require.True(t, time.Now().Before(deadline), "agentctl's log stayed empty")
+	}
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(got)), "\n")+1, "--docker-log-tail 1: one line: %q", got)
 }
 
