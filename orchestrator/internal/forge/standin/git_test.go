@@ -37,7 +37,7 @@ func TestRepositoriesAreServedOverGit(t *testing.T) {
 			},
 			url: gh.GitURL, head: gh.Head, user: "x-access-token",
 			knows:  func(p, b string) bool { gh.mu.Lock(); defer gh.mu.Unlock(); return gh.repos[p].branches[b] },
-			closer: gh.Close, root: func() string { return gh.git.root },
+			closer: gh.Close, root: func() string { return gh.git.Root() },
 		},
 		"gitlab": {
 			seed: func(p string) (string, error) {
@@ -45,7 +45,7 @@ func TestRepositoriesAreServedOverGit(t *testing.T) {
 			},
 			url: gl.GitURL, head: gl.Head, user: "oauth2",
 			knows:  func(p, b string) bool { gl.mu.Lock(); defer gl.mu.Unlock(); return gl.projects[p].branches[b] },
-			closer: gl.Close, root: func() string { return gl.git.root },
+			closer: gl.Close, root: func() string { return gl.git.Root() },
 		},
 	}
 	tokens := map[string]string{"github": "gh-token", "gitlab": "gl-token"}

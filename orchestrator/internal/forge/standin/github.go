@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolscope/toolscope/internal/gittest"
 )
 
 // GitHub is a fake GitHub REST (and GraphQL review-thread) API.
@@ -36,7 +38,7 @@ type GitHub struct {
 	echo     bool     // see EchoCredentials
 	echoed   []string // the bodies that echoed a credential
 	srv      *httptest.Server
-	git      gitHost
+	git      *gittest.Host
 
 	// held, while set, makes requests wait before they are handled; see
 	// Hold. inFlight and peak count the requests received and not yet
@@ -91,7 +93,7 @@ type ghComment struct {
 // Close stops it.
 func NewGitHub(token, login string) *GitHub {
 	g := &GitHub{Token: token, Login: login, repos: map[string]*ghRepo{}, nextID: 1000, PageSize: 2}
-	g.git = gitHost{token: token, heads: func(path string, branches []string) {
+	g.git = gittest.New(token, func(path string, branches []string) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if r := g.repos[path]; r != nil {
@@ -99,21 +101,21 @@ func NewGitHub(token, login string) *GitHub {
 				r.branches[b] = true
 			}
 		}
-	}}
+	})
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	g.URL = g.srv.URL
 	return g
 }
 
 // Close stops the server and removes its git repositories.
-func (g *GitHub) Close() { g.srv.Close(); g.git.close() }
+func (g *GitHub) Close() { g.srv.Close(); g.git.Close() }
 
 // SeedRepo creates owner/name as AddRepo does, and also as a git
 // repository served at GitURL, with one commit holding files on every
 // branch; it returns that commit.
 func (g *GitHub) SeedRepo(path string, files map[string]string, branches ...string) (string, error) {
 	g.AddRepo(path, branches...)
-	return g.git.seed(path, files, branches)
+	return g.git.Seed(path, files, branches...)
 }
 
 // GitURL is the clone URL of a seeded repository (git's smart HTTP; basic
@@ -121,7 +123,7 @@ func (g *GitHub) SeedRepo(path string, files map[string]string, branches ...stri
 func (g *GitHub) GitURL(path string) string { return g.URL + "/" + path + ".git" }
 
 // Head returns the commit a branch of a seeded repository points at.
-func (g *GitHub) Head(path, branch string) (string, bool) { return g.git.head(path, branch) }
+func (g *GitHub) Head(path, branch string) (string, bool) { return g.git.Head(path, branch) }
 
 // EchoCredentials makes every error answer (status 400 or more) echo the
 // request's Authorization header in its message, as some proxies and
@@ -234,11 +236,11 @@ func (g *GitHub) InFlight() (now, peak int) {
 }
 
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
-	if g.git.handles(r) {
+	if g.git.Handles(r) {
 		g.mu.Lock()
 		g.requests = append(g.requests, r.Method+" "+r.URL.Path)
 		g.mu.Unlock()
-		g.git.serve(w, r)
+		g.git.ServeHTTP(w, r)
 		return
 	}
 	g.heldMu.Lock()

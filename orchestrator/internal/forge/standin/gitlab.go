@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/toolscope/toolscope/internal/gittest"
 )
 
 // GitLab is a fake GitLab REST API (v4).
@@ -31,7 +33,7 @@ type GitLab struct {
 	echo          bool     // see EchoCredentials
 	echoed        []string // the bodies that echoed a credential
 	srv           *httptest.Server
-	git           gitHost
+	git           *gittest.Host
 }
 
 // GitLabUser is a user of the fake.
@@ -86,7 +88,7 @@ type glNote struct {
 func NewGitLab(token, username string) *GitLab {
 	g := &GitLab{Token: token, User: GitLabUser{ID: 1, Username: username}, projects: map[string]*glProject{},
 		users: map[string]GitLabUser{username: {ID: 1, Username: username}}, nextID: 5000, PageSize: 2}
-	g.git = gitHost{token: token, heads: func(path string, branches []string) {
+	g.git = gittest.New(token, func(path string, branches []string) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if p := g.projects[path]; p != nil {
@@ -94,21 +96,21 @@ func NewGitLab(token, username string) *GitLab {
 				p.branches[b] = true
 			}
 		}
-	}}
+	})
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	g.URL = g.srv.URL + "/api/v4"
 	return g
 }
 
 // Close stops the server and removes its git repositories.
-func (g *GitLab) Close() { g.srv.Close(); g.git.close() }
+func (g *GitLab) Close() { g.srv.Close(); g.git.Close() }
 
 // SeedProject creates group/name as AddProject does, and also as a git
 // repository served at GitURL, with one commit holding files on every
 // branch; it returns that commit.
 func (g *GitLab) SeedProject(path string, files map[string]string, branches ...string) (string, error) {
 	g.AddProject(path, branches...)
-	return g.git.seed(path, files, branches)
+	return g.git.Seed(path, files, branches...)
 }
 
 // GitURL is the clone URL of a seeded project (git's smart HTTP; basic
@@ -116,7 +118,7 @@ func (g *GitLab) SeedProject(path string, files map[string]string, branches ...s
 func (g *GitLab) GitURL(path string) string { return g.srv.URL + "/" + path + ".git" }
 
 // Head returns the commit a branch of a seeded project points at.
-func (g *GitLab) Head(path, branch string) (string, bool) { return g.git.head(path, branch) }
+func (g *GitLab) Head(path, branch string) (string, bool) { return g.git.Head(path, branch) }
 
 // EchoCredentials makes every error answer (status 400 or more) echo the
 // request's PRIVATE-TOKEN header in its message, as some proxies and
@@ -221,11 +223,11 @@ func (g *GitLab) Requests() []string {
 var glProjectPath = regexp.MustCompile(`^/api/v4/projects/([^/]+)(/.*)?$`)
 
 func (g *GitLab) serve(w http.ResponseWriter, r *http.Request) {
-	if g.git.handles(r) {
+	if g.git.Handles(r) {
 		g.mu.Lock()
 		g.requests = append(g.requests, r.Method+" "+r.URL.EscapedPath())
 		g.mu.Unlock()
-		g.git.serve(w, r)
+		g.git.ServeHTTP(w, r)
 		return
 	}
 	g.mu.Lock()
