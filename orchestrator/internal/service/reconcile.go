@@ -97,6 +97,11 @@ func (s *Service) reconcile(ctx context.Context, ids ...string) []chan Push {
 	out := make([]chan Push, len(ids))
 	for i, id := range ids {
 		w, ok := r.workers[id]
+		if !ok && s.closed() {
+			out[i] = make(chan Push, 1)
+			out[i] <- Push{SessionID: id, Err: errClosed}
+			continue
+		}
 		if !ok {
 			w = &worker{again: make(chan struct{}, 1)}
 			r.workers[id] = w
@@ -113,6 +118,19 @@ func (s *Service) reconcile(ctx context.Context, ids ...string) []chan Push {
 		w.waiters = append(w.waiters, waiter{after: w.attempt, ch: out[i]})
 	}
 	return out
+}
+
+// errClosed answers a wake of a closed service.
+var errClosed = errors.New("the orchestrator is stopping")
+
+// closed reports whether Close was called.
+func (s *Service) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // reconcileAndWait wakes the reconciler for sessions and waits for the

@@ -238,3 +238,36 @@ func TestAListingInspectsBoundedlyAtOnce(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, got)
 }
+
+// TestCloseWhileSessionsAreWoken: wakes racing Close either start their
+// worker before Close waits for it or are answered "stopping" and start
+// none (a WaitGroup's Add racing its Wait: the race detector caught a
+// replica's follower waking sessions while its service closed).
+func TestCloseWhileSessionsAreWoken(t *testing.T) {
+	t.Parallel()
+	f := newFaked(t, service.Options{PushTimeout: time.Minute})
+	task := f.task(t, "github")
+	var ids []string
+	for range 4 {
+		ids = append(ids, f.launch(t, task.ID).ID)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = f.svc.ResumeSession(context.Background(), id)
+			}
+		})
+	}
+	f.svc.Close()
+	close(stop)
+	wg.Wait()
+	_, err := f.svc.ResumeSession(context.Background(), ids[0])
+	assert.Error(t, err, "a closed service wakes nothing")
+}

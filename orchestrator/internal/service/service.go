@@ -154,10 +154,15 @@ var ErrShuttingDown = fmt.Errorf("orchestrator is shutting down: %w", errdefs.Er
 // attempts in flight are cancelled (and not recorded), and Close waits
 // for its workers to end. It does not close the store.
 func (s *Service) Close() {
+	// Under the reconciler's lock: a wake either started its worker
+	// before (and Wait waits for it) or sees the service closed and
+	// starts none (a WaitGroup's Add must not race its Wait).
+	s.rec.mu.Lock()
 	s.once.Do(func() {
 		close(s.done)
 		s.endLife()
 	})
+	s.rec.mu.Unlock()
 	s.rec.wg.Wait()
 }
 
