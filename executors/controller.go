@@ -124,6 +124,20 @@ func (c *Controller) Notify(ctx context.Context, h Handle, text string) (int, er
 	return n, nil
 }
 
+// Deliver pushes a running session's own branch of its checkout of the
+// repository key (see Agentctl.Deliver).
+func (c *Controller) Deliver(ctx context.Context, h Handle, key string, cred GitCredential) (Delivery, error) {
+	ep, err := c.endpoint(h)
+	if err != nil {
+		return Delivery{}, err
+	}
+	d, err := ep.Agentctl.Deliver(ctx, ep.SessionID, key, cred)
+	if err != nil {
+		return d, lost(ep, err)
+	}
+	return d, nil
+}
+
 // AgentLog streams a running session's agent log from its agentctl,
 // wherever it runs: the last 1 MiB, then, with follow, what the agent
 // writes, until it exits, the session stops or ctx ends.

@@ -109,6 +109,45 @@ type Spec struct {
 	// Orientation is what the orchestrator knew at launch of why tools
 	// are missing or would fail; nil: nothing.
 	Orientation *Orientation
+	// Checkouts are the task's repositories, checked out in the session's
+	// workspace before its agent starts (none: no workspace).
+	Checkouts []Checkout
+}
+
+// Checkout is one task repository of a session's workspace: agentctl
+// keeps one mirror of it for all its sessions, fetched with Fetch, and
+// makes the session a checkout of it on Branch (ADR 0038).
+type Checkout struct {
+	Key    string // host/owner/name: the mirror's name
+	URL    string // the clone URL, http(s), with no credential
+	Branch string // the session's own (SessionBranch)
+	Base   string // where Branch starts if new: the default branch when empty
+	Path   string // the checkout's directory in the workspace: one segment
+	// Fetch is the credential of the launch's fetch, used for it only.
+	Fetch GitCredential
+}
+
+// GitCredential is HTTP basic authentication for one git operation
+// (GitHub: x-access-token and a token; GitLab: oauth2 and a token). It
+// formats as its user only.
+type GitCredential struct{ User, Token string }
+
+// String shows the user, never the token.
+func (c GitCredential) String() string { return c.User + ":[token]" }
+
+// GoString is String, for %#v.
+func (c GitCredential) GoString() string { return c.String() }
+
+// SessionBranch is the branch a session of a task works on, in every
+// repository of its workspace; the only branch it may deliver.
+func SessionBranch(taskID, sessionID string) string { return "toolscope/" + taskID + "/" + sessionID }
+
+// Delivery is what a session's delivery pushed.
+type Delivery struct {
+	Ref    string // refs/heads/<the session's branch>
+	Commit string // the commit the remote ref points at now
+	// UpToDate: the remote branch was already at Commit.
+	UpToDate bool
 }
 
 // Orientation is what only the orchestrator knows of why a session's
@@ -225,6 +264,18 @@ type Status struct {
 	// SessionEvent).
 	AgentExitCode int
 	AgentOutput   string
+	// WorkspaceDir is the session's workspace on agentctl's host (empty:
+	// it has none), and Checkouts what became of each checkout of its
+	// launch.
+	WorkspaceDir string
+	Checkouts    []CheckoutState
+}
+
+// CheckoutState is one checkout of a session as agentctl made it: in the
+// workspace, or not, with why (Error, naming no credential).
+type CheckoutState struct {
+	Key, Path, Branch string
+	Error             string
 }
 
 // PushResult is the outcome of applying a surface: what the session's
@@ -313,6 +364,10 @@ type Agentctl interface {
 	// AgentLog sends the agent log's last 1 MiB to fn, then, with follow,
 	// what the agent writes, until it exits, the session stops or ctx ends.
 	AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error
+	// Deliver pushes the session's own branch of its checkout of the
+	// repository key, with cred for this push only: never forced, never
+	// the default branch.
+	Deliver(ctx context.Context, sessionID, key string, cred GitCredential) (Delivery, error)
 }
 
 // Endpoint is how the orchestrator reaches one session its backend holds:

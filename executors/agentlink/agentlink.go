@@ -507,6 +507,16 @@ func (l *Link) Notify(ctx context.Context, sessionID, text string) (int, error) 
 	return int(resp.GetDelivered()), err
 }
 
+// Deliver pushes a session's own branch of one of its checkouts.
+func (l *Link) Deliver(ctx context.Context, sessionID, key string, cred executors.GitCredential) (executors.Delivery, error) {
+	resp, err := l.Client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: sessionID, Key: key,
+		Credential: &agentctlv1.GitCredential{Username: cred.User, Token: cred.Token}})
+	if err != nil {
+		return executors.Delivery{}, err
+	}
+	return executors.Delivery{Ref: resp.GetRef(), Commit: resp.GetCommit(), UpToDate: resp.GetUpToDate()}, nil
+}
+
 // StopSession stops a session and unbinds it from the link.
 func (l *Link) StopSession(ctx context.Context, sessionID string) error {
 	l.forget(sessionID)
@@ -524,6 +534,10 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
 	}
 	out.Orientation = OrientationOf(s.Orientation)
+	for _, c := range s.Checkouts {
+		out.Checkouts = append(out.Checkouts, &agentctlv1.Checkout{Key: c.Key, Url: c.URL, Branch: c.Branch, Base: c.Base, Path: c.Path,
+			FetchCredential: &agentctlv1.GitCredential{Username: c.Fetch.User, Token: c.Fetch.Token}})
+	}
 	if s.Agent != nil {
 		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
 			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}
@@ -548,6 +562,10 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 		MCPURL: st.GetMcpUrl(), MCPToken: st.GetMcpBearerToken(),
 		Providers: providers.Of(st.GetProviderSet().GetProviders()...), Generation: st.GetProviderSet().GetGeneration(),
 		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), AgentOutput: st.GetAgentOutputTail(), ExternalGeneration: st.GetExternalToolsGeneration(),
+		WorkspaceDir: st.GetWorkspaceDir(),
+	}
+	for _, c := range st.GetCheckouts() {
+		out.Checkouts = append(out.Checkouts, executors.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()})
 	}
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:

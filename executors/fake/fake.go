@@ -275,3 +275,12 @@ func (a *agentctl) Notify(ctx context.Context, id, text string) (n int, err erro
 func (a *agentctl) AgentLog(ctx context.Context, id string, _ bool, _ func([]byte) error) error {
 	return a.call(ctx, id, func(*session) {})
 }
+
+// Deliver: a fake session has no workspace (the real one is agentctl's,
+// tested with a real git server).
+func (a *agentctl) Deliver(ctx context.Context, id, key string, _ executors.GitCredential) (executors.Delivery, error) {
+	if err := a.call(ctx, id, func(*session) {}); err != nil {
+		return executors.Delivery{}, err
+	}
+	return executors.Delivery{}, errdefs.FailedPrecondition("session %q runs on the fake executor, which makes no workspace: no checkout of %s", id, key)
+}

@@ -57,6 +57,12 @@ type Options struct {
 	// and agent.log once agentctl ended), kept after the session stops;
 	// default: "logs" beside StateDir.
 	LogsDir string
+	// WorkspacesDir holds the sessions' workspaces (agentctl
+	// --workspaces-dir), kept after they stop, and MirrorsDir the
+	// repositories' mirrors, shared by every session (--mirrors-dir);
+	// default: "workspaces" and "mirrors" beside StateDir. Agents under
+	// uids of their own must be able to traverse WorkspacesDir's parents.
+	WorkspacesDir, MirrorsDir string
 	// ReadyTimeout bounds the wait for agentctl's readiness line.
 	ReadyTimeout time.Duration
 	// StopGrace is the time between SIGTERM and SIGKILL.
@@ -148,6 +154,8 @@ func New(opts Options) (*Executor, error) {
 	if !opts.AgentUIDs.Set() && os.Geteuid() == 0 {
 		opts.AgentUIDs = agentuid.Default
 	}
+	opts.WorkspacesDir = cmp.Or(opts.WorkspacesDir, filepath.Join(filepath.Dir(opts.StateDir), "workspaces"))
+	opts.MirrorsDir = cmp.Or(opts.MirrorsDir, filepath.Join(filepath.Dir(opts.StateDir), "mirrors"))
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs the orchestrator to run as root (it runs as uid %d)", os.Geteuid())
 	}
@@ -270,6 +278,7 @@ func (e *Executor) start(ctx context.Context, st state, env []string) (*session,
 	// sessions (toolscope serve --logs-max-bytes); an agentctl sees its
 	// own sessions only.
 	args = append(args, "--logs-max-bytes", "0", "--logs-max-age", "0")
+	args = append(args, "--workspaces-dir", e.opts.WorkspacesDir, "--mirrors-dir", e.opts.MirrorsDir)
 	args = append(args, e.opts.AgentctlFlags.Args()...)
 	if st.AgentUID != 0 {
 		args = append(args, "--agent-uids", agentuid.Single(st.AgentUID).String(), "--sessions-dir", st.SessionsDir)
@@ -466,6 +475,13 @@ func (st state) sessionsDir() string {
 func (e *Executor) releaseAgent(st state) {
 	if st.AgentUID != 0 {
 		agentuid.Kill(st.AgentUID)
+		// The session's workspace outlives it; its agentctl took it back
+		// from the uid at a stop, but not if it ended otherwise: the uid
+		// serves later sessions, which must not reach it.
+		ws := filepath.Join(e.opts.WorkspacesDir, st.SessionID)
+		if err := os.Lchown(ws, os.Geteuid(), os.Getegid()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.opts.Log.Warn("taking back a session's workspace", "session_id", st.SessionID, "dir", ws, "error", err)
+		}
 	}
 	e.retire(st)
 	if st.AgentUID != 0 {

@@ -215,9 +215,9 @@ func (m *Mirrors) describe(ctx context.Context, mirror string) (Mirror, error) {
 type Options struct {
 	// Branch is the session's branch, made at Base.
 	Branch string
-	// Base is the mirror's branch the session starts from: the default
-	// branch when empty. When it is Branch itself (the branch was pushed
-	// before), the checkout continues it.
+	// Base is the mirror's branch the session starts from. When it is
+	// Branch itself (the branch was pushed before), the checkout continues
+	// it. Empty: Branch if the mirror has it, else the default branch.
 	Base string
 	// Origin is the URL the checkout names as its origin (the provider's
 	// clone URL, with no credential: the agent cannot fetch or push with
@@ -237,7 +237,12 @@ func Create(ctx context.Context, mirror Mirror, dir string, o Options) error {
 	}
 	base := o.Base
 	if base == "" {
+		// The session's branch, if it was delivered before (a checkout
+		// made again elsewhere continues it), else the default branch.
 		base = mirror.Default
+		if _, err := git(ctx, mirror.Path, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+o.Branch); err == nil {
+			base = o.Branch
+		}
 	}
 	if err := checkBranch(base); err != nil {
 		return err
@@ -270,28 +275,40 @@ func Create(ctx context.Context, mirror Mirror, dir string, o Options) error {
 		return err
 	}
 	if o.Owner != nil {
-		if err := handOver(tmp, *o.Owner); err != nil {
+		if err := HandOver(tmp, *o.Owner); err != nil {
 			return err
 		}
 	}
 	return os.Rename(tmp, dir)
 }
 
-// handOver gives the checkout to owner, except the object files git
-// hard-linked from the mirror: those stay this process's (read-only to
+// HandOver gives the checkout at dir to owner, except the object files
+// git hard-linked from the mirror: those stay this process's (read-only to
 // everyone, as git makes them), so that the agent can replace them in its
-// checkout but never change the mirror's.
-func handOver(dir string, owner Owner) error {
+// checkout but never change the mirror's. Create hands a new checkout
+// over; a relaunched session's agent may have another uid, and takes its
+// kept checkout over with this.
+func HandOver(dir string, owner Owner) error {
 	objects := filepath.Join(dir, ".git", "objects") + string(filepath.Separator)
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && strings.HasPrefix(p, objects) {
-			return nil
+		if d.Type().IsRegular() && strings.HasPrefix(p, objects) && ownedByUs(d) {
+			return nil // the mirror's (an agent's own commits are handed over)
 		}
 		return os.Lchown(p, owner.UID, owner.GID)
 	})
+}
+
+// ownedByUs reports whether d belongs to this process's user.
+func ownedByUs(d fs.DirEntry) bool {
+	fi, err := d.Info()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // Delivery is what Deliver pushed.

@@ -59,17 +59,6 @@ func agent(t *testing.T) *Owner {
 	return &Owner{UID: 65534, GID: 65534}
 }
 
-// shared is a directory the agent's uid can enter (a test's TempDir is
-// 0700 on its way), removed after the test.
-func shared(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "toolscope-checkout-test-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // asAgent runs git in dir as the agent would: under its uid, with its own
 // identity.
 func asAgent(t *testing.T, o *Owner, dir string, args ...string) string {
@@ -104,7 +93,7 @@ func TestSessionsShareOneMirror(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	owner := agent(t)
-	sessions := shared(t)
+	sessions := testutil.TraversableDir(t)
 
 	m, err := s.mirrors.Fetch(ctx, "github.com/acme/api", s.remote)
 	require.NoError(t, err)
@@ -237,7 +226,7 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	// A git on the PATH that records each command line, and the
 	// environment of each fetch that reads the checkout (its upload-pack,
 	// which git finds in its own exec path, inherits it).
-	wrap := shared(t)
+	wrap := testutil.TraversableDir(t)
 	argv, environ := filepath.Join(wrap, "argv"), filepath.Join(wrap, "environ")
 	real, err := exec.LookPath("git")
 	require.NoError(t, err)
@@ -255,7 +244,7 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	const key, branch = "github.com/acme/api", "toolscope/t1/s1"
 	m, err := s.mirrors.Fetch(ctx, key, s.remote)
 	require.NoError(t, err)
-	dir := filepath.Join(shared(t), "api")
+	dir := filepath.Join(testutil.TraversableDir(t), "api")
 	require.NoError(t, Create(ctx, m, dir, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
 	mainBefore, _ := s.host.Head("acme/api", "main")
 
@@ -276,6 +265,14 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	d, err = s.mirrors.Deliver(ctx, key, s.remote, dir, branch, owner)
 	require.NoError(t, err)
 	assert.True(t, d.UpToDate)
+
+	// A checkout of the delivered branch made again (the session on
+	// another host, or its workspace lost) continues it.
+	m, err = s.mirrors.Fetch(ctx, key, s.remote)
+	require.NoError(t, err)
+	again := filepath.Join(testutil.TraversableDir(t), "api")
+	require.NoError(t, Create(ctx, m, again, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	assert.Equal(t, commit, asAgent(t, owner, again, "rev-parse", "HEAD"))
 
 	// The default branch is never delivered, whatever the checkout holds.
 	asAgent(t, owner, dir, "branch", "-f", "main", "HEAD")
@@ -301,7 +298,7 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	asAgent(t, owner, dir, "add", "more.txt")
 	asAgent(t, owner, dir, "commit", "-q", "-m", "more")
 	next := asAgent(t, owner, dir, "rev-parse", "HEAD")
-	marks := shared(t)
+	marks := testutil.TraversableDir(t)
 	require.NoError(t, os.Chmod(marks, 0o777))
 	marker := filepath.Join(marks, "ran")
 	hook := "sh -c 'id -u >>" + marker + "'"

@@ -72,6 +72,10 @@ type Spec struct {
 	// table's schemas; TransportHosted (the orchestrator), the zero value
 	// and any unknown transport omit toolapi.ColocatedOnly from them.
 	Transport toolapi.Transport
+	// Workspace is the workspace capability: the session has checkouts of
+	// its task's repositories next to the surface (agentctl's), so it
+	// shows the tools that act on them (toolapi.Tool.Workspace).
+	Workspace bool
 	// External is the catalog capability: tool descriptors pushed by the
 	// orchestrator (external MCP tools). Nil: none. They obey the mode
 	// like every other tool; a descriptor whose name collides with a
@@ -142,7 +146,7 @@ func Build(spec Spec) *Registry {
 	v := variantOf(spec.Transport)
 	tools := make([]Tool, 0, len(v.defs)+len(spec.External))
 	for _, b := range v.defs {
-		if b.entry.Shown(spec.Providers) && keep(b.def) {
+		if b.entry.Shown(spec.Providers, spec.Workspace) && keep(b.def) {
 			tools = append(tools, b.def)
 		}
 	}

@@ -11,11 +11,23 @@ type RepoArgs struct {
 // CreateArgs opens a change request for a pushed branch.
 type CreateArgs struct {
 	RepositoryID string `json:"repository_id,omitempty" jsonschema:"Repository id from task_info; omit when the task has one repository of this provider."`
-	Branch       string `json:"branch" jsonschema:"The pushed branch with the changes."`
+	Branch       string `json:"branch,omitempty" jsonschema:"The pushed branch with the changes; default: this session's branch (git_push)."`
 	Base         string `json:"base,omitempty" jsonschema:"Branch to merge into; default: the repository's default branch (main)."`
 	Title        string `json:"title"`
 	Body         string `json:"body,omitempty" jsonschema:"Description, Markdown."`
 	Draft        bool   `json:"draft,omitempty"`
+}
+
+// PushResult is what git_push pushed.
+type PushResult struct {
+	RepositoryID string `json:"repository_id"`
+	Branch       string `json:"branch"`
+	// Ref is the provider's ref, refs/heads/<branch>; Commit the commit
+	// it points at now.
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
+	// UpToDate: the provider's branch was already at Commit.
+	UpToDate bool `json:"up_to_date,omitempty"`
 }
 
 // ReplyArgs answers one review thread.

@@ -33,6 +33,14 @@ const (
 	// workspace's deny policy; the message names the repositories and says
 	// to ask a person (ADR 0013).
 	CodeSourceAdditionDenied = "source_addition_denied"
+	// git_push's: the session has no checkout of the repository (no
+	// workspace, or the repository was not checked out at its launch);
+	// the push breaks a delivery rule (the default branch, a rewritten
+	// history, nothing committed on the branch); the provider refused it
+	// or did not answer.
+	CodeNoWorkspace  = "no_workspace"
+	CodePushRejected = "push_rejected"
+	CodePushFailed   = "push_failed"
 
 	// The provider's answers (package forge), and the per-connection
 	// gate in front of it.

@@ -96,7 +96,7 @@ func NoRepository(p providers.Provider) Orientation {
 func PlanMode(set providers.Set) Orientation {
 	var refused []string
 	for _, t := range table {
-		if !t.ReadOnly && t.Shown(set) {
+		if !t.ReadOnly && t.Shown(set, false) {
 			refused = append(refused, t.Name)
 		}
 	}

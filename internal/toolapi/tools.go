@@ -18,6 +18,7 @@ const (
 	SessionInfoTool = "session_info"
 	TaskInboxTool   = "task_inbox"
 	AddSourcesTool  = "task_add_sources"
+	GitPushTool     = "git_push"
 
 	GitHubPRCreate           = "github_pr_create"
 	GitHubPRStatus           = "github_pr_status"
@@ -86,6 +87,10 @@ type Tool struct {
 	// Counterpart is, for a provider tool, the other provider's tool that
 	// does the same, or "" with a reason in ParityExemptions.
 	Counterpart string
+	// Workspace: the tool acts on the session's workspace (its checkouts
+	// of the task's repositories, next to agentctl), so only a session
+	// with one shows it; a hosted session never has one.
+	Workspace bool
 }
 
 // The refusals the table's tools share.
@@ -149,6 +154,10 @@ var table = []Tool{
 	{Name: AddSourcesTool, Group: GroupTask, Title: "Attach repositories", Args: typeOf[AddSourcesArgs](), Result: typeOf[AddSourcesResult](),
 		Codes:       []string{CodeSourceAdditionDenied, CodeAlreadyExists},
 		Description: "Attach workspace repositories to this task in one batch (all or none); their providers' tools then appear. The workspace may refuse, or hold it for approval (outcome in task_inbox)."},
+	{Name: GitPushTool, Group: GroupTask, Title: "Push this session's branch", Workspace: true, Idempotent: true, OpenWorld: true,
+		Args: typeOf[RepoArgs](), Result: typeOf[PushResult](),
+		Codes:       []string{CodeRepositoryNotAttached, CodeAmbiguousRepository, CodeNotConnected, CodeCredentialUnavailable, CodeNoWorkspace, CodePushRejected, CodePushFailed},
+		Description: "Push the branch of your checkout of a task repository (this session's own, already checked out) to its provider; you need no credential. Commit first; never forced. Then create the pull/merge request."},
 
 	{Name: GitHubPRCreate, Group: GroupGitHub, Counterpart: GitLabMRCreate, Title: "Create pull request", OpenWorld: true,
 		Args: typeOf[CreateArgs](), Result: typeOf[ChangeRequest](), Codes: slices.Concat(apiCodes, []string{CodeAlreadyExists}),
@@ -251,21 +260,30 @@ func (g Group) Names() []string {
 	return out
 }
 
-// Shown reports whether a task-mode session with the provider set shows
-// t: a task tool always, a provider tool when its provider is in the set.
-func (t Tool) Shown(set providers.Set) bool {
+// Shown reports whether a task-mode session with the provider set, and
+// a workspace or not, shows t: a task tool always (a workspace tool with
+// a workspace), a provider tool when its provider is in the set.
+func (t Tool) Shown(set providers.Set, workspace bool) bool {
+	if t.Workspace && !workspace {
+		return false
+	}
 	p, ok := t.Group.Provider()
 	return !ok || set.Has(p)
 }
 
-// Surface returns, sorted, the tools a task-mode session shows for the
-// given providers ("github", "gitlab"). Tests use it to say what an agent
-// should see.
-func Surface(raw ...string) []string {
+// Surface returns, sorted, the tools a task-mode session without a
+// workspace shows for the given providers ("github", "gitlab"). Tests use
+// it to say what an agent should see.
+func Surface(raw ...string) []string { return surface(false, raw...) }
+
+// WorkspaceSurface is Surface for a session with a workspace.
+func WorkspaceSurface(raw ...string) []string { return surface(true, raw...) }
+
+func surface(workspace bool, raw ...string) []string {
 	set := providers.Of(raw...)
 	var out []string
 	for _, t := range table {
-		if t.Shown(set) {
+		if t.Shown(set, workspace) {
 			out = append(out, t.Name)
 		}
 	}

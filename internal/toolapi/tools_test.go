@@ -66,7 +66,8 @@ func TestTableIsWellFormed(t *testing.T) {
 		toolapi.CodeSessionEnded, toolapi.CodeUnknownTool, toolapi.CodeInvalidArguments, toolapi.CodeReadOnlySession,
 		toolapi.CodeInternal, toolapi.CodeProviderNotAttached, toolapi.CodeRepositoryNotAttached, toolapi.CodeProviderMismatch,
 		toolapi.CodeAmbiguousRepository, toolapi.CodeNotConnected, toolapi.CodeCredentialUnavailable, toolapi.CodeNoChangeRequest,
-		toolapi.CodeAlreadyExists, toolapi.CodeSourceAdditionDenied, toolapi.CodeProviderUnauthorized, toolapi.CodeProviderForbidden,
+		toolapi.CodeAlreadyExists, toolapi.CodeSourceAdditionDenied, toolapi.CodeNoWorkspace, toolapi.CodePushRejected, toolapi.CodePushFailed,
+		toolapi.CodeProviderUnauthorized, toolapi.CodeProviderForbidden,
 		toolapi.CodeProviderNotFound, toolapi.CodeProviderInvalid, toolapi.CodeRateLimited, toolapi.CodeProviderUnavailable,
 		toolapi.CodeProviderFailed} {
 		stable[c] = true

@@ -113,6 +113,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		metricsAddr                                     string
 		tlsCert, tlsKey, clientCA                       string
 		sessionsDir, logsDir, agentUIDs, logFile        string
+		workspacesDir, mirrorsDir                       string
 		logFileMax                                      int64
 		allowSharedUID                                  bool
 		mcpPort, maxSessions, gcPercent                 int
@@ -206,7 +207,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			}
 			self, _ := os.Executable()
 			d, err := daemon.New(daemon.Options{
-				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
+				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, WorkspacesDir: workspacesDir, MirrorsDir: mirrorsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
 				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
 				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
@@ -272,6 +273,8 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.StringVar(&stateDir, "state-dir", "", "directory for session configs and agent logs (default: a temporary directory removed on exit)")
 	f.StringVar(&logsDir, "logs-dir", "", "directory keeping stopped sessions' agent logs, LOGS_DIR/<session>/agent.log (default: STATE_DIR/logs); a stopped session's own directory is removed")
 	f.StringVar(&sessionsDir, "sessions-dir", "", "directory for the sessions' directories, each owned by its agent's uid (default: STATE_DIR/sessions)")
+	f.StringVar(&workspacesDir, "workspaces-dir", "", "directory of the sessions' workspaces (their checkouts), kept after a session stops; agents under uids of their own must be able to traverse its parents (default: STATE_DIR/workspaces)")
+	f.StringVar(&mirrorsDir, "mirrors-dir", "", "directory of the repositories' mirrors the checkouts are made from, shared by every session on this host and closed to agents (default: STATE_DIR/mirrors)")
 	f.StringVar(&agentUIDs, "agent-uids", "", "run each session's agent under a uid of its own from FIRST-LAST (e.g. 100000-100999); needs root")
 	f.BoolVar(&allowSharedUID, "allow-shared-uid", false, "without --agent-uids, host sessions of several workspaces anyway (their agents can read each other's MCP tokens)")
 	f.StringVar(&mcpHost, "mcp-host", "127.0.0.1", "address sessions' MCP endpoints bind")

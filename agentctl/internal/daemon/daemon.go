@@ -41,6 +41,7 @@ import (
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/bearer"
+	"github.com/toolscope/toolscope/internal/checkout"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/grpcerr"
 	"github.com/toolscope/toolscope/internal/logdir"
@@ -76,6 +77,11 @@ type Options struct {
 	// its MCP token, is removed; its agent's log is moved here first.
 	// StateDir/logs if empty.
 	LogsDir string
+	// WorkspacesDir holds one workspace per session (its checkouts),
+	// kept after the session stops; MirrorsDir the repositories' mirrors
+	// the checkouts are made from, which no agent may enter.
+	// StateDir/workspaces and StateDir/mirrors if empty.
+	WorkspacesDir, MirrorsDir string
 	// AgentUIDs, if set, gives each live session's agent a uid of its own
 	// from the range; agentctl must then run as root.
 	AgentUIDs agentuid.Range
@@ -145,6 +151,7 @@ type Daemon struct {
 	hub         hub
 	schemas     mcpserver.Schemas
 	metrics     *metrics // nil without Options.Metrics
+	mirrors     *checkout.Mirrors
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -164,6 +171,8 @@ func New(opts Options) (*Daemon, error) {
 	if opts.LogsDir == "" {
 		opts.LogsDir = filepath.Join(opts.StateDir, "logs")
 	}
+	opts.WorkspacesDir = cmp.Or(opts.WorkspacesDir, filepath.Join(opts.StateDir, "workspaces"))
+	opts.MirrorsDir = cmp.Or(opts.MirrorsDir, filepath.Join(opts.StateDir, "mirrors"))
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs agentctl to run as root (it runs as uid %d), to start agents under other uids", os.Geteuid())
 	}
@@ -189,7 +198,11 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
+	mirrors, err := checkout.OpenMirrors(opts.MirrorsDir)
+	if err != nil {
+		return nil, fmt.Errorf("the repositories' mirrors: %w", err)
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}, mirrors: mirrors}
 	d.register(opts.Metrics)
 	d.retireLeftovers()
 	d.pruneLogs()
@@ -207,7 +220,9 @@ func (d *Daemon) retireLeftovers() {
 	}
 	for _, e := range entries {
 		if e.IsDir() {
-			d.retire(&session{id: e.Name(), dir: filepath.Join(d.opts.SessionsDir, e.Name())})
+			// Its workspace too, if it had one (takeBack).
+			d.retire(&session{id: e.Name(), dir: filepath.Join(d.opts.SessionsDir, e.Name()),
+				workspace: filepath.Join(d.opts.WorkspacesDir, e.Name())})
 		}
 	}
 }
@@ -356,12 +371,20 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	if err != nil {
 		return nil, err
 	}
+	repos, err := checkouts(spec.GetCheckouts())
+	if err != nil {
+		return nil, err
+	}
 	s := &session{
 		id: spec.GetSessionId(), taskID: spec.GetTaskId(), workspaceID: spec.GetWorkspaceId(), mode: mode,
 		dir: filepath.Join(d.opts.SessionsDir, spec.GetSessionId()), token: newToken(), uid: noUID,
 		providers: set, gen: spec.GetProviderSet().GetGeneration(), genMoved: make(chan struct{}), phase: agentctlv1.SessionPhase_SESSION_PHASE_RUNNING,
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 		orientation: orientationOf(spec.GetOrientation()), oriented: spec.GetOrientation() != nil,
+		repos: repos,
+	}
+	if len(repos) > 0 {
+		s.workspace = filepath.Join(d.opts.WorkspacesDir, s.id)
 	}
 
 	d.mu.Lock()
@@ -387,7 +410,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	d.sessions[s.id] = s // reserved; removed again if the start fails
 	d.mu.Unlock()
 
-	if err := d.start(s, spec); err != nil {
+	if err := d.start(ctx, s, spec); err != nil {
 		s.stopQuietly(d.opts.StopGrace)
 		d.retire(s)
 		d.mu.Lock()
@@ -402,7 +425,11 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	return &agentctlv1.CreateSessionResponse{Status: s.status()}, nil
 }
 
-func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
+func (d *Daemon) start(ctx context.Context, s *session, spec *agentctlv1.LaunchSpec) error {
+	// The checkouts come first: the session's tools are never served
+	// before the repositories they act on are in its workspace, and the
+	// first registry shows the workspace's tools only if it has one.
+	d.materialize(ctx, s, spec.GetCheckouts())
 	// Built and set under the session's lock: a push that arrives while
 	// the session starts is either in the first registry or published
 	// after it, never lost.
@@ -422,6 +449,7 @@ func (d *Daemon) start(s *session, spec *agentctlv1.LaunchSpec) error {
 	if err := s.writeConfigs(d.opts.AgentctlPath); err != nil {
 		return fmt.Errorf("write MCP config for session %q: %w", s.id, err)
 	}
+
 	if len(spec.GetAgent().GetArgv()) == 0 && spec.GetAgent().GetProfile() == "" {
 		return nil
 	}
@@ -502,6 +530,7 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 // files (mcp.json, bridge.json, the agent profile's files) hold the
 // session's MCP token. The agent's log is kept first, in LogsDir.
 func (d *Daemon) retire(s *session) {
+	d.takeBack(s)
 	if err := keepLog(filepath.Join(s.dir, "agent.log"), filepath.Join(d.opts.LogsDir, s.id)); err != nil {
 		d.log.Warn("keeping the agent log of a stopped session", "session_id", s.id, "error", err)
 	}

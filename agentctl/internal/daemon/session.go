@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -53,6 +54,9 @@ type session struct {
 	token                   string
 	url                     string
 	uid                     int // the agent's uid; noUID: agentctl's own
+	// workspace holds repos' checkouts (empty: none); fixed at launch.
+	workspace string
+	repos     []repo
 
 	pub      *mcpserver.Publisher
 	endpoint *mcpserver.Endpoint
@@ -91,6 +95,8 @@ func (s *session) status() *agentctlv1.SessionStatus {
 		AgentOutputTail:         s.exitTail,
 		McpBearerToken:          s.token,
 		ExternalToolsGeneration: s.extGen,
+		WorkspaceDir:            s.workdirLocked(),
+		Checkouts:               s.checkoutStates(),
 	}
 }
 
@@ -104,7 +110,7 @@ func (s *session) toolNamesLocked() []string {
 // specLocked is what the session's registry is assembled from: agentctl
 // runs next to the agent and its checkout, so its surface is colocated.
 func (s *session) specLocked() registry.Spec {
-	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external, Transport: toolapi.TransportColocated}
+	return registry.Spec{Mode: s.mode, Providers: s.providers, External: s.external, Transport: toolapi.TransportColocated, Workspace: s.hasCheckout()}
 }
 
 // rebuildLocked publishes the registry of the session's current mode,
@@ -288,7 +294,9 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		return agentNotFound(argv[0], err)
 	}
 	cmd := exec.Command(path, argv[1:]...)
-	cmd.Dir = spec.GetWorkingDir()
+	s.mu.Lock()
+	cmd.Dir = cmp.Or(spec.GetWorkingDir(), s.workdirLocked())
+	s.mu.Unlock()
 	env := profiles.Filter(os.Environ(), plan.PassEnv)
 	if s.uid != noUID {
 		// agentctl's home is not the agent's, and neither is the host's

@@ -120,11 +120,16 @@ func Table() string {
 				yes(t.ReadOnly), strings.ReplaceAll(t.Description, t.Group.Noun(), "PR/MR"), ownCodes(t))
 		}
 	}
-	b.WriteString("\nThe task tools, in every session (a plan-mode session has the read-only tools only):\n\n")
+	b.WriteString("\nThe task tools, in every session (a plan-mode session has the read-only tools only); " +
+		"those marked *workspace* only in a session whose workspace holds checkouts of its task's repositories:\n\n")
 	b.WriteString("| tool | read-only | what it does | refusals of its own |\n|---|---|---|---|\n")
 	for _, t := range tools {
 		if t.Group == toolapi.GroupTask {
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, yes(t.ReadOnly), t.Description, ownCodes(t))
+			name := "`" + t.Name + "`"
+			if t.Workspace {
+				name += " (*workspace*)"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, yes(t.ReadOnly), t.Description, ownCodes(t))
 		}
 	}
 	common := toolapi.Tool{Group: toolapi.GroupTask, ReadOnly: true}.Refusals()

@@ -157,6 +157,18 @@ func (c *Connections) CheckCredential(conn model.Connection) error {
 	return nil
 }
 
+// GitCredential resolves conn's credential for git's smart HTTP, as the
+// provider takes it (GitHub: x-access-token; GitLab: oauth2, with the
+// token as password), or a *CredentialError. The value is recorded in
+// Secrets, like every value this component resolves.
+func (c *Connections) GitCredential(conn model.Connection) (user, token string, err error) {
+	token, err = c.creds.Resolve(conn.Credential)
+	if err != nil {
+		return "", "", &CredentialError{Provider: conn.Provider, Reason: err}
+	}
+	return forge.GitUser(conn.Provider), token, nil
+}
+
 // blocked returns the rate-limited error of a connection a provider asked
 // to be left alone, or nil.
 func (c *Connections) blocked(key string, p providers.Provider) error {

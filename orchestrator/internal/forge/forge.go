@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -293,4 +294,44 @@ func overall(states []string) string {
 		}
 	}
 	return result
+}
+
+// GitUser is the user name git's smart HTTP takes with a connection's
+// token as password: x-access-token for GitHub, oauth2 for GitLab.
+func GitUser(p providers.Provider) string {
+	if p == providers.GitLab {
+		return "oauth2"
+	}
+	return "x-access-token"
+}
+
+// Clone is where a repository is fetched from and delivered to.
+type Clone struct {
+	// Key names the repository's mirror: the clone URL's host (a port
+	// joined with '-') and the repository's path.
+	Key string
+	// URL is the clone URL, with no credential.
+	URL string
+}
+
+// CloneOf is the clone of repository path ("owner/name",
+// "group/sub/project") on the instance of a connection whose REST API is
+// at apiBaseURL: the API's origin with the API's root taken off
+// (https://api.github.com → https://github.com; HOST/api/v3 and
+// HOST/api/v4 → HOST), then /path.git. It comes from the connection,
+// never from a repository's remote URL, which whoever adds a repository
+// types: the connection's credential goes only to the instance it is
+// for.
+func CloneOf(apiBaseURL, path string) (Clone, error) {
+	u, err := url.Parse(strings.TrimRight(apiBaseURL, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return Clone{}, fmt.Errorf("API base URL %q: want http(s)://host[/path]", apiBaseURL)
+	}
+	if strings.EqualFold(u.Host, "api.github.com") {
+		u.Host = "github.com"
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/api/v3"), "/api/v4")
+	u.RawQuery, u.Fragment = "", ""
+	path = strings.Trim(path, "/")
+	return Clone{Key: strings.ToLower(strings.ReplaceAll(u.Host, ":", "-")) + "/" + path, URL: u.String() + "/" + path + ".git"}, nil
 }

@@ -237,3 +237,22 @@ func TestLimiterBoundsCallsInFlight(t *testing.T) {
 	_, err = l.Acquire(ended, "ws/github", "github")
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// TestCloneOfComesFromTheConnection: the clone URL is the connection's
+// instance's, whatever the API's root; the key names host and path.
+func TestCloneOfComesFromTheConnection(t *testing.T) {
+	for _, c := range []struct{ api, path, key, url string }{
+		{"https://api.github.com", "acme/api", "github.com/acme/api", "https://github.com/acme/api.git"},
+		{"https://ghe.example.com/api/v3/", "acme/api", "ghe.example.com/acme/api", "https://ghe.example.com/acme/api.git"},
+		{"https://gitlab.com/api/v4", "group/sub/proj", "gitlab.com/group/sub/proj", "https://gitlab.com/group/sub/proj.git"},
+		{"http://127.0.0.1:8080/api/v4", "acme/api", "127.0.0.1-8080/acme/api", "http://127.0.0.1:8080/acme/api.git"},
+	} {
+		got, err := forge.CloneOf(c.api, c.path)
+		require.NoError(t, err, c.api)
+		assert.Equal(t, forge.Clone{Key: c.key, URL: c.url}, got, c.api)
+	}
+	for _, bad := range []string{"", "ssh://github.com", "https://user:pw@github.com", "github.com"} {
+		_, err := forge.CloneOf(bad, "acme/api")
+		assert.Error(t, err, bad)
+	}
+}

@@ -462,6 +462,15 @@ func (a *inProcess) AgentLog(ctx context.Context, id string, _ bool, _ func([]by
 	return errdefs.FailedPrecondition("session %q is hosted: it runs no agent, so it has no agent log", id)
 }
 
+// Deliver: a hosted session's agent runs elsewhere, with no workspace
+// here to deliver from.
+func (a *inProcess) Deliver(ctx context.Context, id, key string, _ executors.GitCredential) (executors.Delivery, error) {
+	if _, err := a.session(ctx, id); err != nil {
+		return executors.Delivery{}, err
+	}
+	return executors.Delivery{}, errdefs.FailedPrecondition("session %q is hosted: its agent works in a checkout of its own, which toolscope does not hold, so it has nothing to deliver of %s", id, key)
+}
+
 // reportRefusal hands the orchestrator's audit a call that session s's
 // endpoint refused itself, as agentctl reports one over its link.
 func (x *Executor) reportRefusal(s *session) func(context.Context, mcpserver.Refusal) bool {

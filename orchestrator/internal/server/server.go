@@ -63,6 +63,11 @@ type Config struct {
 	// DataDir holds the SQLite database and the Unix socket;
 	// paths.DefaultDataDir() if empty. It is created 0700.
 	DataDir string
+	// WorkspacesDir holds the local executor's sessions' workspaces;
+	// DataDir/workspaces if empty. Agents under uids of their own (a
+	// root orchestrator) must be able to traverse its parents, which a
+	// 0700 DataDir forbids (docs/operations.md, Workspaces).
+	WorkspacesDir string
 	// Database, if set (else $TOOLSCOPE_DATABASE), is a PostgreSQL
 	// connection URL used instead of the SQLite database in DataDir. It
 	// must hold no password: DatabasePassword refers to it.
@@ -411,6 +416,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if cfg.Agentctl != "" {
 		localExec, err := local.New(local.Options{
 			Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "sessions"), LogsDir: filepath.Join(cfg.DataDir, "logs"), Calls: dispatcher.CallHandler,
+			WorkspacesDir: cfg.WorkspacesDir, MirrorsDir: filepath.Join(cfg.DataDir, "mirrors"),
 			Events: sessionEvents, OrchestratorID: orchestratorID, Log: log, AgentctlFlags: cfg.AgentctlFlags,
 		})
 		if err != nil {
@@ -470,6 +476,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		background.Go(func() { f.Run(ctx) })
 	}
 	svc.SetOrienter(dispatcher.Orientation)
+	dispatcher.SetDeliverer(svc.Deliver)
 	dispatcher.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (toolcalls.SourceOutcome, error) {
 		res, err := svc.AgentAddSources(ctx, sessionID, taskID, repoIDs)
 		return toolcalls.SourceOutcome{Providers: res.Sources.Task.Providers, Request: res.Request}, err

@@ -268,6 +268,11 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		return sess, none, err
 	}
 	spec.Orientation = s.orientation(ctx, sess.ID)
+	if spec.Checkouts, err = s.checkouts(ctx, task, sess.ID); err != nil && verb == verbLaunched {
+		return model.Session{}, none, s.abandon(ctx, sess.ID, err)
+	} else if err != nil {
+		return sess, none, err
+	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
 			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}
@@ -288,6 +293,9 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		}
 		return failed, none, fmt.Errorf("session %s: %w", failed.ID, launchErr)
 	}
+	if w := describeWorkspace(status); w != "" {
+		progress.Report("%s", strings.TrimPrefix(w, "; "))
+	}
 	progress.Report("agentctl applied providers %s at generation %d; %d tools", describeSet(model.ProviderSet{Set: status.Providers}),
 		status.Generation, len(status.ToolNames))
 	running, err := s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
@@ -300,7 +308,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		m.Applied = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		m.ExternalGeneration = status.ExternalGeneration
 		return []model.Event{
-			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s", verb, exec.Name())},
+			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s%s", verb, exec.Name(), describeWorkspace(status))},
 			{Kind: model.EventProvidersPushed, Providers: m.Applied, Message: "applied at " + verb},
 		}, nil
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/toolapi"
@@ -223,10 +224,10 @@ func createChange(ctx context.Context, c *changeCall, args json.RawMessage) Resu
 	if err := decode(args, &in); err != nil {
 		return fail(toolapi.CodeInvalidArguments, "%v", err)
 	}
-	switch {
-	case strings.TrimSpace(in.Branch) == "":
-		return fail(toolapi.CodeInvalidArguments, "branch is required: the pushed branch with the changes")
-	case strings.TrimSpace(in.Title) == "":
+	if strings.TrimSpace(in.Branch) == "" {
+		in.Branch = executors.SessionBranch(c.scope.task.ID, c.scope.session.ID) // what git_push pushes
+	}
+	if strings.TrimSpace(in.Title) == "" {
 		return fail(toolapi.CodeInvalidArguments, "title is required")
 	}
 	if r, bad := checkText(

@@ -70,6 +70,8 @@ type Dispatcher struct {
 	conns *connections.Connections
 	// addSources backs task_add_sources.
 	addSources SourceAdder
+	// deliver backs git_push.
+	deliver Deliverer
 	// external forwards calls to catalog tools; nil: there are none.
 	external ExternalCaller
 	// metrics counts the calls by tool and outcome; nil: not counted.
@@ -124,6 +126,7 @@ var taskTools = map[string]handler{
 	toolapi.SessionInfoTool: sessionInfo,
 	toolapi.TaskInboxTool:   inbox,
 	toolapi.AddSourcesTool:  addSources,
+	toolapi.GitPushTool:     gitPush,
 }
 
 func dispatch() map[string]builtin {

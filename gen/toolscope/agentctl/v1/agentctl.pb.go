@@ -192,6 +192,280 @@ func (SessionEventKind) EnumDescriptor() ([]byte, []int) {
 	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
 }
 
+type DeliverRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The checkout's repository key (Checkout.key).
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The credential of this push.
+	Credential    *GitCredential `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverRequest) Reset() {
+	*x = DeliverRequest{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverRequest) ProtoMessage() {}
+
+func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
+func (*DeliverRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeliverRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeliverRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeliverRequest) GetCredential() *GitCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type DeliverResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The remote's ref: refs/heads/<the session's branch>.
+	Ref string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The commit the remote ref points at now.
+	Commit string `protobuf:"bytes,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The remote branch was already at commit.
+	UpToDate      bool `protobuf:"varint,3,opt,name=up_to_date,json=upToDate,proto3" json:"up_to_date,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliverResponse) Reset() {
+	*x = DeliverResponse{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliverResponse) ProtoMessage() {}
+
+func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
+func (*DeliverResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeliverResponse) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *DeliverResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *DeliverResponse) GetUpToDate() bool {
+	if x != nil {
+		return x.UpToDate
+	}
+	return false
+}
+
+// GitCredential is HTTP basic authentication for one git operation
+// (GitHub: x-access-token and a token; GitLab: oauth2 and a token).
+// agentctl puts it in the environment of the one git process that needs
+// it and keeps it nowhere else.
+type GitCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Username      string                 `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitCredential) Reset() {
+	*x = GitCredential{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitCredential) ProtoMessage() {}
+
+func (x *GitCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitCredential.ProtoReflect.Descriptor instead.
+func (*GitCredential) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GitCredential) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *GitCredential) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// Checkout is one repository of a session's workspace: agentctl keeps one
+// mirror per repository key for all its sessions and makes the session a
+// checkout of it on the session's own branch (ADR 0038).
+type Checkout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// host/owner/name: the repository's mirror.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The clone URL: http(s), no credential in it.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// The session's branch, made at base: toolscope/<task>/<session>.
+	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
+	// The branch the session starts from: the default branch if empty.
+	Base string `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
+	// The checkout's directory, relative to the workspace: one path segment.
+	Path string `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
+	// The credential of the launch's fetch, used for it only.
+	FetchCredential *GitCredential `protobuf:"bytes,6,opt,name=fetch_credential,json=fetchCredential,proto3" json:"fetch_credential,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Checkout) Reset() {
+	*x = Checkout{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkout) ProtoMessage() {}
+
+func (x *Checkout) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkout.ProtoReflect.Descriptor instead.
+func (*Checkout) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Checkout) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Checkout) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Checkout) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *Checkout) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *Checkout) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Checkout) GetFetchCredential() *GitCredential {
+	if x != nil {
+		return x.FetchCredential
+	}
+	return nil
+}
+
 type CheckAgentRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Agent         *AgentCommand          `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
@@ -201,7 +475,7 @@ type CheckAgentRequest struct {
 
 func (x *CheckAgentRequest) Reset() {
 	*x = CheckAgentRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +487,7 @@ func (x *CheckAgentRequest) String() string {
 func (*CheckAgentRequest) ProtoMessage() {}
 
 func (x *CheckAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[0]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +500,7 @@ func (x *CheckAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAgentRequest.ProtoReflect.Descriptor instead.
 func (*CheckAgentRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{0}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CheckAgentRequest) GetAgent() *AgentCommand {
@@ -244,7 +518,7 @@ type CheckAgentResponse struct {
 
 func (x *CheckAgentResponse) Reset() {
 	*x = CheckAgentResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +530,7 @@ func (x *CheckAgentResponse) String() string {
 func (*CheckAgentResponse) ProtoMessage() {}
 
 func (x *CheckAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[1]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +543,7 @@ func (x *CheckAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAgentResponse.ProtoReflect.Descriptor instead.
 func (*CheckAgentResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{1}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
 }
 
 // ProviderSet is a task's normalized provider set and the generation that
@@ -288,7 +562,7 @@ type ProviderSet struct {
 
 func (x *ProviderSet) Reset() {
 	*x = ProviderSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +574,7 @@ func (x *ProviderSet) String() string {
 func (*ProviderSet) ProtoMessage() {}
 
 func (x *ProviderSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[2]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +587,7 @@ func (x *ProviderSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSet.ProtoReflect.Descriptor instead.
 func (*ProviderSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{2}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProviderSet) GetProviders() []string {
@@ -359,7 +633,7 @@ type AgentCommand struct {
 
 func (x *AgentCommand) Reset() {
 	*x = AgentCommand{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +645,7 @@ func (x *AgentCommand) String() string {
 func (*AgentCommand) ProtoMessage() {}
 
 func (x *AgentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[3]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +658,7 @@ func (x *AgentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCommand.ProtoReflect.Descriptor instead.
 func (*AgentCommand) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{3}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentCommand) GetArgv() []string {
@@ -450,14 +724,21 @@ type LaunchSpec struct {
 	ExternalTools *ExternalToolSet `protobuf:"bytes,7,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
 	// What the orchestrator knew at launch of why tools are missing or
 	// would fail; absent: nothing.
-	Orientation   *OrientationSet `protobuf:"bytes,8,opt,name=orientation,proto3" json:"orientation,omitempty"`
+	Orientation *OrientationSet `protobuf:"bytes,8,opt,name=orientation,proto3" json:"orientation,omitempty"`
+	// The task's repositories, checked out in the session's workspace
+	// before the agent starts; the workspace is the agent's working
+	// directory unless agent.working_dir says otherwise. A session's
+	// workspace outlives it: a relaunch of the same session finds its
+	// checkouts as they were left. One that cannot be made is reported in
+	// the status (SessionStatus.checkouts), not fatal.
+	Checkouts     []*Checkout `protobuf:"bytes,9,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LaunchSpec) Reset() {
 	*x = LaunchSpec{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +750,7 @@ func (x *LaunchSpec) String() string {
 func (*LaunchSpec) ProtoMessage() {}
 
 func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[4]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +763,7 @@ func (x *LaunchSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchSpec.ProtoReflect.Descriptor instead.
 func (*LaunchSpec) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{4}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LaunchSpec) GetSessionId() string {
@@ -541,6 +822,13 @@ func (x *LaunchSpec) GetOrientation() *OrientationSet {
 	return nil
 }
 
+func (x *LaunchSpec) GetCheckouts() []*Checkout {
+	if x != nil {
+		return x.Checkouts
+	}
+	return nil
+}
+
 // Orientation is one reason tools are missing or calls cannot succeed,
 // as task_info states it: a state (no_repository, not_connected,
 // credential_unresolved, plan_mode, catalog_tool_disabled,
@@ -558,7 +846,7 @@ type Orientation struct {
 
 func (x *Orientation) Reset() {
 	*x = Orientation{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +858,7 @@ func (x *Orientation) String() string {
 func (*Orientation) ProtoMessage() {}
 
 func (x *Orientation) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[5]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +871,7 @@ func (x *Orientation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Orientation.ProtoReflect.Descriptor instead.
 func (*Orientation) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{5}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Orientation) GetState() string {
@@ -627,7 +915,7 @@ type OrientationSet struct {
 
 func (x *OrientationSet) Reset() {
 	*x = OrientationSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +927,7 @@ func (x *OrientationSet) String() string {
 func (*OrientationSet) ProtoMessage() {}
 
 func (x *OrientationSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[6]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +940,7 @@ func (x *OrientationSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrientationSet.ProtoReflect.Descriptor instead.
 func (*OrientationSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{6}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OrientationSet) GetEntries() []*Orientation {
@@ -684,7 +972,7 @@ type ExternalTool struct {
 
 func (x *ExternalTool) Reset() {
 	*x = ExternalTool{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +984,7 @@ func (x *ExternalTool) String() string {
 func (*ExternalTool) ProtoMessage() {}
 
 func (x *ExternalTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[7]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +997,7 @@ func (x *ExternalTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTool.ProtoReflect.Descriptor instead.
 func (*ExternalTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{7}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExternalTool) GetName() string {
@@ -768,7 +1056,7 @@ type ExternalToolSet struct {
 
 func (x *ExternalToolSet) Reset() {
 	*x = ExternalToolSet{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1068,7 @@ func (x *ExternalToolSet) String() string {
 func (*ExternalToolSet) ProtoMessage() {}
 
 func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[8]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1081,7 @@ func (x *ExternalToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalToolSet.ProtoReflect.Descriptor instead.
 func (*ExternalToolSet) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{8}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExternalToolSet) GetTools() []*ExternalTool {
@@ -833,7 +1121,7 @@ type Surface struct {
 
 func (x *Surface) Reset() {
 	*x = Surface{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1133,7 @@ func (x *Surface) String() string {
 func (*Surface) ProtoMessage() {}
 
 func (x *Surface) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[9]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1146,7 @@ func (x *Surface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Surface.ProtoReflect.Descriptor instead.
 func (*Surface) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{9}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Surface) GetMode() SessionMode {
@@ -899,7 +1187,7 @@ type ApplySurfaceRequest struct {
 
 func (x *ApplySurfaceRequest) Reset() {
 	*x = ApplySurfaceRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1199,7 @@ func (x *ApplySurfaceRequest) String() string {
 func (*ApplySurfaceRequest) ProtoMessage() {}
 
 func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[10]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1212,7 @@ func (x *ApplySurfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceRequest.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{10}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplySurfaceRequest) GetSessionId() string {
@@ -957,7 +1245,7 @@ type ApplySurfaceResponse struct {
 
 func (x *ApplySurfaceResponse) Reset() {
 	*x = ApplySurfaceResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1257,7 @@ func (x *ApplySurfaceResponse) String() string {
 func (*ApplySurfaceResponse) ProtoMessage() {}
 
 func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[11]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1270,7 @@ func (x *ApplySurfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySurfaceResponse.ProtoReflect.Descriptor instead.
 func (*ApplySurfaceResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplySurfaceResponse) GetAppliedProviderSet() *ProviderSet {
@@ -1023,7 +1311,7 @@ type SetExternalToolsRequest struct {
 
 func (x *SetExternalToolsRequest) Reset() {
 	*x = SetExternalToolsRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1323,7 @@ func (x *SetExternalToolsRequest) String() string {
 func (*SetExternalToolsRequest) ProtoMessage() {}
 
 func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[12]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1336,7 @@ func (x *SetExternalToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsRequest.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetExternalToolsRequest) GetSessionId() string {
@@ -1079,7 +1367,7 @@ type SetExternalToolsResponse struct {
 
 func (x *SetExternalToolsResponse) Reset() {
 	*x = SetExternalToolsResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1379,7 @@ func (x *SetExternalToolsResponse) String() string {
 func (*SetExternalToolsResponse) ProtoMessage() {}
 
 func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[13]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1392,7 @@ func (x *SetExternalToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExternalToolsResponse.ProtoReflect.Descriptor instead.
 func (*SetExternalToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetExternalToolsResponse) GetAppliedGeneration() uint64 {
@@ -1137,7 +1425,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1437,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[14]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1450,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSessionRequest) GetSpec() *LaunchSpec {
@@ -1181,7 +1469,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1481,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[15]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1494,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSessionResponse) GetStatus() *SessionStatus {
@@ -1226,7 +1514,7 @@ type SetProvidersRequest struct {
 
 func (x *SetProvidersRequest) Reset() {
 	*x = SetProvidersRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1526,7 @@ func (x *SetProvidersRequest) String() string {
 func (*SetProvidersRequest) ProtoMessage() {}
 
 func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[16]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1539,7 @@ func (x *SetProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersRequest.ProtoReflect.Descriptor instead.
 func (*SetProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetProvidersRequest) GetSessionId() string {
@@ -1282,7 +1570,7 @@ type SetProvidersResponse struct {
 
 func (x *SetProvidersResponse) Reset() {
 	*x = SetProvidersResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1582,7 @@ func (x *SetProvidersResponse) String() string {
 func (*SetProvidersResponse) ProtoMessage() {}
 
 func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[17]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1595,7 @@ func (x *SetProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProvidersResponse.ProtoReflect.Descriptor instead.
 func (*SetProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetProvidersResponse) GetApplied() *ProviderSet {
@@ -1340,7 +1628,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1640,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[18]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1653,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSessionStateRequest) GetSessionId() string {
@@ -1384,7 +1672,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1684,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[19]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1697,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSessionStateResponse) GetStatus() *SessionStatus {
@@ -1428,7 +1716,7 @@ type StopSessionRequest struct {
 
 func (x *StopSessionRequest) Reset() {
 	*x = StopSessionRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1728,7 @@ func (x *StopSessionRequest) String() string {
 func (*StopSessionRequest) ProtoMessage() {}
 
 func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[20]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1741,7 @@ func (x *StopSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionRequest.ProtoReflect.Descriptor instead.
 func (*StopSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopSessionRequest) GetSessionId() string {
@@ -1472,7 +1760,7 @@ type StopSessionResponse struct {
 
 func (x *StopSessionResponse) Reset() {
 	*x = StopSessionResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1772,7 @@ func (x *StopSessionResponse) String() string {
 func (*StopSessionResponse) ProtoMessage() {}
 
 func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[21]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1785,7 @@ func (x *StopSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSessionResponse.ProtoReflect.Descriptor instead.
 func (*StopSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{21}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopSessionResponse) GetStatus() *SessionStatus {
@@ -1518,7 +1806,7 @@ type NotifyRequest struct {
 
 func (x *NotifyRequest) Reset() {
 	*x = NotifyRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1818,7 @@ func (x *NotifyRequest) String() string {
 func (*NotifyRequest) ProtoMessage() {}
 
 func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[22]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1831,7 @@ func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{22}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NotifyRequest) GetSessionId() string {
@@ -1571,7 +1859,7 @@ type NotifyResponse struct {
 
 func (x *NotifyResponse) Reset() {
 	*x = NotifyResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1871,7 @@ func (x *NotifyResponse) String() string {
 func (*NotifyResponse) ProtoMessage() {}
 
 func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[23]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1884,7 @@ func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{23}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NotifyResponse) GetDelivered() int32 {
@@ -1628,13 +1916,19 @@ type SessionStatus struct {
 	// When phase is SESSION_PHASE_AGENT_EXITED: the last lines of the agent's
 	// output, bounded like SessionEvent.agent_output_tail.
 	AgentOutputTail string `protobuf:"bytes,10,opt,name=agent_output_tail,json=agentOutputTail,proto3" json:"agent_output_tail,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The session's workspace on agentctl's host: the directory holding
+	// its checkouts (empty: it has none).
+	WorkspaceDir string `protobuf:"bytes,11,opt,name=workspace_dir,json=workspaceDir,proto3" json:"workspace_dir,omitempty"`
+	// Each checkout of the launch, in its order: made (or kept from an
+	// earlier run of the session), or why not.
+	Checkouts     []*CheckoutState `protobuf:"bytes,12,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionStatus) Reset() {
 	*x = SessionStatus{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1940,7 @@ func (x *SessionStatus) String() string {
 func (*SessionStatus) ProtoMessage() {}
 
 func (x *SessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[24]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1953,7 @@ func (x *SessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionStatus.ProtoReflect.Descriptor instead.
 func (*SessionStatus) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{24}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SessionStatus) GetSessionId() string {
@@ -1732,6 +2026,92 @@ func (x *SessionStatus) GetAgentOutputTail() string {
 	return ""
 }
 
+func (x *SessionStatus) GetWorkspaceDir() string {
+	if x != nil {
+		return x.WorkspaceDir
+	}
+	return ""
+}
+
+func (x *SessionStatus) GetCheckouts() []*CheckoutState {
+	if x != nil {
+		return x.Checkouts
+	}
+	return nil
+}
+
+// CheckoutState is one checkout of a session as agentctl made it. A
+// checkout that could not be made does not fail the launch: the session
+// starts without it, and error says why, naming no credential.
+type CheckoutState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Key    string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Path   string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Branch string                 `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
+	// Empty: the checkout is in the workspace.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckoutState) Reset() {
+	*x = CheckoutState{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckoutState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckoutState) ProtoMessage() {}
+
+func (x *CheckoutState) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckoutState.ProtoReflect.Descriptor instead.
+func (*CheckoutState) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CheckoutState) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CheckoutState) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CheckoutState) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *CheckoutState) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // AttachRequest flows from the orchestrator to agentctl: it carries the
 // hello and the results of tool calls (the name says the direction, not
 // the content; renaming it would break the contract, see ADR 0020).
@@ -1748,7 +2128,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2140,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2153,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{25}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -1836,7 +2216,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2228,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2241,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{26}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -1966,7 +2346,7 @@ type ToolRefused struct {
 
 func (x *ToolRefused) Reset() {
 	*x = ToolRefused{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2358,7 @@ func (x *ToolRefused) String() string {
 func (*ToolRefused) ProtoMessage() {}
 
 func (x *ToolRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[27]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2371,7 @@ func (x *ToolRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRefused.ProtoReflect.Descriptor instead.
 func (*ToolRefused) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{27}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolRefused) GetSessionId() string {
@@ -2041,7 +2421,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2433,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[28]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2446,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{28}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -2093,7 +2473,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2485,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[29]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2498,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{29}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -2150,7 +2530,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2542,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2555,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -2233,7 +2613,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2625,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2638,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -2294,7 +2674,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2686,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2699,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -2378,7 +2758,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2770,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2783,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2458,7 +2838,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2850,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2863,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2510,7 +2890,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2902,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2915,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2555,7 +2935,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2947,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2960,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{36}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2607,7 +2987,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2999,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +3012,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{37}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -2646,7 +3026,29 @@ var File_toolscope_agentctl_v1_agentctl_proto protoreflect.FileDescriptor
 
 const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\n" +
-	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"$toolscope/agentctl/v1/agentctl.proto\x12\x15toolscope.agentctl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x01\n" +
+	"\x0eDeliverRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12D\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\v2$.toolscope.agentctl.v1.GitCredentialR\n" +
+	"credential\"Y\n" +
+	"\x0fDeliverResponse\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\tR\x06commit\x12\x1c\n" +
+	"\n" +
+	"up_to_date\x18\x03 \x01(\bR\bupToDate\"A\n" +
+	"\rGitCredential\x12\x1a\n" +
+	"\busername\x18\x01 \x01(\tR\busername\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\xbf\x01\n" +
+	"\bCheckout\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x12\n" +
+	"\x04base\x18\x04 \x01(\tR\x04base\x12\x12\n" +
+	"\x04path\x18\x05 \x01(\tR\x04path\x12O\n" +
+	"\x10fetch_credential\x18\x06 \x01(\v2$.toolscope.agentctl.v1.GitCredentialR\x0ffetchCredential\"N\n" +
 	"\x11CheckAgentRequest\x129\n" +
 	"\x05agent\x18\x01 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\"\x14\n" +
 	"\x12CheckAgentResponse\"K\n" +
@@ -2666,7 +3068,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\bpass_env\x18\a \x03(\tR\apassEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\x03\n" +
 	"\n" +
 	"LaunchSpec\x12\x1d\n" +
 	"\n" +
@@ -2677,7 +3079,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x05agent\x18\x05 \x01(\v2#.toolscope.agentctl.v1.AgentCommandR\x05agent\x12E\n" +
 	"\fprovider_set\x18\x06 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
 	"\x0eexternal_tools\x18\a \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
-	"\vorientation\x18\b \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"m\n" +
+	"\vorientation\x18\b \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\x12=\n" +
+	"\tcheckouts\x18\t \x03(\v2\x1f.toolscope.agentctl.v1.CheckoutR\tcheckouts\"m\n" +
 	"\vOrientation\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x12\n" +
@@ -2746,7 +3149,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xda\x03\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\xc3\x04\n" +
 	"\rSessionStatus\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
@@ -2760,7 +3163,14 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x10mcp_bearer_token\x18\b \x01(\tR\x0emcpBearerToken\x12:\n" +
 	"\x19external_tools_generation\x18\t \x01(\x04R\x17externalToolsGeneration\x12*\n" +
 	"\x11agent_output_tail\x18\n" +
-	" \x01(\tR\x0fagentOutputTail\"\x9c\x01\n" +
+	" \x01(\tR\x0fagentOutputTail\x12#\n" +
+	"\rworkspace_dir\x18\v \x01(\tR\fworkspaceDir\x12B\n" +
+	"\tcheckouts\x18\f \x03(\v2$.toolscope.agentctl.v1.CheckoutStateR\tcheckouts\"c\n" +
+	"\rCheckoutState\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
 	"\vtool_result\x18\x02 \x01(\v2!.toolscope.agentctl.v1.ToolResultH\x00R\n" +
@@ -2840,7 +3250,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x1eSESSION_EVENT_KIND_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fSESSION_EVENT_KIND_AGENT_EXITED\x10\x01\x12+\n" +
 	"#SESSION_EVENT_KIND_CLIENT_CONNECTED\x10\x02\x1a\x02\b\x01\x12(\n" +
-	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\x9a\t\n" +
+	" SESSION_EVENT_KIND_TOOLS_CHANGED\x10\x03\x1a\x02\b\x012\xf4\t\n" +
 	"\x0fAgentctlService\x12j\n" +
 	"\rCreateSession\x12+.toolscope.agentctl.v1.CreateSessionRequest\x1a,.toolscope.agentctl.v1.CreateSessionResponse\x12g\n" +
 	"\fApplySurface\x12*.toolscope.agentctl.v1.ApplySurfaceRequest\x1a+.toolscope.agentctl.v1.ApplySurfaceResponse\x12l\n" +
@@ -2853,7 +3263,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x0fReadAgentctlLog\x12-.toolscope.agentctl.v1.ReadAgentctlLogRequest\x1a..toolscope.agentctl.v1.ReadAgentctlLogResponse0\x01\x12Y\n" +
 	"\x06Attach\x12$.toolscope.agentctl.v1.AttachRequest\x1a%.toolscope.agentctl.v1.AttachResponse(\x010\x01\x12a\n" +
 	"\n" +
-	"CheckAgent\x12(.toolscope.agentctl.v1.CheckAgentRequest\x1a).toolscope.agentctl.v1.CheckAgentResponseB\xe5\x01\n" +
+	"CheckAgent\x12(.toolscope.agentctl.v1.CheckAgentRequest\x1a).toolscope.agentctl.v1.CheckAgentResponse\x12X\n" +
+	"\aDeliver\x12%.toolscope.agentctl.v1.DeliverRequest\x1a&.toolscope.agentctl.v1.DeliverResponseB\xe5\x01\n" +
 	"\x19com.toolscope.agentctl.v1B\rAgentctlProtoP\x01ZCgithub.com/toolscope/toolscope/gen/toolscope/agentctl/v1;agentctlv1\xa2\x02\x03TAX\xaa\x02\x15Toolscope.Agentctl.V1\xca\x02\x15Toolscope\\Agentctl\\V1\xe2\x02!Toolscope\\Agentctl\\V1\\GPBMetadata\xea\x02\x17Toolscope::Agentctl::V1b\x06proto3"
 
 var (
@@ -2869,114 +3280,125 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
 	(SessionEventKind)(0),            // 2: toolscope.agentctl.v1.SessionEventKind
-	(*CheckAgentRequest)(nil),        // 3: toolscope.agentctl.v1.CheckAgentRequest
-	(*CheckAgentResponse)(nil),       // 4: toolscope.agentctl.v1.CheckAgentResponse
-	(*ProviderSet)(nil),              // 5: toolscope.agentctl.v1.ProviderSet
-	(*AgentCommand)(nil),             // 6: toolscope.agentctl.v1.AgentCommand
-	(*LaunchSpec)(nil),               // 7: toolscope.agentctl.v1.LaunchSpec
-	(*Orientation)(nil),              // 8: toolscope.agentctl.v1.Orientation
-	(*OrientationSet)(nil),           // 9: toolscope.agentctl.v1.OrientationSet
-	(*ExternalTool)(nil),             // 10: toolscope.agentctl.v1.ExternalTool
-	(*ExternalToolSet)(nil),          // 11: toolscope.agentctl.v1.ExternalToolSet
-	(*Surface)(nil),                  // 12: toolscope.agentctl.v1.Surface
-	(*ApplySurfaceRequest)(nil),      // 13: toolscope.agentctl.v1.ApplySurfaceRequest
-	(*ApplySurfaceResponse)(nil),     // 14: toolscope.agentctl.v1.ApplySurfaceResponse
-	(*SetExternalToolsRequest)(nil),  // 15: toolscope.agentctl.v1.SetExternalToolsRequest
-	(*SetExternalToolsResponse)(nil), // 16: toolscope.agentctl.v1.SetExternalToolsResponse
-	(*CreateSessionRequest)(nil),     // 17: toolscope.agentctl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 18: toolscope.agentctl.v1.CreateSessionResponse
-	(*SetProvidersRequest)(nil),      // 19: toolscope.agentctl.v1.SetProvidersRequest
-	(*SetProvidersResponse)(nil),     // 20: toolscope.agentctl.v1.SetProvidersResponse
-	(*GetSessionStateRequest)(nil),   // 21: toolscope.agentctl.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 22: toolscope.agentctl.v1.GetSessionStateResponse
-	(*StopSessionRequest)(nil),       // 23: toolscope.agentctl.v1.StopSessionRequest
-	(*StopSessionResponse)(nil),      // 24: toolscope.agentctl.v1.StopSessionResponse
-	(*NotifyRequest)(nil),            // 25: toolscope.agentctl.v1.NotifyRequest
-	(*NotifyResponse)(nil),           // 26: toolscope.agentctl.v1.NotifyResponse
-	(*SessionStatus)(nil),            // 27: toolscope.agentctl.v1.SessionStatus
-	(*AttachRequest)(nil),            // 28: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),           // 29: toolscope.agentctl.v1.AttachResponse
-	(*ToolRefused)(nil),              // 30: toolscope.agentctl.v1.ToolRefused
-	(*AttachAck)(nil),                // 31: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),              // 32: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                 // 33: toolscope.agentctl.v1.ToolCall
-	(*TraceContext)(nil),             // 34: toolscope.agentctl.v1.TraceContext
-	(*ToolResult)(nil),               // 35: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 36: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 37: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 38: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 39: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 40: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 41: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 42: google.protobuf.Timestamp
+	(*DeliverRequest)(nil),           // 3: toolscope.agentctl.v1.DeliverRequest
+	(*DeliverResponse)(nil),          // 4: toolscope.agentctl.v1.DeliverResponse
+	(*GitCredential)(nil),            // 5: toolscope.agentctl.v1.GitCredential
+	(*Checkout)(nil),                 // 6: toolscope.agentctl.v1.Checkout
+	(*CheckAgentRequest)(nil),        // 7: toolscope.agentctl.v1.CheckAgentRequest
+	(*CheckAgentResponse)(nil),       // 8: toolscope.agentctl.v1.CheckAgentResponse
+	(*ProviderSet)(nil),              // 9: toolscope.agentctl.v1.ProviderSet
+	(*AgentCommand)(nil),             // 10: toolscope.agentctl.v1.AgentCommand
+	(*LaunchSpec)(nil),               // 11: toolscope.agentctl.v1.LaunchSpec
+	(*Orientation)(nil),              // 12: toolscope.agentctl.v1.Orientation
+	(*OrientationSet)(nil),           // 13: toolscope.agentctl.v1.OrientationSet
+	(*ExternalTool)(nil),             // 14: toolscope.agentctl.v1.ExternalTool
+	(*ExternalToolSet)(nil),          // 15: toolscope.agentctl.v1.ExternalToolSet
+	(*Surface)(nil),                  // 16: toolscope.agentctl.v1.Surface
+	(*ApplySurfaceRequest)(nil),      // 17: toolscope.agentctl.v1.ApplySurfaceRequest
+	(*ApplySurfaceResponse)(nil),     // 18: toolscope.agentctl.v1.ApplySurfaceResponse
+	(*SetExternalToolsRequest)(nil),  // 19: toolscope.agentctl.v1.SetExternalToolsRequest
+	(*SetExternalToolsResponse)(nil), // 20: toolscope.agentctl.v1.SetExternalToolsResponse
+	(*CreateSessionRequest)(nil),     // 21: toolscope.agentctl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 22: toolscope.agentctl.v1.CreateSessionResponse
+	(*SetProvidersRequest)(nil),      // 23: toolscope.agentctl.v1.SetProvidersRequest
+	(*SetProvidersResponse)(nil),     // 24: toolscope.agentctl.v1.SetProvidersResponse
+	(*GetSessionStateRequest)(nil),   // 25: toolscope.agentctl.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 26: toolscope.agentctl.v1.GetSessionStateResponse
+	(*StopSessionRequest)(nil),       // 27: toolscope.agentctl.v1.StopSessionRequest
+	(*StopSessionResponse)(nil),      // 28: toolscope.agentctl.v1.StopSessionResponse
+	(*NotifyRequest)(nil),            // 29: toolscope.agentctl.v1.NotifyRequest
+	(*NotifyResponse)(nil),           // 30: toolscope.agentctl.v1.NotifyResponse
+	(*SessionStatus)(nil),            // 31: toolscope.agentctl.v1.SessionStatus
+	(*CheckoutState)(nil),            // 32: toolscope.agentctl.v1.CheckoutState
+	(*AttachRequest)(nil),            // 33: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 34: toolscope.agentctl.v1.AttachResponse
+	(*ToolRefused)(nil),              // 35: toolscope.agentctl.v1.ToolRefused
+	(*AttachAck)(nil),                // 36: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 37: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 38: toolscope.agentctl.v1.ToolCall
+	(*TraceContext)(nil),             // 39: toolscope.agentctl.v1.TraceContext
+	(*ToolResult)(nil),               // 40: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 41: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 42: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 43: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 44: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 45: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 46: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
-	6,  // 0: toolscope.agentctl.v1.CheckAgentRequest.agent:type_name -> toolscope.agentctl.v1.AgentCommand
-	41, // 1: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
-	0,  // 2: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	6,  // 3: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
-	5,  // 4: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	11, // 5: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	9,  // 6: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
-	8,  // 7: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
-	10, // 8: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
-	0,  // 9: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	5,  // 10: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	11, // 11: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	9,  // 12: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
-	12, // 13: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
-	5,  // 14: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	11, // 15: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	7,  // 16: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	27, // 17: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	5,  // 18: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	5,  // 19: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	27, // 20: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	27, // 21: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 22: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 23: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	5,  // 24: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	32, // 25: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	35, // 26: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	33, // 27: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	36, // 28: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	31, // 29: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	30, // 30: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
-	34, // 31: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
-	2,  // 32: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	42, // 33: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	17, // 34: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	13, // 35: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	19, // 36: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	15, // 37: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	21, // 38: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	23, // 39: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	25, // 40: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	37, // 41: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	39, // 42: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	28, // 43: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	3,  // 44: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
-	18, // 45: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	14, // 46: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	20, // 47: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	16, // 48: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	22, // 49: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	24, // 50: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	26, // 51: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	38, // 52: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	40, // 53: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	29, // 54: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	4,  // 55: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
-	45, // [45:56] is the sub-list for method output_type
-	34, // [34:45] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	5,  // 0: toolscope.agentctl.v1.DeliverRequest.credential:type_name -> toolscope.agentctl.v1.GitCredential
+	5,  // 1: toolscope.agentctl.v1.Checkout.fetch_credential:type_name -> toolscope.agentctl.v1.GitCredential
+	10, // 2: toolscope.agentctl.v1.CheckAgentRequest.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	46, // 3: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	0,  // 4: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	10, // 5: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
+	9,  // 6: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	15, // 7: toolscope.agentctl.v1.LaunchSpec.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	13, // 8: toolscope.agentctl.v1.LaunchSpec.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	6,  // 9: toolscope.agentctl.v1.LaunchSpec.checkouts:type_name -> toolscope.agentctl.v1.Checkout
+	12, // 10: toolscope.agentctl.v1.OrientationSet.entries:type_name -> toolscope.agentctl.v1.Orientation
+	14, // 11: toolscope.agentctl.v1.ExternalToolSet.tools:type_name -> toolscope.agentctl.v1.ExternalTool
+	0,  // 12: toolscope.agentctl.v1.Surface.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	9,  // 13: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	15, // 14: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	13, // 15: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
+	16, // 16: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
+	9,  // 17: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	15, // 18: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	11, // 19: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	31, // 20: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	9,  // 21: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	9,  // 22: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	31, // 23: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	31, // 24: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 25: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 26: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	9,  // 27: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	32, // 28: toolscope.agentctl.v1.SessionStatus.checkouts:type_name -> toolscope.agentctl.v1.CheckoutState
+	37, // 29: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	40, // 30: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	38, // 31: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	41, // 32: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	36, // 33: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	35, // 34: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
+	39, // 35: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
+	2,  // 36: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	47, // 37: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	21, // 38: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	17, // 39: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	23, // 40: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	19, // 41: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	25, // 42: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	27, // 43: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	29, // 44: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	42, // 45: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	44, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	33, // 47: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	7,  // 48: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
+	3,  // 49: toolscope.agentctl.v1.AgentctlService.Deliver:input_type -> toolscope.agentctl.v1.DeliverRequest
+	22, // 50: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	18, // 51: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	24, // 52: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	20, // 53: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	26, // 54: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	28, // 55: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	30, // 56: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	43, // 57: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	45, // 58: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	34, // 59: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	8,  // 60: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
+	4,  // 61: toolscope.agentctl.v1.AgentctlService.Deliver:output_type -> toolscope.agentctl.v1.DeliverResponse
+	50, // [50:62] is the sub-list for method output_type
+	38, // [38:50] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -2984,11 +3406,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[25].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[26].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -3000,7 +3422,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	AgentctlService_ReadAgentctlLog_FullMethodName  = "/toolscope.agentctl.v1.AgentctlService/ReadAgentctlLog"
 	AgentctlService_Attach_FullMethodName           = "/toolscope.agentctl.v1.AgentctlService/Attach"
 	AgentctlService_CheckAgent_FullMethodName       = "/toolscope.agentctl.v1.AgentctlService/CheckAgent"
+	AgentctlService_Deliver_FullMethodName          = "/toolscope.agentctl.v1.AgentctlService/Deliver"
 )
 
 // AgentctlServiceClient is the client API for AgentctlService service.
@@ -108,6 +109,13 @@ type AgentctlServiceClient interface {
 	// Nothing is recorded or started. A refusal is FAILED_PRECONDITION
 	// naming what was typed, never a value.
 	CheckAgent(ctx context.Context, in *CheckAgentRequest, opts ...grpc.CallOption) (*CheckAgentResponse, error)
+	// Deliver pushes a session's own branch of one of its checkouts to the
+	// repository's remote with the credential given for this one push,
+	// never kept: the branch is the one the session was launched with, the
+	// push is never forced and never the default branch (ADR 0038). The
+	// agent never holds the credential; the orchestrator checks and audits
+	// the tool call that asks for the push before it calls this.
+	Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error)
 }
 
 type agentctlServiceClient struct {
@@ -251,6 +259,16 @@ func (c *agentctlServiceClient) CheckAgent(ctx context.Context, in *CheckAgentRe
 	return out, nil
 }
 
+func (c *agentctlServiceClient) Deliver(ctx context.Context, in *DeliverRequest, opts ...grpc.CallOption) (*DeliverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeliverResponse)
+	err := c.cc.Invoke(ctx, AgentctlService_Deliver_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentctlServiceServer is the server API for AgentctlService service.
 // All implementations must embed UnimplementedAgentctlServiceServer
 // for forward compatibility.
@@ -327,6 +345,13 @@ type AgentctlServiceServer interface {
 	// Nothing is recorded or started. A refusal is FAILED_PRECONDITION
 	// naming what was typed, never a value.
 	CheckAgent(context.Context, *CheckAgentRequest) (*CheckAgentResponse, error)
+	// Deliver pushes a session's own branch of one of its checkouts to the
+	// repository's remote with the credential given for this one push,
+	// never kept: the branch is the one the session was launched with, the
+	// push is never forced and never the default branch (ADR 0038). The
+	// agent never holds the credential; the orchestrator checks and audits
+	// the tool call that asks for the push before it calls this.
+	Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error)
 	mustEmbedUnimplementedAgentctlServiceServer()
 }
 
@@ -369,6 +394,9 @@ func (UnimplementedAgentctlServiceServer) Attach(grpc.BidiStreamingServer[Attach
 }
 func (UnimplementedAgentctlServiceServer) CheckAgent(context.Context, *CheckAgentRequest) (*CheckAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAgent not implemented")
+}
+func (UnimplementedAgentctlServiceServer) Deliver(context.Context, *DeliverRequest) (*DeliverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deliver not implemented")
 }
 func (UnimplementedAgentctlServiceServer) mustEmbedUnimplementedAgentctlServiceServer() {}
 func (UnimplementedAgentctlServiceServer) testEmbeddedByValue()                         {}
@@ -564,6 +592,24 @@ func _AgentctlService_CheckAgent_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentctlService_Deliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeliverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentctlServiceServer).Deliver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentctlService_Deliver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentctlServiceServer).Deliver(ctx, req.(*DeliverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentctlService_ServiceDesc is the grpc.ServiceDesc for AgentctlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -602,6 +648,10 @@ var AgentctlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckAgent",
 			Handler:    _AgentctlService_CheckAgent_Handler,
+		},
+		{
+			MethodName: "Deliver",
+			Handler:    _AgentctlService_Deliver_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -153,6 +153,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")
+	cmd.Flags().StringVar(&cfg.WorkspacesDir, "workspaces-dir", "", "directory of the local executor's session workspaces (checkouts of the tasks' repositories), kept after a session stops; agents under uids of their own (as root) must be able to traverse its parents (default: DATA_DIR/workspaces)")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")

@@ -1,0 +1,222 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/checkout"
+	"github.com/toolscope/toolscope/internal/errdefs"
+)
+
+// A session's workspace is WorkspacesDir/<session id>: one checkout per
+// task repository, on the session's own branch, made from the host's one
+// mirror of that repository (internal/checkout, ADR 0038). It outlives
+// the session, which never loses work: a stop takes it back from the
+// agent's uid (a later session may get that uid), a relaunch of the same
+// session hands it to its new agent.
+
+// repo is a checkout of a session, as launched, without its credential,
+// and what became of it (err empty: it is in the workspace).
+type repo struct {
+	key, url, branch, dir string
+	err                   string
+}
+
+// checkouts validates a launch's checkouts: keys and paths unique, each
+// path one segment of the workspace.
+func checkouts(in []*agentctlv1.Checkout) ([]repo, error) {
+	out := make([]repo, 0, len(in))
+	keys, paths := map[string]bool{}, map[string]bool{}
+	for i, c := range in {
+		field := fmt.Sprintf("spec.checkouts[%d]", i)
+		p := c.GetPath()
+		switch {
+		case c.GetKey() == "":
+			return nil, errdefs.RequiredField(field + ".key")
+		case c.GetUrl() == "":
+			return nil, errdefs.RequiredField(field + ".url")
+		case c.GetBranch() == "":
+			return nil, errdefs.RequiredField(field + ".branch")
+		case p == "" || p == "." || p == ".." || strings.ContainsAny(p, `/\`) || strings.HasPrefix(p, "."):
+			return nil, errdefs.InvalidField(field+".path", "%q is not one visible path segment", p)
+		case keys[c.GetKey()]:
+			return nil, errdefs.InvalidField(field+".key", "%q is checked out twice", c.GetKey())
+		case paths[p]:
+			return nil, errdefs.InvalidField(field+".path", "%q holds two checkouts", p)
+		}
+		keys[c.GetKey()], paths[p] = true, true
+		out = append(out, repo{key: c.GetKey(), url: c.GetUrl(), branch: c.GetBranch(), dir: p})
+	}
+	return out, nil
+}
+
+// owner is the checkouts' owner: the agent's uid, or nil for agentctl's.
+func (s *session) owner() *checkout.Owner {
+	if s.uid == noUID {
+		return nil
+	}
+	return &checkout.Owner{UID: s.uid, GID: s.uid}
+}
+
+// materialize fetches each checkout's mirror and makes the session's
+// checkout of it, or hands a kept one to the session's uid. A checkout is
+// made whole or not at all; one that cannot be made is recorded in
+// s.repos (the status says why) and the session starts without it.
+func (d *Daemon) materialize(ctx context.Context, s *session, in []*agentctlv1.Checkout) {
+	if len(in) == 0 {
+		return
+	}
+	failed := func(i int, err error) {
+		s.mu.Lock() // the status reads it meanwhile
+		s.repos[i].err = err.Error()
+		s.mu.Unlock()
+		d.log.Warn("checkout not made", "session_id", s.id, "repository", s.repos[i].key, "error", err)
+	}
+	if err := d.prepareWorkspace(s); err != nil {
+		for i := range s.repos {
+			failed(i, err)
+		}
+		return
+	}
+	owner := s.owner()
+	for i, c := range in {
+		r := s.repos[i] // its fields but err are fixed at launch
+		if err := d.checkout(ctx, r, filepath.Join(s.workspace, r.dir), c, owner); err != nil {
+			failed(i, err)
+		}
+	}
+}
+
+// prepareWorkspace creates the session's workspace directory, the
+// agent's, under a directory it may traverse but not list, and refuses a
+// workspace the agent's uid could not reach.
+func (d *Daemon) prepareWorkspace(s *session) error {
+	if err := os.MkdirAll(d.opts.WorkspacesDir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(d.opts.WorkspacesDir, 0o711); err != nil {
+		return err
+	}
+	if s.uid != noUID {
+		if closed := closedAncestor(d.opts.WorkspacesDir); closed != "" {
+			return fmt.Errorf("the agent's uid %d cannot reach the workspaces directory %s: %s lets no other user through "+
+				"(give it a workspaces directory whose parents others may traverse, mode o+x: toolscope serve --workspaces-dir, agentctl serve --workspaces-dir)", s.uid, d.opts.WorkspacesDir, closed)
+		}
+	}
+	if err := os.Mkdir(s.workspace, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return s.own(s.workspace)
+}
+
+// closedAncestor returns the first directory above dir that other users
+// may not traverse (no o+x), or "".
+func closedAncestor(dir string) string {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if info, err := os.Stat(p); err != nil || info.Mode().Perm()&0o001 == 0 {
+			return fmt.Sprintf("%s (mode %v)", p, info.Mode().Perm())
+		}
+		if p == filepath.Dir(p) {
+			return ""
+		}
+	}
+}
+
+// checkout makes (or takes over) one checkout.
+func (d *Daemon) checkout(ctx context.Context, r repo, dir string, c *agentctlv1.Checkout, owner *checkout.Owner) error {
+	m, err := d.mirrors.Fetch(ctx, r.key, checkout.Remote{URL: r.url, User: c.GetFetchCredential().GetUsername(), Token: c.GetFetchCredential().GetToken()})
+	if err != nil {
+		return err
+	}
+	err = checkout.Create(ctx, m, dir, checkout.Options{Branch: r.branch, Base: c.GetBase(), Origin: r.url, Owner: owner})
+	if errors.Is(err, checkout.ErrExists) {
+		if owner != nil {
+			if err := checkout.HandOver(dir, *owner); err != nil {
+				return fmt.Errorf("hand the kept checkout %s to uid %d: %w", dir, owner.UID, err)
+			}
+		}
+		d.log.Info("checkout kept from an earlier run", "repository", r.key, "dir", dir)
+		return nil
+	}
+	if err == nil {
+		d.log.Info("checkout made", "repository", r.key, "branch", r.branch, "dir", dir)
+	}
+	return err
+}
+
+// takeBack makes a stopped session's workspace agentctl's alone: the uid
+// its agent had serves later sessions, which must not reach it.
+func (d *Daemon) takeBack(s *session) {
+	if s.workspace == "" {
+		return
+	}
+	if err := os.Lchown(s.workspace, os.Geteuid(), os.Getegid()); err != nil && !os.IsNotExist(err) {
+		d.log.Warn("taking back a stopped session's workspace", "session_id", s.id, "dir", s.workspace, "error", err)
+	}
+}
+
+// Deliver pushes the session's own branch of one of its checkouts.
+func (d *Daemon) Deliver(ctx context.Context, req *agentctlv1.DeliverRequest) (*agentctlv1.DeliverResponse, error) {
+	if req.GetKey() == "" {
+		return nil, errdefs.RequiredField("key")
+	}
+	s, err := d.lookup(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	var r *repo
+	s.mu.Lock()
+	for i := range s.repos {
+		if s.repos[i].key == req.GetKey() {
+			found := s.repos[i]
+			r = &found
+		}
+	}
+	s.mu.Unlock()
+	if r == nil || r.err != "" {
+		// Not NotFound: that says the session is not hosted here.
+		return nil, errdefs.InvalidField("key", "session %q has no checkout of %q", s.id, req.GetKey())
+	}
+	cred := req.GetCredential()
+	out, err := d.mirrors.Deliver(ctx, r.key, checkout.Remote{URL: r.url, User: cred.GetUsername(), Token: cred.GetToken()},
+		filepath.Join(s.workspace, r.dir), r.branch, s.owner())
+	if err != nil {
+		return nil, fmt.Errorf("deliver branch %q of %s: %w", r.branch, r.key, err)
+	}
+	d.log.Info("branch delivered", "session_id", s.id, "repository", r.key, "ref", out.Ref, "commit", out.Commit, "up_to_date", out.UpToDate)
+	return &agentctlv1.DeliverResponse{Ref: out.Ref, Commit: out.Commit, UpToDate: out.UpToDate}, nil
+}
+
+// checkoutStates is the status of the session's checkouts. s.mu is held.
+func (s *session) checkoutStates() []*agentctlv1.CheckoutState {
+	var out []*agentctlv1.CheckoutState
+	for _, r := range s.repos {
+		out = append(out, &agentctlv1.CheckoutState{Key: r.key, Path: r.dir, Branch: r.branch, Error: r.err})
+	}
+	return out
+}
+
+// hasCheckout reports whether the workspace holds a checkout, so that
+// the session shows the tools that act on one. s.mu is held.
+func (s *session) hasCheckout() bool {
+	for _, r := range s.repos {
+		if r.err == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// workdirLocked is the workspace, if it holds a checkout: the agent's
+// working directory unless its launch names one. s.mu is held.
+func (s *session) workdirLocked() string {
+	if s.hasCheckout() {
+		return s.workspace
+	}
+	return ""
+}

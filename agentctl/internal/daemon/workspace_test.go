@@ -1,0 +1,248 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolscope/toolscope/agentctl/internal/daemon"
+	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/gittest"
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
+)
+
+const gitToken = "ghs_workspaceTestToken0123456789abcdefABCD"
+
+// agentScript is the agent of the workspace tests: it runs in its working
+// directory, tries to reach the mirrors, dumps its environment, and
+// commits a change to the api checkout on the branch it was given.
+const agentScript = `
+pwd > where
+id -u >> where
+env > env.txt
+ls "$MIRRORS" > mirrors.txt 2>&1 || echo refused >> mirrors.txt
+cd api
+echo "$CHANGE" >> README.md
+git commit -qam "agent: $CHANGE" 2> ../commit.err
+git rev-parse --abbrev-ref HEAD > ../branch
+`
+
+// workspaceHarness is an agentctl whose agents get a uid of their own
+// when the test runs as root (as CI does), and a git server on loopback
+// that takes only gitToken, with acme/api seeded.
+func workspaceHarness(t *testing.T) (*harness, *gittest.Host, string, int) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed (.ci/run installs it): %v", err)
+	}
+	uid := -1
+	h := newHarnessWith(t, func(o *daemon.Options) {
+		if os.Geteuid() == 0 {
+			uid = 1_601_000_000 + os.Getpid()%1_000_000 // one per test process, apart from the executors' tests'
+			o.AgentUIDs = agentuid.Single(uint32(uid))
+		}
+	})
+	if uid >= 0 {
+		// The agent walks through the state directory (a test's TempDir
+		// is 0700 on its way) to its session and workspace.
+		require.NoError(t, os.Chmod(filepath.Dir(h.stateDir), 0o711))
+		require.NoError(t, os.Chmod(h.stateDir, 0o711))
+	} else {
+		testutil.SkipOrFailUnderCI(t, "the workspace tests run the agent under a uid of its own, which needs root (uid %d)", os.Geteuid())
+	}
+	host := gittest.New(gitToken, nil)
+	t.Cleanup(host.Close)
+	_, err := host.Seed("acme/api", map[string]string{"README.md": "hello\n"}, "main")
+	require.NoError(t, err)
+	srv := httptest.NewServer(host)
+	t.Cleanup(srv.Close)
+	return h, host, srv.URL + "/acme/api.git", uid
+}
+
+func workspaceSpec(id, url, token, change string, h *harness) *agentctlv1.LaunchSpec {
+	sp := spec(id, agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
+	sp.Checkouts = []*agentctlv1.Checkout{{Key: "github.com/acme/api", Url: url, Branch: "toolscope/task_" + id + "/" + id, Path: "api",
+		FetchCredential: &agentctlv1.GitCredential{Username: "x-access-token", Token: token}}}
+	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{"/bin/sh", "-c", agentScript}, Env: map[string]string{
+		"MIRRORS": filepath.Join(h.stateDir, "mirrors"), "CHANGE": change,
+		"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@localhost", "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@localhost"}}
+	return sp
+}
+
+func awaitExit(t *testing.T, events chan *agentctlv1.SessionEvent) *agentctlv1.SessionEvent {
+	t.Helper()
+	select {
+	case e := <-events:
+		require.Equal(t, agentctlv1.SessionEventKind_SESSION_EVENT_KIND_AGENT_EXITED, e.GetKind())
+		return e
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no agent-exited event")
+		return nil
+	}
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestTheAgentStartsInItsCheckoutAndDeliversThroughAgentctl: a session
+// with a checkout starts its agent (under its own uid) in its workspace,
+// on the session's branch of the repository; the agent never sees the
+// credential nor the mirrors, and its commit reaches the remote only
+// through Deliver, on the session's branch. The workspace outlives the
+// stop, taken back from the agent's uid, and a relaunch of the session
+// continues from it.
+func TestTheAgentStartsInItsCheckoutAndDeliversThroughAgentctl(t *testing.T) {
+	h, host, url, uid := workspaceHarness(t)
+	_, events := orchestrator(t, h, func(*agentctlv1.ToolCall) *agentctlv1.ToolResult { return &agentctlv1.ToolResult{} })
+	ctx := context.Background()
+
+	st := h.create(t, workspaceSpec("s1", url, gitToken, "first", h))
+	ws := filepath.Join(h.stateDir, "workspaces", "s1")
+	assert.Equal(t, ws, st.GetWorkspaceDir())
+	assert.Equal(t, []*agentctlv1.CheckoutState{{Key: "github.com/acme/api", Path: "api", Branch: "toolscope/task_s1/s1"}},
+		stripped(st.GetCheckouts()))
+	assert.Contains(t, st.GetToolNames(), toolapi.GitPushTool)
+	e := awaitExit(t, events)
+	require.Zero(t, e.GetAgentExitCode(), "the agent's output: %s; commit: %s", e.GetAgentOutputTail(), read(t, filepath.Join(ws, "commit.err")))
+
+	assert.Equal(t, ws+"\n"+strconv.Itoa(uid)+"\n", read(t, filepath.Join(ws, "where")), "the agent runs in its workspace, under its uid")
+	assert.Equal(t, "toolscope/task_s1/s1\n", read(t, filepath.Join(ws, "branch")))
+	assert.Contains(t, read(t, filepath.Join(ws, "mirrors.txt")), "refused", "the mirrors are not the agent's to read")
+	assert.NotContains(t, read(t, filepath.Join(ws, "env.txt")), gitToken)
+	assert.NotContains(t, h.logs.String(), gitToken)
+	commit := strings.TrimSpace(gitOut(t, filepath.Join(ws, "api"), "rev-parse", "HEAD"))
+
+	_, ok := host.Head("acme/api", "toolscope/task_s1/s1")
+	assert.False(t, ok, "nothing reaches the remote before a delivery")
+
+	_, err := h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/other",
+		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: gitToken}})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "a repository the session has no checkout of: %v", err)
+	_, err = h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s2", Key: "github.com/acme/api",
+		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: gitToken}})
+	assert.Equal(t, codes.NotFound, status.Code(err), "a session not hosted here: %v", err)
+	_, err = h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/api",
+		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: "wrong-token-0123456789"}})
+	require.Error(t, err, "the remote refuses another credential")
+	assert.NotContains(t, err.Error(), "wrong-token-0123456789")
+
+	d, err := h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/api",
+		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: gitToken}})
+	require.NoError(t, err)
+	assert.Equal(t, "refs/heads/toolscope/task_s1/s1", d.GetRef())
+	assert.Equal(t, commit, d.GetCommit())
+	head, ok := host.Head("acme/api", "toolscope/task_s1/s1")
+	require.True(t, ok)
+	assert.Equal(t, commit, head, "the remote holds the agent's commit on the session's branch")
+	main, _ := host.Head("acme/api", "main")
+	assert.NotEqual(t, commit, main, "and only there")
+
+	_, err = h.client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	info, err := os.Stat(ws)
+	require.NoError(t, err, "a stop keeps the workspace")
+	assert.Equal(t, uint32(os.Geteuid()), info.Sys().(*syscall.Stat_t).Uid, "and takes it back from the agent's uid, which serves later sessions")
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+
+	h.create(t, workspaceSpec("s1", url, gitToken, "second", h))
+	e = awaitExit(t, events)
+	require.Zero(t, e.GetAgentExitCode(), "the agent's output: %s", e.GetAgentOutputTail())
+	log := gitOut(t, filepath.Join(ws, "api"), "log", "--format=%s")
+	assert.Equal(t, "agent: second\nagent: first\ninitial commit", log, "the relaunch continued the kept checkout")
+	_, err = h.client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+}
+
+// TestACheckoutNotMadeIsReportedAndTheSessionStartsWithoutIt: a
+// repository that cannot be fetched is not in the workspace, the status
+// says why (naming no credential), and the session shows no workspace
+// tool; so is a workspaces directory the agent's uid could not reach.
+// Malformed checkouts are refused.
+func TestACheckoutNotMadeIsReportedAndTheSessionStartsWithoutIt(t *testing.T) {
+	h, _, url, uid := workspaceHarness(t)
+	ctx := context.Background()
+	sp := workspaceSpec("s1", url, "wrong-token-0123456789", "x", h)
+	sp.Agent = nil
+	st := h.create(t, sp)
+	require.Len(t, st.GetCheckouts(), 1)
+	c := st.GetCheckouts()[0]
+	assert.Equal(t, "github.com/acme/api", c.GetKey())
+	assert.Contains(t, c.GetError(), "fetching the repository failed")
+	assert.NotContains(t, c.GetError(), "wrong-token-0123456789")
+	assert.NotContains(t, h.logs.String(), "wrong-token-0123456789")
+	_, err := os.Stat(filepath.Join(h.stateDir, "workspaces", "s1", "api"))
+	assert.True(t, os.IsNotExist(err), "no checkout: %v", err)
+	assert.NotContains(t, st.GetToolNames(), toolapi.GitPushTool, "no checkout, no workspace tool")
+	_, err = h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/api",
+		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: gitToken}})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+
+	// A good one shows it.
+	_, err = h.client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: "s1"}) // its uid
+	require.NoError(t, err)
+	sp = workspaceSpec("s2", url, gitToken, "x", h)
+	sp.Agent = nil
+	st = h.create(t, sp)
+	assert.Empty(t, st.GetCheckouts()[0].GetError())
+	assert.Equal(t, toolapi.WorkspaceSurface("github"), st.GetToolNames())
+
+	if uid >= 0 {
+		closed := filepath.Join(t.TempDir(), "closed")
+		require.NoError(t, os.Mkdir(closed, 0o700))
+		h2 := newHarnessWith(t, func(o *daemon.Options) {
+			o.AgentUIDs = agentuid.Single(uint32(uid + 1))
+			o.WorkspacesDir = filepath.Join(closed, "workspaces")
+		})
+		sp = workspaceSpec("s3", url, gitToken, "x", h)
+		sp.Agent = &agentctlv1.AgentCommand{Argv: []string{"/bin/sh", "-c", "exit 0"}} // starts where it would without a workspace
+		st = h2.create(t, sp)
+		assert.Contains(t, st.GetCheckouts()[0].GetError(), "cannot reach the workspaces directory")
+		assert.Contains(t, st.GetCheckouts()[0].GetError(), closed)
+		assert.Empty(t, st.GetWorkspaceDir(), "no checkout, no workspace")
+	}
+
+	for _, bad := range []*agentctlv1.Checkout{
+		{Key: "github.com/acme/api", Url: url, Branch: "b", Path: "../escape"},
+		{Key: "github.com/acme/api", Url: url, Branch: "b", Path: ".git"},
+		{Key: "github.com/acme/api", Url: url, Branch: "", Path: "api"},
+	} {
+		sp := spec("s9", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
+		sp.Checkouts = []*agentctlv1.Checkout{bad}
+		_, err := h.client.CreateSession(ctx, &agentctlv1.CreateSessionRequest{Spec: sp})
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v: %v", bad, err)
+	}
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := gittest.Git(dir, append([]string{"-c", "safe.directory=*"}, args...)...)
+	require.NoError(t, err, out)
+	return out
+}
+
+// stripped are the states as plain values, for comparison.
+func stripped(in []*agentctlv1.CheckoutState) []*agentctlv1.CheckoutState {
+	out := []*agentctlv1.CheckoutState{}
+	for _, c := range in {
+		out = append(out, &agentctlv1.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()})
+	}
+	return out
+}

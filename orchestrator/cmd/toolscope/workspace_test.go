@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/internal/mcptest"
+	"github.com/toolscope/toolscope/internal/testutil"
+	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
+)
+
+// asOwner runs git in dir as the user who owns dir (the session's agent:
+// its uid when the orchestrator runs as root), with an identity of its
+// own and no user or system configuration.
+func asOwner(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	st := info.Sys().(*syscall.Stat_t)
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@localhost", "GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@localhost"}
+	if int(st.Uid) != os.Geteuid() {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// TestTheAgentDeliversItsBranchWithoutACredential is issue 31's story
+// through the real binaries: a local session of a task on a GitHub
+// repository starts with a checkout of it on its own branch; the agent
+// commits there, pushes through git_push (the orchestrator checks and
+// audits the call, agentctl pushes with the connection's credential) and
+// opens the pull request with create's default branch. The credential is
+// in no file of the workspace; a rewritten history is refused, not
+// forced; the stop keeps the work.
+func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
+	seed, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "hello\n"}, "main")
+	require.NoError(t, err)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	workspaces := testutil.TraversableDir(t)
+	srv := startServerEnv(t, dataDir, []string{"E2E_GH_TOKEN=" + e2eGitHubToken},
+		"--agentctl", executortest.Agentctl(t), "--workspaces-dir", workspaces)
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--base-url", gh.URL, "--token-env", "E2E_GH_TOKEN")
+	repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", repo)
+	sid := srv.launchLocal(t, task)
+	branch := "toolscope/" + task + "/" + sid
+	started := watchEvents(t, srv, task, func([]map[string]any) bool { return true }, "--kind", "session.started")
+	assert.Contains(t, started[0]["message"], "1 of 1 repositories checked out on branch "+branch)
+
+	url, token := bridgeConfig(t, dataDir, sid)
+	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
+	assert.Equal(t, toolapi.WorkspaceSurface("github"), c.Names(t))
+
+	dir := filepath.Join(workspaces, sid, "api")
+	assert.Equal(t, branch, asOwner(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, seed, asOwner(t, dir, "rev-parse", "HEAD"), "made from the default branch")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "login.go"), []byte("package login\n"), 0o644))
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Chown(filepath.Join(dir, "login.go"), int(info.Sys().(*syscall.Stat_t).Uid), int(info.Sys().(*syscall.Stat_t).Gid)))
+	asOwner(t, dir, "add", "login.go")
+	asOwner(t, dir, "commit", "-q", "-m", "fix login")
+	commit := asOwner(t, dir, "rev-parse", "HEAD")
+
+	pushed := callStructured[toolapi.PushResult](t, c, toolapi.GitPushTool, nil)
+	assert.Equal(t, toolapi.PushResult{RepositoryID: repo, Branch: branch, Ref: "refs/heads/" + branch, Commit: commit}, pushed)
+	head, ok := gh.Head("acme/api", branch)
+	require.True(t, ok, "the branch is on the provider")
+	assert.Equal(t, commit, head)
+	main, _ := gh.Head("acme/api", "main")
+	assert.Equal(t, seed, main, "nothing else moved")
+
+	pr := callStructured[toolapi.ChangeRequest](t, c, toolapi.GitHubPRCreate, map[string]any{"title": "Fix login"})
+	got, ok := gh.PullRequest("acme/api", int(pr.Number))
+	require.True(t, ok)
+	assert.Equal(t, branch, got.Head, "create's branch defaults to the session's")
+
+	// A rewritten history is refused, and the provider's branch stays.
+	asOwner(t, dir, "commit", "-q", "--amend", "-m", "rewritten")
+	res, err := c.Session.CallTool(context.Background(), &mcp.CallToolParams{Name: toolapi.GitPushTool, Arguments: map[string]any{}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	text := res.Content[0].(*mcp.TextContent).Text
+	assert.Contains(t, text, toolapi.CodePushRejected)
+	head, _ = gh.Head("acme/api", branch)
+	assert.Equal(t, commit, head)
+
+	// The credential is in no file of the workspace, nor in what the
+	// agent was told.
+	require.NoError(t, filepath.WalkDir(filepath.Join(workspaces, sid), func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), e2eGitHubToken, p)
+		}
+		return nil
+	}))
+	assert.NotContains(t, text, e2eGitHubToken)
+	audit := watchEvents(t, srv, task, func(seen []map[string]any) bool { return len(seen) >= 3 }, "--kind", "tool.called")
+	var pushes []string
+	for _, e := range audit {
+		assert.NotContains(t, fmt.Sprint(e), e2eGitHubToken)
+		if strings.Contains(fmt.Sprint(e["message"]), toolapi.GitPushTool) {
+			pushes = append(pushes, fmt.Sprint(e["message"]))
+		}
+	}
+	assert.Len(t, pushes, 2, "both pushes are audited: %v", audit)
+
+	// A stop keeps the work.
+	srv.ok(t, "session", "stop", sid)
+	assert.Equal(t, "rewritten", strings.TrimSpace(gitLog(t, dir)))
+}
+
+// gitLog is the subject of dir's last commit, read as this process's user.
+func gitLog(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-c", "safe.directory=*", "-C", dir, "log", "-1", "--format=%s").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
+}
