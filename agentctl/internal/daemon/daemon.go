@@ -151,7 +151,7 @@ type Daemon struct {
 	hub         hub
 	schemas     mcpserver.Schemas
 	metrics     *metrics // nil without Options.Metrics
-	mirrors     *checkout.Mirrors
+	mirrors     func() (*checkout.Mirrors, error)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -198,11 +198,11 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	mirrors, err := checkout.OpenMirrors(opts.MirrorsDir)
-	if err != nil {
-		return nil, fmt.Errorf("the repositories' mirrors: %w", err)
-	}
-	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}, mirrors: mirrors}
+	d := &Daemon{opts: opts, log: opts.Logger, callTimeout: opts.CallTimeout, sessions: map[string]*session{}}
+	// Opened at the first checkout: made now, the mirrors' 0700
+	// directory would make a missing state directory 0700 too, which the
+	// agents must traverse to their sessions' directories.
+	d.mirrors = sync.OnceValues(func() (*checkout.Mirrors, error) { return checkout.OpenMirrors(opts.MirrorsDir) })
 	d.register(opts.Metrics)
 	d.retireLeftovers()
 	d.pruneLogs()

@@ -129,7 +129,11 @@ func closedAncestor(dir string) string {
 
 // checkout makes (or takes over) one checkout.
 func (d *Daemon) checkout(ctx context.Context, r repo, dir string, c *agentctlv1.Checkout, owner *checkout.Owner) error {
-	m, err := d.mirrors.Fetch(ctx, r.key, checkout.Remote{URL: r.url, User: c.GetFetchCredential().GetUsername(), Token: c.GetFetchCredential().GetToken()})
+	mirrors, err := d.mirrors()
+	if err != nil {
+		return fmt.Errorf("the repositories' mirrors: %w", err)
+	}
+	m, err := mirrors.Fetch(ctx, r.key, checkout.Remote{URL: r.url, User: c.GetFetchCredential().GetUsername(), Token: c.GetFetchCredential().GetToken()})
 	if err != nil {
 		return err
 	}
@@ -183,7 +187,11 @@ func (d *Daemon) Deliver(ctx context.Context, req *agentctlv1.DeliverRequest) (*
 		return nil, errdefs.InvalidField("key", "session %q has no checkout of %q", s.id, req.GetKey())
 	}
 	cred := req.GetCredential()
-	out, err := d.mirrors.Deliver(ctx, r.key, checkout.Remote{URL: r.url, User: cred.GetUsername(), Token: cred.GetToken()},
+	mirrors, err := d.mirrors()
+	if err != nil {
+		return nil, fmt.Errorf("the repositories' mirrors: %w", err)
+	}
+	out, err := mirrors.Deliver(ctx, r.key, checkout.Remote{URL: r.url, User: cred.GetUsername(), Token: cred.GetToken()},
 		filepath.Join(s.workspace, r.dir), r.branch, s.owner())
 	if err != nil {
 		return nil, fmt.Errorf("deliver branch %q of %s: %w", r.branch, r.key, err)

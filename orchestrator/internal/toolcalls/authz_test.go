@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -29,10 +31,10 @@ func matrixTools(t *testing.T) []string {
 			provTools = append(provTools, name)
 		}
 	}
-	require.Len(t, taskTools, 4, "task tools answered by the dispatcher: %v", taskTools)
+	require.Len(t, taskTools, 5, "task tools answered by the dispatcher: %v", taskTools)
 	require.Len(t, provTools, 14, "provider tools answered by the dispatcher: %v", provTools)
 	all := slices.Sorted(slices.Values(append(taskTools, provTools...)))
-	require.Equal(t, toolapi.Surface("github", "gitlab"), all,
+	require.Equal(t, toolapi.WorkspaceSurface("github", "gitlab"), all,
 		"the dispatcher answers exactly the tools an agent with both providers is shown")
 	return all
 }
@@ -58,6 +60,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 	f.d.SetSourceAdder(func(ctx context.Context, sessionID, taskID string, repoIDs []string) (SourceOutcome, error) {
 		out, err := f.st.AgentAddSources(ctx, taskID, sessionID, repoIDs)
 		return SourceOutcome{Providers: out.Task.Providers, Request: out.Request}, err
+	})
+	// git_push reaches the session's agentctl through the Controller (a
+	// real one in cmd/toolscope's TestTheAgentDeliversItsBranchWithoutACredential);
+	// here, what the dispatcher hands it.
+	type delivery struct {
+		session, key string
+		cred         executors.GitCredential
+	}
+	var delivered []delivery
+	f.d.SetDeliverer(func(_ context.Context, sess model.Session, key string, cred executors.GitCredential) (executors.Delivery, error) {
+		delivered = append(delivered, delivery{sess.ID, key, cred})
+		return executors.Delivery{Ref: "refs/heads/" + executors.SessionBranch(sess.TaskID, sess.ID), Commit: "0123456789abcdef"}, nil
 	})
 	extra, err := f.st.CreateRepository(ctx, model.Repository{WorkspaceID: f.ws.ID, Provider: "github", Host: "github.com", Path: "acme/docs"})
 	require.NoError(t, err)
@@ -101,6 +115,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"session_info":     func() map[string]any { return nil },
 		"task_inbox":       func() map[string]any { return map[string]any{} },
 		"task_add_sources": func() map[string]any { return map[string]any{"repository_ids": []string{extra.ID}} },
+		"git_push":         func() map[string]any { return map[string]any{"repository_id": f.github.ID} },
 	}
 	for _, p := range []struct {
 		group    toolapi.Group
@@ -226,6 +241,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	task, err := f.st.GetTask(ctx, f.task.ID)
 	require.NoError(t, err)
 	assert.Len(t, task.Repositories, 3, "task_add_sources attached the repository")
+	clone, err := forge.CloneOf(f.gh.URL, "acme/api")
+	require.NoError(t, err)
+	assert.Equal(t, []delivery{{f.session.ID, clone.Key, executors.GitCredential{User: "x-access-token", Token: githubToken}}}, delivered,
+		"only the right task's push reached agentctl, for the session's own checkout, with the connection's credential")
 
 	// The mode column: a plan session of the same task, driven directly
 	// with forged calls as a buggy agentctl would send them (agentctl

@@ -36,14 +36,14 @@ func fuzzToolNames() []string {
 }
 
 // TestFuzzToolNamesAreTheSurface: the tools FuzzToolArguments drives are
-// exactly the ones agentctl can show an agent (toolapi.Surface with both
-// providers: 4 task tools, 7 GitHub and 7 GitLab tools), so a new tool
-// cannot escape the fuzzer.
+// exactly the ones agentctl can show an agent (toolapi.WorkspaceSurface
+// with both providers: 5 task tools, 7 GitHub and 7 GitLab tools), so a
+// new tool cannot escape the fuzzer.
 func TestFuzzToolNamesAreTheSurface(t *testing.T) {
 	t.Parallel()
 	names := fuzzToolNames()
-	assert.Len(t, names, 18)
-	assert.Equal(t, toolapi.Surface("github", "gitlab"), names)
+	assert.Len(t, names, 19)
+	assert.Equal(t, toolapi.WorkspaceSurface("github", "gitlab"), names)
 }
 
 // fuzzCodes is the stable set of refusal codes: the dispatcher's and
@@ -53,6 +53,7 @@ var fuzzCodes = map[string]bool{
 	toolapi.CodeInvalidArguments: true, toolapi.CodeProviderNotAttached: true, toolapi.CodeNotConnected: true, toolapi.CodeCredentialUnavailable: true,
 	toolapi.CodeRepositoryNotAttached: true, toolapi.CodeProviderMismatch: true, toolapi.CodeAmbiguousRepository: true, toolapi.CodeNoChangeRequest: true,
 	toolapi.CodeAlreadyExists: true, toolapi.CodeInternal: true,
+	toolapi.CodeNoWorkspace: true, toolapi.CodePushRejected: true, toolapi.CodePushFailed: true,
 	forge.CodeUnauthorized: true, forge.CodeForbidden: true, forge.CodeNotFound: true, forge.CodeInvalid: true,
 	forge.CodeRateLimited: true, forge.CodeUnavailable: true, forge.CodeFailed: true,
 }
@@ -63,7 +64,7 @@ var beforeTheProvider = map[string]bool{
 	toolapi.CodeUnknownSession: true, toolapi.CodePermissionDenied: true, toolapi.CodeSessionEnded: true, toolapi.CodeUnknownTool: true,
 	toolapi.CodeInvalidArguments: true, toolapi.CodeProviderNotAttached: true, toolapi.CodeNotConnected: true, toolapi.CodeCredentialUnavailable: true,
 	toolapi.CodeRepositoryNotAttached: true, toolapi.CodeProviderMismatch: true, toolapi.CodeAmbiguousRepository: true, toolapi.CodeNoChangeRequest: true,
-	toolapi.CodeAlreadyExists: true,
+	toolapi.CodeAlreadyExists: true, toolapi.CodeNoWorkspace: true,
 }
 
 const (
