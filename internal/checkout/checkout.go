@@ -27,6 +27,7 @@ package checkout
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -215,9 +216,10 @@ func (m *Mirrors) describe(ctx context.Context, mirror string) (Mirror, error) {
 type Options struct {
 	// Branch is the session's branch, made at Base.
 	Branch string
-	// Base is the mirror's branch the session starts from. When it is
-	// Branch itself (the branch was pushed before), the checkout continues
-	// it. Empty: Branch if the mirror has it, else the default branch.
+	// Base is the mirror's branch a new Branch starts from (the task's
+	// open pull request's branch, say); empty: the default branch. When
+	// the mirror has Branch itself (it was delivered before), the
+	// checkout continues it whatever Base says.
 	Base string
 	// Origin is the URL the checkout names as its origin (the provider's
 	// clone URL, with no credential: the agent cannot fetch or push with
@@ -235,14 +237,11 @@ func Create(ctx context.Context, mirror Mirror, dir string, o Options) error {
 	if err := checkBranch(o.Branch); err != nil {
 		return err
 	}
-	base := o.Base
-	if base == "" {
-		// The session's branch, if it was delivered before (a checkout
-		// made again elsewhere continues it), else the default branch.
-		base = mirror.Default
-		if _, err := git(ctx, mirror.Path, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+o.Branch); err == nil {
-			base = o.Branch
-		}
+	// The session's branch, if it was delivered before (a checkout made
+	// again elsewhere continues it), else Base, else the default branch.
+	base := cmp.Or(o.Base, mirror.Default)
+	if _, err := git(ctx, mirror.Path, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+o.Branch); err == nil {
+		base = o.Branch
 	}
 	if err := checkBranch(base); err != nil {
 		return err

@@ -267,11 +267,12 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	assert.True(t, d.UpToDate)
 
 	// A checkout of the delivered branch made again (the session on
-	// another host, or its workspace lost) continues it.
+	// another host, or its workspace lost) continues it, whatever base it
+	// is given (the task's pull request's branch, opened meanwhile).
 	m, err = s.mirrors.Fetch(ctx, key, s.remote)
 	require.NoError(t, err)
 	again := filepath.Join(testutil.TraversableDir(t), "api")
-	require.NoError(t, Create(ctx, m, again, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	require.NoError(t, Create(ctx, m, again, Options{Branch: branch, Base: "main", Origin: s.remote.URL, Owner: owner}))
 	assert.Equal(t, commit, asAgent(t, owner, again, "rev-parse", "HEAD"))
 
 	// The default branch is never delivered, whatever the checkout holds.

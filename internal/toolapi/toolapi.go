@@ -131,9 +131,11 @@ type Repository struct {
 	// Path is the repository's path on its review provider (owner/name);
 	// empty for a repository of no review provider.
 	Path string `json:"path,omitempty"`
-	// LocalPath is, for a repository of no review provider, its directory
-	// on the machine it was recorded on. Colocated-only (ColocatedOnly):
-	// a hosted surface has no such field.
+	// LocalPath is the repository's directory next to the agent: for a
+	// repository checked out in the session's workspace, its checkout (on
+	// the session's branch); for a repository of no review provider, its
+	// directory on the machine it was recorded on. Colocated-only
+	// (ColocatedOnly): a hosted surface has no such field.
 	LocalPath string `json:"local_path,omitempty"`
 	RemoteURL string `json:"remote_url,omitempty"`
 	Primary   bool   `json:"primary"`

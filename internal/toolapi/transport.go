@@ -42,7 +42,7 @@ type Field struct {
 // tests fail.
 var ColocatedOnly = []Field{
 	{Name: "local_path", GoField: "Repository.LocalPath",
-		Why: "the directory of a repository of no review provider, on the machine it was recorded on: a hosted agent has no vocabulary to name the server's disk"},
+		Why: "a repository's checkout in the session's workspace, or the directory of a repository of no review provider on the machine it was recorded on: a hosted agent has no vocabulary to name the server's disk, and no workspace"},
 }
 
 // HostedFields are the path-like fields that keep their meaning on a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,7 +50,8 @@ func asOwner(t *testing.T, dir string, args ...string) string {
 // audits the call, agentctl pushes with the connection's credential) and
 // opens the pull request with create's default branch. The credential is
 // in no file of the workspace; a rewritten history is refused, not
-// forced; the stop keeps the work.
+// forced; the stop keeps the work; the task's next session starts on
+// the pull request's branch.
 func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	t.Parallel()
 	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
@@ -73,12 +75,24 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	assert.Equal(t, toolapi.WorkspaceSurface("github"), c.Names(t))
 
 	dir := filepath.Join(workspaces, sid, "api")
+	// The agent is told where its checkout is, and so is the user.
+	info := callStructured[toolapi.TaskInfo](t, c, toolapi.TaskInfoTool, nil)
+	require.Len(t, info.Repositories, 1)
+	assert.Equal(t, dir, info.Repositories[0].LocalPath, "task_info's local_path is the checkout")
+	sess := srv.session(t, sid)
+	assert.Equal(t, filepath.Join(workspaces, sid), sess["workspace_dir"])
+	checkouts := sess["checkouts"].([]any)
+	require.Len(t, checkouts, 1)
+	key := checkouts[0].(map[string]any)["key"]
+	assert.Equal(t, map[string]any{"repository_id": repo, "key": key, "path": dir, "branch": branch}, checkouts[0],
+		"session get shows the checkout")
+	assert.Regexp(t, `/acme/api$`, key, "the mirror's key: the connection's host, then the repository's path")
 	assert.Equal(t, branch, asOwner(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
 	assert.Equal(t, seed, asOwner(t, dir, "rev-parse", "HEAD"), "made from the default branch")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "login.go"), []byte("package login\n"), 0o644))
-	info, err := os.Stat(dir)
+	owner, err := os.Stat(dir)
 	require.NoError(t, err)
-	require.NoError(t, os.Chown(filepath.Join(dir, "login.go"), int(info.Sys().(*syscall.Stat_t).Uid), int(info.Sys().(*syscall.Stat_t).Gid)))
+	require.NoError(t, os.Chown(filepath.Join(dir, "login.go"), int(owner.Sys().(*syscall.Stat_t).Uid), int(owner.Sys().(*syscall.Stat_t).Gid)))
 	asOwner(t, dir, "add", "login.go")
 	asOwner(t, dir, "commit", "-q", "-m", "fix login")
 	commit := asOwner(t, dir, "rev-parse", "HEAD")
@@ -90,6 +104,13 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	assert.Equal(t, commit, head)
 	main, _ := gh.Head("acme/api", "main")
 	assert.Equal(t, seed, main, "nothing else moved")
+	// The delivery is recorded with the session's checkout.
+	checkouts = srv.session(t, sid)["checkouts"].([]any)
+	require.Len(t, checkouts, 1)
+	assert.Equal(t, commit, checkouts[0].(map[string]any)["delivered_commit"])
+	assert.NotEmpty(t, checkouts[0].(map[string]any)["deliver_time"])
+	shown := srv.ok(t, "session", "get", sid)
+	assert.Regexp(t, `(?m)^\s+`+regexp.QuoteMeta(key.(string))+`\s+`+regexp.QuoteMeta(branch)+`\s+`+regexp.QuoteMeta(dir)+`\s+`+commit[:12]+` at `, shown)
 
 	pr := callStructured[toolapi.ChangeRequest](t, c, toolapi.GitHubPRCreate, map[string]any{"title": "Fix login"})
 	got, ok := gh.PullRequest("acme/api", int(pr.Number))
@@ -118,7 +139,7 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 		return nil
 	}))
 	assert.NotContains(t, text, e2eGitHubToken)
-	audit := watchEvents(t, srv, task, func(seen []map[string]any) bool { return len(seen) >= 3 }, "--kind", "tool.called")
+	audit := watchEvents(t, srv, task, func(seen []map[string]any) bool { return len(seen) >= 4 }, "--kind", "tool.called")
 	var pushes []string
 	for _, e := range audit {
 		assert.NotContains(t, fmt.Sprint(e), e2eGitHubToken)
@@ -131,6 +152,14 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	// A stop keeps the work.
 	srv.ok(t, "session", "stop", sid)
 	assert.Equal(t, "rewritten", strings.TrimSpace(gitLog(t, dir)))
+
+	// The task's next session starts on the work under review: its own
+	// branch, made from the open pull request's.
+	next := srv.launchLocal(t, task)
+	nextDir := filepath.Join(workspaces, next, "api")
+	assert.Equal(t, "toolscope/"+task+"/"+next, asOwner(t, nextDir, "rev-parse", "--abbrev-ref", "HEAD"))
+	assert.Equal(t, commit, asOwner(t, nextDir, "rev-parse", "HEAD"), "made from the pull request's branch")
+	srv.ok(t, "session", "stop", next)
 }
 
 // gitLog is the subject of dir's last commit, read as this process's user.

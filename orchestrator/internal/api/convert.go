@@ -111,7 +111,20 @@ func toSession(s model.Session) *pb.Session {
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
 		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
 		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(s.Transport()), Owner: s.Owner,
+		WorkspaceDir: s.Checkouts.Dir, Checkouts: toCheckouts(s.Checkouts),
 	}
+}
+
+func toCheckouts(c model.Checkouts) []*pb.SessionCheckout {
+	var out []*pb.SessionCheckout
+	for _, r := range c.Repositories {
+		pc := &pb.SessionCheckout{RepositoryId: r.RepositoryID, Key: r.Key, Path: r.Path, Branch: r.Branch, Error: r.Error}
+		if r.Delivered != nil {
+			pc.DeliveredCommit, pc.DeliverTime = r.Delivered.Commit, ts(r.Delivered.At)
+		}
+		out = append(out, pc)
+	}
+	return out
 }
 
 func toEvent(e model.Event) *pb.TaskEvent {

@@ -337,7 +337,7 @@ func (a *app) sessionCmd() *cobra.Command {
 						continue
 					}
 					if s := resp.GetSession(); s != nil {
-						return a.emit(s, func(w io.Writer) { printSessions(w, []*pb.Session{s}) })
+						return a.emit(s, func(w io.Writer) { printSession(w, s) })
 					}
 				}
 			})
@@ -364,7 +364,7 @@ func (a *app) sessionCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return a.emit(s, func(w io.Writer) { printSessions(w, []*pb.Session{s}) })
+					return a.emit(s, func(w io.Writer) { printSession(w, s) })
 				})
 			},
 		}
@@ -379,7 +379,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			r, err := c.StopSession(ctx, &pb.StopSessionRequest{SessionId: id})
 			return r.GetSession(), err
 		})
-	get := one("get", "Show a session, its pushed provider set and whether it needs repair",
+	get := one("get", "Show a session, its pushed provider set, whether it needs repair, and its workspace",
 		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
 			r, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
 			return r.GetSession(), err

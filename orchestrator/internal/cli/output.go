@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -136,6 +137,28 @@ func printSessions(w io.Writer, list []*pb.Session) {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (gen %d)\t%s\n", s.GetId(), s.GetExecutor(), sessionModes[s.GetMode()],
 			sessionStates[s.GetState()], providerList(s.GetPushedProviderSet()), s.GetPushedProviderSet().GetGeneration(), repair)
+	}
+}
+
+// printSession prints one session as a row of the sessions table, then
+// its workspace: each repository's checkout, branch and last delivery.
+func printSession(w io.Writer, s *pb.Session) {
+	printSessions(w, []*pb.Session{s})
+	if s.GetWorkspaceDir() == "" && len(s.GetCheckouts()) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nworkspace\t%s\n", orDash(s.GetWorkspaceDir()))
+	fmt.Fprintln(w, "  REPOSITORY\tBRANCH\tCHECKOUT\tDELIVERED")
+	for _, c := range s.GetCheckouts() {
+		where := c.GetPath()
+		if c.GetError() != "" {
+			where = "not checked out: " + c.GetError()
+		}
+		delivered := "-"
+		if c.GetDeliveredCommit() != "" {
+			delivered = fmt.Sprintf("%.12s at %s", c.GetDeliveredCommit(), c.GetDeliverTime().AsTime().Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, delivered)
 	}
 }
 

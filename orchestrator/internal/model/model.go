@@ -115,6 +115,44 @@ type Handle struct {
 	State   []byte
 }
 
+// Checkouts is a session's workspace: the directory on its agentctl's
+// host that holds its checkouts (empty: it has none), and each checkout
+// its launch asked for.
+type Checkouts struct {
+	Dir          string     `json:"dir,omitempty"`
+	Repositories []Checkout `json:"repositories,omitempty"`
+}
+
+// Checkout is one repository of a session's workspace: where it is and on
+// which branch, or why it is not there (Error), and the session's last
+// delivery of it.
+type Checkout struct {
+	RepositoryID string     `json:"repository_id"`
+	Key          string     `json:"key"`            // host/owner/name
+	Path         string     `json:"path,omitempty"` // absolute, on agentctl's host; empty when not made
+	Branch       string     `json:"branch"`
+	Error        string     `json:"error,omitempty"`
+	Delivered    *Delivered `json:"delivered,omitempty"`
+}
+
+// Delivered is a session's last delivery of a checkout's branch (git_push):
+// the commit the provider's branch points at, and when.
+type Delivered struct {
+	Commit string    `json:"commit"`
+	At     time.Time `json:"at"`
+}
+
+// Checkout returns the checkout of the repository with key, if the
+// session's workspace has one.
+func (c Checkouts) Checkout(key string) (Checkout, bool) {
+	for _, r := range c.Repositories {
+		if r.Key == key {
+			return r, true
+		}
+	}
+	return Checkout{}, false
+}
+
 // Session is one run of an agent on a task through an executor.
 type Session struct {
 	ID           string
@@ -140,6 +178,9 @@ type Session struct {
 	// Together they are the session's applied surface.
 	Applied            ProviderSet
 	ExternalGeneration uint64
+	// Checkouts is the session's workspace as its last launch made it,
+	// and what was delivered from it since (ADR 0038).
+	Checkouts Checkouts
 	// NeedsRepair is derived by the reconciler: a running session's
 	// applied surface lags its desired one (a push failed), or the session
 	// was lost.

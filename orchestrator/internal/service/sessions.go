@@ -268,7 +268,8 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		return sess, none, err
 	}
 	spec.Orientation = s.orientation(ctx, sess.ID)
-	if spec.Checkouts, err = s.checkouts(ctx, task, sess.ID); err != nil && verb == verbLaunched {
+	var repos map[string]string
+	if spec.Checkouts, repos, err = s.checkouts(ctx, task, sess.ID); err != nil && verb == verbLaunched {
 		return model.Session{}, none, s.abandon(ctx, sess.ID, err)
 	} else if err != nil {
 		return sess, none, err
@@ -307,6 +308,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 		m.State, m.Handle, m.NeedsRepair = model.SessionRunning, model.Handle{Version: handle.Version, State: handle.State}, false
 		m.Applied = model.ProviderSet{Set: status.Providers, Generation: status.Generation}
 		m.ExternalGeneration = status.ExternalGeneration
+		m.Checkouts = recordCheckouts(m.Checkouts, status, repos)
 		return []model.Event{
 			{Kind: model.EventSessionStarted, Message: fmt.Sprintf("%s on %s%s", verb, exec.Name(), describeWorkspace(status))},
 			{Kind: model.EventProvidersPushed, Providers: m.Applied, Message: "applied at " + verb},

@@ -2,11 +2,14 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/toolscope/toolscope/executors"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
@@ -18,12 +21,15 @@ import (
 // from that connection's instance and fetched with its credential. A
 // repository without one is left out, as its tools are (task_info's
 // orientation says why); local and unknown sources are not checked out.
-// Each is on the session's branch, in a directory named after it.
-func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID string) ([]executors.Checkout, error) {
+// Each is on the session's branch (made from the task's open pull or merge
+// request's branch when there is one), in a directory named after it. repos
+// maps each checkout's key to its repository's id.
+func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID string) (_ []executors.Checkout, repos map[string]string, err error) {
 	ws, err := s.store.GetWorkspace(ctx, task.WorkspaceID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	repos = map[string]string{}
 	conns := map[providers.Provider]model.Connection{}
 	for _, c := range ws.Connections {
 		conns[c.Provider] = c
@@ -45,12 +51,52 @@ func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID stri
 		}
 		clone, err := forge.CloneOf(conn.APIBaseURL, r.Path)
 		if err != nil {
-			return nil, fmt.Errorf("repository %s/%s: %w", r.Host, r.Path, err)
+			return nil, nil, fmt.Errorf("repository %s/%s: %w", r.Host, r.Path, err)
 		}
+		base, err := s.openChangeBranch(ctx, task.ID, r.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		repos[clone.Key] = r.ID
 		out = append(out, executors.Checkout{Key: clone.Key, URL: clone.URL, Branch: executors.SessionBranch(task.ID, sessionID),
-			Path: checkoutDir(r.Path, used), Fetch: executors.GitCredential{User: user, Token: token}})
+			Base: base, Path: checkoutDir(r.Path, used), Fetch: executors.GitCredential{User: user, Token: token}})
 	}
-	return out, nil
+	return out, repos, nil
+}
+
+// recordCheckouts is a session's workspace as a launch's status reports
+// it: each checkout where agentctl made it (or why it did not), with the
+// delivery recorded before, which a relaunch on the same branch keeps.
+func recordCheckouts(before model.Checkouts, st executors.Status, repos map[string]string) model.Checkouts {
+	out := model.Checkouts{Dir: st.WorkspaceDir}
+	for _, c := range st.Checkouts {
+		rec := model.Checkout{RepositoryID: repos[c.Key], Key: c.Key, Branch: c.Branch, Error: c.Error}
+		if c.Error == "" && st.WorkspaceDir != "" {
+			rec.Path = path.Join(st.WorkspaceDir, c.Path)
+		}
+		if old, ok := before.Checkout(c.Key); ok && old.Branch == c.Branch {
+			rec.Delivered = old.Delivered
+		}
+		out.Repositories = append(out.Repositories, rec)
+	}
+	return out
+}
+
+// openChangeBranch is the source branch of the task's pull or merge
+// request on a repository while it is open (not seen merged or closed):
+// a new session's branch starts there, on the work under review. Empty
+// without one: the default branch.
+func (s *Service) openChangeBranch(ctx context.Context, taskID, repoID string) (string, error) {
+	cr, cp, err := s.store.Evaluation(ctx, taskID, repoID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case cp.Merged || cp.Closed:
+		return "", nil
+	}
+	return cr.SourceBranch, nil
 }
 
 // checkoutDir is the directory a repository gets in a workspace: its
@@ -71,9 +117,26 @@ func checkoutDir(repoPath string, used map[string]bool) string {
 }
 
 // Deliver pushes a session's own branch of one of its checkouts through
-// its agentctl (toolcalls' git_push, after its checks).
+// its agentctl (toolcalls' git_push, after its checks) and records the
+// commit delivered with the session's checkout.
 func (s *Service) Deliver(ctx context.Context, sess model.Session, key string, cred executors.GitCredential) (executors.Delivery, error) {
-	return s.ctl.Deliver(ctx, handleOf(sess), key, cred)
+	d, err := s.ctl.Deliver(ctx, handleOf(sess), key, cred)
+	if err != nil {
+		return d, err
+	}
+	// Recorded even if the caller went away: the branch was pushed.
+	_, err = s.store.UpdateSession(context.WithoutCancel(ctx), sess.ID, func(m *model.Session) ([]model.Event, error) {
+		for i, c := range m.Checkouts.Repositories {
+			if c.Key == key {
+				m.Checkouts.Repositories[i].Delivered = &model.Delivered{Commit: d.Commit, At: time.Now().UTC()}
+			}
+		}
+		return nil, nil
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "record a delivery", "session_id", sess.ID, "repository", key, "error", err)
+	}
+	return d, nil
 }
 
 // describeWorkspace says, for a session.started event and the launch's

@@ -14,7 +14,7 @@ import (
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
 	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image,
-	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner, agent_pass_env`
+	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner, agent_pass_env, checkouts`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -33,12 +33,16 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 		if err != nil {
 			return err
 		}
+		checkouts, err := json.Marshal(sess.Checkouts)
+		if err != nil {
+			return err
+		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
-			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner, string(passEnv))
+			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner, string(passEnv), string(checkouts))
 		return err
 	})
 	return sess, err
@@ -59,12 +63,16 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 			return err
 		}
 		sess.UpdatedAt = t.now
+		checkouts, err := json.Marshal(sess.Checkouts)
+		if err != nil {
+			return err
+		}
 		_, err = t.ExecContext(ctx, `UPDATE sessions SET state = ?, handle_version = ?, handle_state = ?,
 			pushed_providers = ?, pushed_generation = ?, needs_repair = ?, status_message = ?, updated_at = ?,
-			external_generation = ?, agent_exit_code = ?
+			external_generation = ?, agent_exit_code = ?, checkouts = ?
 			WHERE id = ?`,
 			string(sess.State), sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
-			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, agentExitCode(sess), id)
+			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), sess.ExternalGeneration, agentExitCode(sess), string(checkouts), id)
 		if err != nil {
 			return err
 		}
@@ -187,13 +195,13 @@ func scanSession(sc scanner) (model.Session, error) {
 	var (
 		sess                                    model.Session
 		mode, state, argv, pushed, created, upd string
-		passEnv                                 string
+		passEnv, checkouts                      string
 		exitCode                                sql.NullInt64
 	)
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Applied.Generation, &sess.NeedsRepair,
 		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
-		&sess.ExternalGeneration, &exitCode, &sess.Owner, &passEnv)
+		&sess.ExternalGeneration, &exitCode, &sess.Owner, &passEnv, &checkouts)
 	if err != nil {
 		return sess, err
 	}
@@ -208,6 +216,9 @@ func scanSession(sc scanner) (model.Session, error) {
 	}
 	if len(sess.AgentPassEnv) == 0 {
 		sess.AgentPassEnv = nil
+	}
+	if err := json.Unmarshal([]byte(checkouts), &sess.Checkouts); err != nil {
+		return sess, err
 	}
 	if sess.CreatedAt, err = parseTime(created); err != nil {
 		return sess, err

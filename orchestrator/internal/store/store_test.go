@@ -270,6 +270,16 @@ func TestDataSurvivesARestart(t *testing.T) {
 			AgentArgv: []string{"claude", "--print"}, Handle: model.Handle{Version: 1, State: []byte(`{"pid":42}`)}, Image: "alpine:3", AgentProfile: "codex", AgentModel: "o4", AgentCredentialEnv: "OPENAI_API_KEY",
 			AgentPassEnv: []string{"DEPLOY_REGION"},
 			Applied:      task.Providers,
+			Checkouts: model.Checkouts{Dir: "/data/workspaces/s", Repositories: []model.Checkout{
+				{RepositoryID: f.github.ID, Key: "github.com/acme/api", Path: "/data/workspaces/s/api", Branch: "toolscope/t/s"},
+				{RepositoryID: f.gitlab.ID, Key: "gitlab.com/acme/web", Branch: "toolscope/t/s", Error: "the fetch was refused"},
+			}},
+		})
+		require.NoError(t, err)
+		delivered := &model.Delivered{Commit: "0123456789abcdef0123456789abcdef01234567", At: time.Date(2026, 12, 3, 8, 0, 0, 123456789, time.UTC)}
+		sess, err = s.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
+			m.Checkouts.Repositories[0].Delivered = delivered
+			return nil, nil
 		})
 		require.NoError(t, err)
 		events, err := s.Events(ctx, task.ID, 0, 100)
@@ -287,12 +297,13 @@ func TestDataSurvivesARestart(t *testing.T) {
 		gotSess, err := s2.GetSession(ctx, sess.ID)
 		require.NoError(t, err)
 		assert.Equal(t, sess, gotSess)
+		assert.Equal(t, delivered, gotSess.Checkouts.Repositories[0].Delivered, "the workspace and its deliveries are kept")
 		gotEvents, err := s2.Events(ctx, task.ID, 0, 100)
 		require.NoError(t, err)
 		assert.Equal(t, events, gotEvents)
 		v, err := s2.SchemaVersion(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(12), v)
+		assert.Equal(t, int64(13), v)
 	})
 }
 

@@ -389,12 +389,21 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 	var lines []string
 	for _, r := range s.task.Repositories {
 		repo := repository(r.Repository, r.Primary, transport)
-		info.Repositories = append(info.Repositories, repo)
 		name := cmp.Or(repo.Path, repo.LocalPath)
 		if repo.Host != "" {
 			name = repo.Host + "/" + repo.Path
 		}
-		lines = append(lines, strings.TrimSpace(fmt.Sprintf("- %s %s", r.ID, name))+" ("+r.Provider+")")
+		line := strings.TrimSpace(fmt.Sprintf("- %s %s", r.ID, name)) + " (" + r.Provider + ")"
+		if c, ok := checkoutOf(s.session.Checkouts, r.ID); ok && transport == toolapi.TransportColocated {
+			if c.Path != "" {
+				repo.LocalPath = c.Path
+				line += ", checked out at " + c.Path + " on branch " + c.Branch
+			} else {
+				line += ", not checked out: " + c.Error
+			}
+		}
+		info.Repositories = append(info.Repositories, repo)
+		lines = append(lines, line)
 	}
 	if info.Orientation, err = d.orientation(ctx, s); err != nil {
 		return fail(toolapi.CodeInternal, "the task's tool states could not be read")
@@ -414,7 +423,8 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 // transport: a repository of no review provider has a directory for a
 // path, which is colocated-only (toolapi.ColocatedOnly): a colocated
 // session reads it as local_path, a hosted one not at all; nor does a
-// hosted session read a file: remote URL.
+// hosted session read a file: remote URL. (A checked-out repository's
+// local_path is its checkout, set by taskInfo.)
 func repository(r model.Repository, primary bool, transport toolapi.Transport) toolapi.Repository {
 	out := toolapi.Repository{ID: r.ID, Provider: r.Provider, Host: r.Host, Path: r.Path, RemoteURL: r.RemoteURL, Primary: primary}
 	if providers.Of(r.Provider).IsEmpty() {
@@ -427,6 +437,16 @@ func repository(r model.Repository, primary bool, transport toolapi.Transport) t
 		out.RemoteURL = "" // a directory on the orchestrator's machine
 	}
 	return out
+}
+
+// checkoutOf is the checkout of repository id in a session's workspace.
+func checkoutOf(w model.Checkouts, id string) (model.Checkout, bool) {
+	for _, c := range w.Repositories {
+		if c.RepositoryID == id {
+			return c, true
+		}
+	}
+	return model.Checkout{}, false
 }
 
 func sessionInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {

@@ -1194,7 +1194,13 @@ type Session struct {
 	// directory>"): the one that launched it, or took it over when that
 	// one's lease expired. Replicas share one PostgreSQL database; with
 	// SQLite there is one, and this is empty.
-	Owner         string `protobuf:"bytes,14,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,14,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The session's workspace: the directory on its agentctl's host that
+	// holds its checkouts (empty: it has none, as a hosted session).
+	WorkspaceDir string `protobuf:"bytes,15,opt,name=workspace_dir,json=workspaceDir,proto3" json:"workspace_dir,omitempty"`
+	// Each repository of the workspace, as the session's last launch made
+	// it, with its last delivery.
+	Checkouts     []*SessionCheckout `protobuf:"bytes,16,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1327,6 +1333,120 @@ func (x *Session) GetOwner() string {
 	return ""
 }
 
+func (x *Session) GetWorkspaceDir() string {
+	if x != nil {
+		return x.WorkspaceDir
+	}
+	return ""
+}
+
+func (x *Session) GetCheckouts() []*SessionCheckout {
+	if x != nil {
+		return x.Checkouts
+	}
+	return nil
+}
+
+// SessionCheckout is one repository of a session's workspace.
+type SessionCheckout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task repository checked out.
+	RepositoryId string `protobuf:"bytes,1,opt,name=repository_id,json=repositoryId,proto3" json:"repository_id,omitempty"`
+	// host/owner/name.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Where it is on the agentctl's host; empty when it could not be made.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// The session's own branch (toolscope/<task>/<session>).
+	Branch string `protobuf:"bytes,4,opt,name=branch,proto3" json:"branch,omitempty"`
+	// Why it is not in the workspace; empty when it is.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The commit the provider's branch points at after the session's last
+	// git_push of it, and when; empty and unset before any.
+	DeliveredCommit string                 `protobuf:"bytes,6,opt,name=delivered_commit,json=deliveredCommit,proto3" json:"delivered_commit,omitempty"`
+	DeliverTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deliver_time,json=deliverTime,proto3" json:"deliver_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SessionCheckout) Reset() {
+	*x = SessionCheckout{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCheckout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCheckout) ProtoMessage() {}
+
+func (x *SessionCheckout) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCheckout.ProtoReflect.Descriptor instead.
+func (*SessionCheckout) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SessionCheckout) GetRepositoryId() string {
+	if x != nil {
+		return x.RepositoryId
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetDeliveredCommit() string {
+	if x != nil {
+		return x.DeliveredCommit
+	}
+	return ""
+}
+
+func (x *SessionCheckout) GetDeliverTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverTime
+	}
+	return nil
+}
+
 // TaskEvent is one entry in a task's append-only event log.
 type TaskEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1354,7 +1474,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1486,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[11]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1499,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskEvent) GetSequence() uint64 {
@@ -1475,7 +1595,7 @@ type SourceRequest struct {
 
 func (x *SourceRequest) Reset() {
 	*x = SourceRequest{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1607,7 @@ func (x *SourceRequest) String() string {
 func (*SourceRequest) ProtoMessage() {}
 
 func (x *SourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1620,7 @@ func (x *SourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceRequest.ProtoReflect.Descriptor instead.
 func (*SourceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SourceRequest) GetId() string {
@@ -1615,7 +1735,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1747,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1760,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *McpServer) GetId() string {
@@ -1761,7 +1881,7 @@ type ToolProvider struct {
 
 func (x *ToolProvider) Reset() {
 	*x = ToolProvider{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1893,7 @@ func (x *ToolProvider) String() string {
 func (*ToolProvider) ProtoMessage() {}
 
 func (x *ToolProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1906,7 @@ func (x *ToolProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProvider.ProtoReflect.Descriptor instead.
 func (*ToolProvider) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolProvider) GetId() string {
@@ -1896,7 +2016,7 @@ type StdioTransport struct {
 
 func (x *StdioTransport) Reset() {
 	*x = StdioTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2028,7 @@ func (x *StdioTransport) String() string {
 func (*StdioTransport) ProtoMessage() {}
 
 func (x *StdioTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2041,7 @@ func (x *StdioTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdioTransport.ProtoReflect.Descriptor instead.
 func (*StdioTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StdioTransport) GetCommand() string {
@@ -1966,7 +2086,7 @@ type EnvReference struct {
 
 func (x *EnvReference) Reset() {
 	*x = EnvReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2098,7 @@ func (x *EnvReference) String() string {
 func (*EnvReference) ProtoMessage() {}
 
 func (x *EnvReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2111,7 @@ func (x *EnvReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvReference.ProtoReflect.Descriptor instead.
 func (*EnvReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnvReference) GetName() string {
@@ -2020,7 +2140,7 @@ type HttpTransport struct {
 
 func (x *HttpTransport) Reset() {
 	*x = HttpTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2152,7 @@ func (x *HttpTransport) String() string {
 func (*HttpTransport) ProtoMessage() {}
 
 func (x *HttpTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2165,7 @@ func (x *HttpTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTransport.ProtoReflect.Descriptor instead.
 func (*HttpTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HttpTransport) GetUrl() string {
@@ -2077,7 +2197,7 @@ type HeaderReference struct {
 
 func (x *HeaderReference) Reset() {
 	*x = HeaderReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2209,7 @@ func (x *HeaderReference) String() string {
 func (*HeaderReference) ProtoMessage() {}
 
 func (x *HeaderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2222,7 @@ func (x *HeaderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderReference.ProtoReflect.Descriptor instead.
 func (*HeaderReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeaderReference) GetName() string {
@@ -2164,7 +2284,7 @@ type CatalogTool struct {
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2296,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2309,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CatalogTool) GetId() string {
@@ -2325,7 +2445,7 @@ type DiscoveryCounts struct {
 
 func (x *DiscoveryCounts) Reset() {
 	*x = DiscoveryCounts{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2457,7 @@ func (x *DiscoveryCounts) String() string {
 func (*DiscoveryCounts) ProtoMessage() {}
 
 func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2470,7 @@ func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryCounts.ProtoReflect.Descriptor instead.
 func (*DiscoveryCounts) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiscoveryCounts) GetNew() uint32 {
@@ -2474,7 +2594,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\x96\x05\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\x85\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2492,8 +2612,18 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"updateTime\x12+\n" +
 	"\x0fagent_exit_code\x18\f \x01(\x05H\x00R\ragentExitCode\x88\x01\x01\x12\x1c\n" +
 	"\ttransport\x18\r \x01(\tR\ttransport\x12\x14\n" +
-	"\x05owner\x18\x0e \x01(\tR\x05ownerB\x12\n" +
-	"\x10_agent_exit_code\"\xef\x02\n" +
+	"\x05owner\x18\x0e \x01(\tR\x05owner\x12#\n" +
+	"\rworkspace_dir\x18\x0f \x01(\tR\fworkspaceDir\x12H\n" +
+	"\tcheckouts\x18\x10 \x03(\v2*.toolscope.orchestrator.v1.SessionCheckoutR\tcheckoutsB\x12\n" +
+	"\x10_agent_exit_code\"\xf4\x01\n" +
+	"\x0fSessionCheckout\x12#\n" +
+	"\rrepository_id\x18\x01 \x01(\tR\frepositoryId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x16\n" +
+	"\x06branch\x18\x04 \x01(\tR\x06branch\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12)\n" +
+	"\x10delivered_commit\x18\x06 \x01(\tR\x0fdeliveredCommit\x12=\n" +
+	"\fdeliver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
@@ -2643,7 +2773,7 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(AgentSourcePolicy)(0),        // 0: toolscope.orchestrator.v1.AgentSourcePolicy
 	(SessionMode)(0),              // 1: toolscope.orchestrator.v1.SessionMode
@@ -2661,65 +2791,68 @@ var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(*LaunchPlan)(nil),            // 13: toolscope.orchestrator.v1.LaunchPlan
 	(*PlanFile)(nil),              // 14: toolscope.orchestrator.v1.PlanFile
 	(*Session)(nil),               // 15: toolscope.orchestrator.v1.Session
-	(*TaskEvent)(nil),             // 16: toolscope.orchestrator.v1.TaskEvent
-	(*SourceRequest)(nil),         // 17: toolscope.orchestrator.v1.SourceRequest
-	(*McpServer)(nil),             // 18: toolscope.orchestrator.v1.McpServer
-	(*ToolProvider)(nil),          // 19: toolscope.orchestrator.v1.ToolProvider
-	(*StdioTransport)(nil),        // 20: toolscope.orchestrator.v1.StdioTransport
-	(*EnvReference)(nil),          // 21: toolscope.orchestrator.v1.EnvReference
-	(*HttpTransport)(nil),         // 22: toolscope.orchestrator.v1.HttpTransport
-	(*HeaderReference)(nil),       // 23: toolscope.orchestrator.v1.HeaderReference
-	(*CatalogTool)(nil),           // 24: toolscope.orchestrator.v1.CatalogTool
-	(*DiscoveryCounts)(nil),       // 25: toolscope.orchestrator.v1.DiscoveryCounts
-	nil,                           // 26: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*SessionCheckout)(nil),       // 16: toolscope.orchestrator.v1.SessionCheckout
+	(*TaskEvent)(nil),             // 17: toolscope.orchestrator.v1.TaskEvent
+	(*SourceRequest)(nil),         // 18: toolscope.orchestrator.v1.SourceRequest
+	(*McpServer)(nil),             // 19: toolscope.orchestrator.v1.McpServer
+	(*ToolProvider)(nil),          // 20: toolscope.orchestrator.v1.ToolProvider
+	(*StdioTransport)(nil),        // 21: toolscope.orchestrator.v1.StdioTransport
+	(*EnvReference)(nil),          // 22: toolscope.orchestrator.v1.EnvReference
+	(*HttpTransport)(nil),         // 23: toolscope.orchestrator.v1.HttpTransport
+	(*HeaderReference)(nil),       // 24: toolscope.orchestrator.v1.HeaderReference
+	(*CatalogTool)(nil),           // 25: toolscope.orchestrator.v1.CatalogTool
+	(*DiscoveryCounts)(nil),       // 26: toolscope.orchestrator.v1.DiscoveryCounts
+	nil,                           // 27: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	6,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	27, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	28, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: toolscope.orchestrator.v1.Workspace.agent_source_policy:type_name -> toolscope.orchestrator.v1.AgentSourcePolicy
 	7,  // 3: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	27, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	27, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	28, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	28, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
 	11, // 6: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
 	9,  // 7: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	27, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	27, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	28, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	28, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
 	8,  // 10: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	26, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	27, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
 	14, // 12: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
 	1,  // 13: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
 	2,  // 14: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
 	12, // 15: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
 	9,  // 16: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	27, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	27, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 19: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	27, // 20: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
-	9,  // 21: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	4,  // 22: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
-	27, // 23: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
-	27, // 24: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
-	20, // 25: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	22, // 26: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	27, // 27: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
-	27, // 28: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
-	27, // 29: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
-	20, // 30: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	22, // 31: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	27, // 32: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
-	27, // 33: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
-	27, // 34: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
-	21, // 35: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
-	23, // 36: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
-	7,  // 37: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
-	27, // 38: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
-	27, // 39: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	28, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	28, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	16, // 19: toolscope.orchestrator.v1.Session.checkouts:type_name -> toolscope.orchestrator.v1.SessionCheckout
+	28, // 20: toolscope.orchestrator.v1.SessionCheckout.deliver_time:type_name -> google.protobuf.Timestamp
+	3,  // 21: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
+	28, // 22: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	9,  // 23: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	4,  // 24: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
+	28, // 25: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
+	28, // 26: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
+	21, // 27: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	23, // 28: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	28, // 29: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
+	28, // 30: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
+	28, // 31: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
+	21, // 32: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	23, // 33: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	28, // 34: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	28, // 35: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	28, // 36: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	22, // 37: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	24, // 38: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	7,  // 39: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	28, // 40: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	28, // 41: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -2732,11 +2865,11 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_FilePath)(nil),
 	}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[10].OneofWrappers = []any{}
-	file_toolscope_orchestrator_v1_resources_proto_msgTypes[13].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[14].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_toolscope_orchestrator_v1_resources_proto_msgTypes[14].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[15].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),
 	}
@@ -2746,7 +2879,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,8 @@
+-- +goose Up
+-- A session's workspace as its last launch made it and what was delivered
+-- from it since (model.Checkouts, as JSON): shown by session get and read
+-- by task_info.
+ALTER TABLE sessions ADD COLUMN checkouts TEXT NOT NULL DEFAULT '{}';
+
+-- +goose Down
+ALTER TABLE sessions DROP COLUMN checkouts;
