@@ -286,7 +286,7 @@ check: lint check-generate breaking check-imports tidy-check ## every static che
 ci: check test test-long bench-smoke fuzz-short ## what .ci/run runs
 
 .PHONY: ci-fresh
-ci-fresh: ## .ci/run on a fresh clone of HEAD as a brand-new machine sees it: the tests' Docker images and containers removed, ~/.cache/toolscope moved aside, empty Go and npm caches (hack/ci-fresh.sh); 34 to 56 min so far
+ci-fresh: ## .ci/run on a fresh clone of HEAD as a brand-new machine sees it: the tests' Docker images and containers removed, ~/.cache/toolscope moved aside, empty Go and npm caches (hack/ci-fresh.sh); 31 to 56 min so far
 	hack/ci-fresh.sh
 
 .PHONY: clean
