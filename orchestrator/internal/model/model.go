@@ -145,8 +145,18 @@ type Delivered struct {
 // Checkout returns the checkout of the repository with key, if the
 // session's workspace has one.
 func (c Checkouts) Checkout(key string) (Checkout, bool) {
+	return c.find(func(r Checkout) bool { return r.Key == key })
+}
+
+// OfRepository returns the checkout of task repository id, if the
+// session's workspace has one.
+func (c Checkouts) OfRepository(id string) (Checkout, bool) {
+	return c.find(func(r Checkout) bool { return r.RepositoryID == id })
+}
+
+func (c Checkouts) find(match func(Checkout) bool) (Checkout, bool) {
 	for _, r := range c.Repositories {
-		if r.Key == key {
+		if match(r) {
 			return r, true
 		}
 	}

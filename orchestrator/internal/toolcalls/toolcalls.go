@@ -394,7 +394,7 @@ func taskInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Re
 			name = repo.Host + "/" + repo.Path
 		}
 		line := strings.TrimSpace(fmt.Sprintf("- %s %s", r.ID, name)) + " (" + r.Provider + ")"
-		if c, ok := checkoutOf(s.session.Checkouts, r.ID); ok && transport == toolapi.TransportColocated {
+		if c, ok := s.session.Checkouts.OfRepository(r.ID); ok && transport == toolapi.TransportColocated {
 			if c.Path != "" {
 				repo.LocalPath = c.Path
 				line += ", checked out at " + c.Path + " on branch " + c.Branch
@@ -437,16 +437,6 @@ func repository(r model.Repository, primary bool, transport toolapi.Transport) t
 		out.RemoteURL = "" // a directory on the orchestrator's machine
 	}
 	return out
-}
-
-// checkoutOf is the checkout of repository id in a session's workspace.
-func checkoutOf(w model.Checkouts, id string) (model.Checkout, bool) {
-	for _, c := range w.Repositories {
-		if c.RepositoryID == id {
-			return c, true
-		}
-	}
-	return model.Checkout{}, false
 }
 
 func sessionInfo(ctx context.Context, d *Dispatcher, s scope, _ json.RawMessage) Result {
