@@ -138,6 +138,38 @@ func (c *Controller) Deliver(ctx context.Context, h Handle, key string, cred Git
 	return d, nil
 }
 
+// Work reports a running session's status with its checkouts' work
+// measured now (see Agentctl.Work).
+func (c *Controller) Work(ctx context.Context, h Handle) (Status, error) {
+	ep, err := c.endpoint(h)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := ep.Agentctl.Work(ctx, ep.SessionID)
+	if err != nil {
+		return st, lost(ep, err)
+	}
+	if ep.Complete != nil {
+		ep.Complete(&st)
+	}
+	return st, nil
+}
+
+// StopSession ends a running session's agent and reports its last status,
+// with the work its checkouts hold (see Agentctl.StopSession); the
+// executor's Stop ends the rest.
+func (c *Controller) StopSession(ctx context.Context, h Handle) (Status, error) {
+	ep, err := c.endpoint(h)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := ep.Agentctl.StopSession(ctx, ep.SessionID)
+	if err != nil {
+		return st, lost(ep, err)
+	}
+	return st, nil
+}
+
 // AgentLog streams a running session's agent log from its agentctl,
 // wherever it runs: the last 1 MiB, then, with follow, what the agent
 // writes, until it exits, the session stops or ctx ends.

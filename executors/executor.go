@@ -272,10 +272,21 @@ type Status struct {
 }
 
 // CheckoutState is one checkout of a session as agentctl made it: in the
-// workspace, or not, with why (Error, naming no credential).
+// workspace, or not, with why (Error, naming no credential), and its work
+// when measured (Agentctl.Work, Agentctl.StopSession; else nil).
 type CheckoutState struct {
 	Key, Path, Branch string
 	Error             string
+	Work              *Work
+}
+
+// Work is what a checkout holds that its remote lacks: what removing it
+// would lose (checkout.Work). Error says why it could not be measured;
+// the counts are then unknown, not zero.
+type Work struct {
+	Head                  string
+	Uncommitted, Unpushed int
+	Error                 string
 }
 
 // PushResult is the outcome of applying a surface: what the session's
@@ -358,6 +369,16 @@ type Agentctl interface {
 	ApplySurface(ctx context.Context, sessionID string, surface Surface) (PushResult, error)
 	// State reports the session as agentctl sees it.
 	State(ctx context.Context, sessionID string) (Status, error)
+	// Work reports the session as State does, with each checkout's work
+	// measured now (CheckoutState.Work): a git status per checkout, as the
+	// agent's uid.
+	Work(ctx context.Context, sessionID string) (Status, error)
+	// StopSession ends the session's agent and MCP endpoint, measures the
+	// work its checkouts hold once nothing of the agent runs, and reports
+	// its last status; the executor's Stop ends the rest (agentctl's
+	// process, the container, the pod). Stopping a stopped session
+	// succeeds.
+	StopSession(ctx context.Context, sessionID string) (Status, error)
 	// Notify offers a message to the session's MCP clients and returns to
 	// how many.
 	Notify(ctx context.Context, sessionID, text string) (int, error)

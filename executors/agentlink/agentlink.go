@@ -460,6 +460,16 @@ func (l *Link) State(ctx context.Context, sessionID string) (executors.Status, e
 	return FromProto(resp.GetStatus()), nil
 }
 
+// Work reports a session's status with its checkouts' work measured now
+// (agentctl GetSessionState with work).
+func (l *Link) Work(ctx context.Context, sessionID string) (executors.Status, error) {
+	resp, err := l.Client.GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: sessionID, Work: true})
+	if err != nil {
+		return executors.Status{}, err
+	}
+	return FromProto(resp.GetStatus()), nil
+}
+
 // AgentLog streams a session's agent log to fn (agentctl ReadAgentLog).
 func (l *Link) AgentLog(ctx context.Context, sessionID string, follow bool, fn func([]byte) error) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -518,10 +528,13 @@ func (l *Link) Deliver(ctx context.Context, sessionID, key string, cred executor
 }
 
 // StopSession stops a session and unbinds it from the link.
-func (l *Link) StopSession(ctx context.Context, sessionID string) error {
+func (l *Link) StopSession(ctx context.Context, sessionID string) (executors.Status, error) {
 	l.forget(sessionID)
-	_, err := l.Client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: sessionID})
-	return err
+	resp, err := l.Client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: sessionID})
+	if err != nil {
+		return executors.Status{}, err
+	}
+	return FromProto(resp.GetStatus()), nil
 }
 
 // LaunchSpec converts a spec to the wire.
@@ -565,7 +578,11 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 		WorkspaceDir: st.GetWorkspaceDir(),
 	}
 	for _, c := range st.GetCheckouts() {
-		out.Checkouts = append(out.Checkouts, executors.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()})
+		cs := executors.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()}
+		if w := c.GetWork(); w != nil {
+			cs.Work = &executors.Work{Head: w.GetHead(), Uncommitted: int(w.GetUncommitted()), Unpushed: int(w.GetUnpushed()), Error: w.GetError()}
+		}
+		out.Checkouts = append(out.Checkouts, cs)
 	}
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:

@@ -266,7 +266,8 @@ func TestAgentctlServesOneOrchestratorAndKeepsItsSessions(t *testing.T) {
 	// With no session hosted, another orchestrator is still refused
 	// while one is attached, with the holder named; once it detaches,
 	// the other may attach.
-	require.NoError(t, restarted.StopSession(ctx, "s1"))
+	_, err = restarted.StopSession(ctx, "s1")
+	require.NoError(t, err)
 	other := dial(copied)
 	err = refusal(ctx, other)
 	assert.ErrorIs(t, err, errdefs.ErrFailedPrecondition, "%v", err)
@@ -328,11 +329,13 @@ func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
 	refused(errdefs.ErrPermissionDenied, err)
 	_, err = copy.Notify(ctx, "s1", "hello from the copy")
 	refused(errdefs.ErrPermissionDenied, err)
-	refused(errdefs.ErrPermissionDenied, copy.StopSession(ctx, "s1"))
+	_, err = copy.StopSession(ctx, "s1")
+	refused(errdefs.ErrPermissionDenied, err)
 	_, err = copy.State(ctx, "s1")
 	refused(errdefs.ErrPermissionDenied, err)
 	require.NoError(t, first.Close())
-	refused(errdefs.ErrPermissionDenied, copy.StopSession(ctx, "s1"))
+	_, err = copy.StopSession(ctx, "s1")
+	refused(errdefs.ErrPermissionDenied, err)
 	_, err = copy.ApplySurface(ctx, "s1", executors.Surface{Mode: executors.ModeTask, Providers: providers.Of("gitlab"), Generation: 10})
 	refused(errdefs.ErrPermissionDenied, err)
 
@@ -346,7 +349,8 @@ func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
 	assert.Equal(t, executors.PhaseRunning, st.Phase)
 	assert.Equal(t, providers.Of("github"), st.Providers)
 	assert.Equal(t, uint64(1), st.Generation)
-	require.NoError(t, restarted.StopSession(ctx, "s1"))
+	_, err = restarted.StopSession(ctx, "s1")
+	require.NoError(t, err)
 
 	// No session hosted, the original attached: FAILED_PRECONDITION,
 	// naming it, until it detaches.

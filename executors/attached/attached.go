@@ -177,7 +177,7 @@ func (t *Table[K, S]) Stop(ctx context.Context, s S, grace time.Duration, end fu
 	t.mu.Unlock()
 	if !c.Exit.Gone() {
 		stopCtx, cancel := context.WithTimeout(ctx, grace)
-		_ = c.Link.StopSession(stopCtx, c.ID)
+		_, _ = c.Link.StopSession(stopCtx, c.ID)
 		cancel()
 	}
 	t.CloseLink(s)

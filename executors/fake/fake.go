@@ -267,6 +267,17 @@ func (a *agentctl) State(ctx context.Context, id string) (st executors.Status, e
 	return st, err
 }
 
+// Work: a fake session has no workspace, so its status is all there is.
+func (a *agentctl) Work(ctx context.Context, id string) (executors.Status, error) {
+	return a.State(ctx, id)
+}
+
+// StopSession reports the session's last status; the executor's Stop
+// stops it.
+func (a *agentctl) StopSession(ctx context.Context, id string) (executors.Status, error) {
+	return a.State(ctx, id)
+}
+
 func (a *agentctl) Notify(ctx context.Context, id, text string) (n int, err error) {
 	err = a.call(ctx, id, func(s *session) { s.notes = append(s.notes, text) })
 	return 0, err

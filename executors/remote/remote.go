@@ -145,7 +145,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 	// A relaunch replaces what is left of the session on the daemon.
-	_ = l.StopSession(ctx, spec.SessionID)
+	_, _ = l.StopSession(ctx, spec.SessionID)
 	progress.Report("creating the session with providers %q (generation %d)", spec.Providers.String(), spec.Generation)
 	status, err := l.CreateSession(ctx, spec)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
@@ -285,7 +285,7 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	}
 	if l, err := e.connect(ctx); err == nil {
 		stop, cancel := context.WithTimeout(ctx, 3*e.opts.ProbeTimeout)
-		_ = l.StopSession(stop, st.SessionID)
+		_, _ = l.StopSession(stop, st.SessionID)
 		cancel()
 	}
 	e.mu.Lock()

@@ -32,6 +32,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -381,6 +382,105 @@ func (m *Mirrors) Deliver(ctx context.Context, key string, r Remote, dir, branch
 		return Delivery{}, err
 	}
 	return Delivery{Ref: ref, Commit: commit, UpToDate: strings.Contains(out, "[up to date]")}, nil
+}
+
+// Work is what a checkout holds that its remote does not: what removing
+// the checkout would lose.
+type Work struct {
+	// Head is the commit the session's branch points at.
+	Head string
+	// Uncommitted is how many paths differ from the branch's last commit:
+	// changed, staged, deleted or new (a new directory counts once).
+	Uncommitted int
+	// Unpushed is how many commits of the branch are on none of the
+	// remote's branches, as the mirror last saw them (and as the checkout
+	// saw them when made): a delivered commit is pushed.
+	Unpushed int
+}
+
+// Undelivered reports whether the checkout holds work its remote lacks.
+func (w Work) Undelivered() bool { return w.Uncommitted > 0 || w.Unpushed > 0 }
+
+// Work measures branch's work in the checkout at dir, made from key's
+// mirror. Git reads the checkout as owner (the agent's uid, when that is
+// another user): whatever the checkout's configuration makes git run
+// runs as the agent, so the caller measures while the agent's uid is the
+// session's, and ends what runs under it after. It reads only the
+// mirror's refs, and copies nothing into it.
+func (m *Mirrors) Work(ctx context.Context, key, dir, branch string, owner *Owner) (Work, error) {
+	mirror, err := m.path(key)
+	if err != nil {
+		return Work{}, err
+	}
+	if err := checkBranch(branch); err != nil {
+		return Work{}, err
+	}
+	tips, err := git(ctx, mirror, nil, "for-each-ref", "--format=^%(objectname)", "refs/heads/")
+	if err != nil {
+		return Work{}, fmt.Errorf("%s: no mirror (fetch it first): %w", key, err)
+	}
+	var head bytes.Buffer
+	if err := agentGit(ctx, dir, owner, "", &head, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch+"^{commit}"); err != nil {
+		return Work{}, fmt.Errorf("%s: %q: %w", key, branch, ErrNoBranch)
+	}
+	w := Work{Head: strings.TrimSpace(head.String())}
+	// The remote's branches the checkout knows: the mirror's now (a tip
+	// the checkout lacks, the remote's newer work, is ignored) and the
+	// mirror's when the checkout was made (origin's).
+	var count bytes.Buffer
+	if err := agentGit(ctx, dir, owner, tips+"\n", &count, "rev-list", "--count", "--ignore-missing", w.Head, "--not", "--remotes=origin", "--stdin"); err != nil {
+		return Work{}, fmt.Errorf("%s: counting the unpushed commits of %q: %w", key, branch, err)
+	}
+	if w.Unpushed, err = strconv.Atoi(strings.TrimSpace(count.String())); err != nil {
+		return Work{}, fmt.Errorf("%s: git rev-list --count said %q", key, count.String())
+	}
+	// Each path is one NUL-terminated entry; the output is counted, not
+	// kept (a checkout may have any number of new files).
+	var paths nulCounter
+	if err := agentGit(ctx, dir, owner, "", &paths, "status", "--porcelain", "-z", "--no-renames", "--untracked-files=normal"); err != nil {
+		return Work{}, fmt.Errorf("%s: the uncommitted changes of %q: %w", key, branch, err)
+	}
+	w.Uncommitted = int(paths)
+	return w, nil
+}
+
+// nulCounter counts the NUL bytes written to it.
+type nulCounter int
+
+func (c *nulCounter) Write(p []byte) (int, error) {
+	*c += nulCounter(bytes.Count(p, []byte{0}))
+	return len(p), nil
+}
+
+// agentGit runs git in dir, a directory the agent writes, as owner (this
+// process's user if nil): with baseEnv, taking no optional locks, stdin
+// as its input and stdout its output; an error carries its last lines of
+// standard error.
+func agentGit(ctx context.Context, dir string, owner *Owner, stdin string, stdout io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(), "GIT_OPTIONAL_LOCKS=0")
+	cmd.Stdin = strings.NewReader(stdin)
+	var errb tail
+	cmd.Stdout, cmd.Stderr = stdout, &errb
+	if owner.other() {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(owner.UID), Gid: uint32(owner.GID), Groups: []uint32{}}}
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %v: %s", subcommand(args), err, strings.TrimSpace(string(errb)))
+	}
+	return nil
+}
+
+// tail keeps the last 2 KiB written to it.
+type tail []byte
+
+func (t *tail) Write(p []byte) (int, error) {
+	*t = append(*t, p...)
+	if len(*t) > 2048 {
+		*t = append((*t)[:0], (*t)[len(*t)-2048:]...)
+	}
+	return len(p), nil
 }
 
 // checkBranch refuses what is not a branch name git takes.

@@ -344,3 +344,82 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	require.NotEmpty(t, env, "no fetch from the checkout ran through the wrapper")
 	assert.Empty(t, scan.Find(env), "the credential is in the environment of the git reading the checkout")
 }
+
+// TestWorkIsWhatTheRemoteLacks: a checkout's work is its uncommitted paths
+// and the commits of its branch on none of the remote's branches; a
+// delivery makes them pushed, work others push to the remote meanwhile
+// changes nothing, and what the checkout's configuration makes git run
+// runs as the agent, never as this process's user.
+func TestWorkIsWhatTheRemoteLacks(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	owner := agent(t)
+	const key, branch = "github.com/acme/api", "toolscope/t1/s1"
+	m, err := s.mirrors.Fetch(ctx, key, s.remote)
+	require.NoError(t, err)
+	dir := filepath.Join(testutil.TraversableDir(t), "api")
+	require.NoError(t, Create(ctx, m, dir, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	base := asAgent(t, owner, dir, "rev-parse", "HEAD")
+	work := func() Work {
+		t.Helper()
+		w, err := s.mirrors.Work(ctx, key, dir, branch, owner)
+		require.NoError(t, err)
+		return w
+	}
+	assert.Equal(t, Work{Head: base}, work())
+	assert.False(t, work().Undelivered())
+
+	// A changed file, a new one and a new directory of two files.
+	writeAsAgent(t, owner, filepath.Join(dir, "README.md"), "changed\n")
+	writeAsAgent(t, owner, filepath.Join(dir, "new.txt"), "new\n")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "pkg"), 0o755))
+	if owner != nil {
+		require.NoError(t, os.Chown(filepath.Join(dir, "pkg"), owner.UID, owner.GID))
+	}
+	writeAsAgent(t, owner, filepath.Join(dir, "pkg", "a.go"), "package pkg\n")
+	writeAsAgent(t, owner, filepath.Join(dir, "pkg", "b.go"), "package pkg\n")
+	assert.Equal(t, Work{Head: base, Uncommitted: 3}, work())
+	assert.True(t, work().Undelivered())
+
+	asAgent(t, owner, dir, "add", "-A")
+	assert.Equal(t, 3+1, work().Uncommitted, "staged paths are counted one each") // pkg is two files now
+	asAgent(t, owner, dir, "commit", "-q", "-m", "one")
+	asAgent(t, owner, dir, "commit", "-q", "--allow-empty", "-m", "two")
+	head := asAgent(t, owner, dir, "rev-parse", "HEAD")
+	assert.Equal(t, Work{Head: head, Unpushed: 2}, work())
+
+	// Someone pushes to the default branch; the mirror sees it, the
+	// checkout does not have it: still two.
+	bare := s.host.Bare("acme/api")
+	tree, err := gittest.Git(bare, "rev-parse", "main^{tree}")
+	require.NoError(t, err)
+	moved, err := gittest.Git(bare, "commit-tree", tree, "-p", "main", "-m", "someone else's")
+	require.NoError(t, err)
+	_, err = gittest.Git(bare, "update-ref", "refs/heads/main", moved)
+	require.NoError(t, err)
+	_, err = s.mirrors.Fetch(ctx, key, s.remote)
+	require.NoError(t, err)
+	assert.Equal(t, Work{Head: head, Unpushed: 2}, work())
+
+	// Delivered: pushed.
+	_, err = s.mirrors.Deliver(ctx, key, s.remote, dir, branch, owner)
+	require.NoError(t, err)
+	assert.Equal(t, Work{Head: head}, work())
+
+	// The checkout's configuration names a program for git status to run.
+	marks := testutil.TraversableDir(t)
+	require.NoError(t, os.Chmod(marks, 0o777))
+	marker := filepath.Join(marks, "ran")
+	asAgent(t, owner, dir, "config", "core.fsmonitor", "sh -c 'id -u >>"+marker+"'")
+	assert.Equal(t, Work{Head: head}, work())
+	if owner != nil {
+		b, err := os.ReadFile(marker)
+		require.NoError(t, err, "git status ran no fsmonitor: this test proves nothing")
+		assert.NotContains(t, strings.Fields(string(b)), strconv.Itoa(os.Geteuid()), "the checkout's configuration ran a program as this process's user")
+	}
+
+	// The branch is gone (the agent renamed it).
+	asAgent(t, owner, dir, "branch", "-q", "-m", branch, "mine")
+	_, err = s.mirrors.Work(ctx, key, dir, branch, owner)
+	require.ErrorIs(t, err, ErrNoBranch)
+}

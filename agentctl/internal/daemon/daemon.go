@@ -492,10 +492,13 @@ func (d *Daemon) SetProviders(_ context.Context, req *agentctlv1.SetProvidersReq
 }
 
 // GetSessionState implements agentctlv1.AgentctlServiceServer.
-func (d *Daemon) GetSessionState(_ context.Context, req *agentctlv1.GetSessionStateRequest) (*agentctlv1.GetSessionStateResponse, error) {
+func (d *Daemon) GetSessionState(ctx context.Context, req *agentctlv1.GetSessionStateRequest) (*agentctlv1.GetSessionStateResponse, error) {
 	s, err := d.lookup(req.GetSessionId())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetWork() && !s.stopped() {
+		d.measureWork(ctx, s)
 	}
 	return &agentctlv1.GetSessionStateResponse{Status: s.status()}, nil
 }
@@ -513,6 +516,13 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 		return nil, err
 	}
 	s.stop(d.opts.StopGrace)
+	// The work left in the workspace, once nothing of the agent runs and
+	// before its uid serves another session: what git runs for the
+	// measure is ended with it.
+	d.measureWork(ctx, s)
+	if s.uid != noUID {
+		agentuid.Kill(uint32(s.uid))
+	}
 	d.retire(s)
 	// A stopped session is forgotten, so a long-running daemon does not
 	// accumulate them; stopping it again, or an unknown one, succeeds.

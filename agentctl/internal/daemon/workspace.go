@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/checkout"
@@ -25,6 +28,8 @@ import (
 type repo struct {
 	key, url, branch, dir string
 	err                   string
+	// work is the checkout's work when last measured (measureWork).
+	work *agentctlv1.CheckoutWork
 }
 
 // checkouts validates a launch's checkouts: keys and paths unique, each
@@ -200,11 +205,50 @@ func (d *Daemon) Deliver(ctx context.Context, req *agentctlv1.DeliverRequest) (*
 	return &agentctlv1.DeliverResponse{Ref: out.Ref, Commit: out.Commit, UpToDate: out.UpToDate}, nil
 }
 
+// workTimeout bounds a measure of a session's work (a git status and a
+// rev-list per checkout, seconds on a large one): a checkout not measured
+// within it is reported unknown, never clean.
+const workTimeout = 30 * time.Second
+
+// measureWork measures the work of each checkout in the session's
+// workspace (checkout.Mirrors.Work), as the agent's uid, and keeps it for
+// the status. Whatever a checkout's configuration makes git run runs
+// under the agent's uid: the caller measures while that uid is the
+// session's, and a stop ends what runs under it after.
+func (d *Daemon) measureWork(ctx context.Context, s *session) {
+	ctx, cancel := context.WithTimeout(ctx, workTimeout)
+	defer cancel()
+	s.mu.Lock()
+	repos := slices.Clone(s.repos)
+	s.mu.Unlock()
+	owner := s.owner()
+	for i, r := range repos {
+		if r.err != "" {
+			continue
+		}
+		w := &agentctlv1.CheckoutWork{}
+		mirrors, err := d.mirrors()
+		var got checkout.Work
+		if err == nil {
+			got, err = mirrors.Work(ctx, r.key, filepath.Join(s.workspace, r.dir), r.branch, owner)
+		}
+		if err != nil {
+			w.Error = err.Error()
+			d.log.Warn("checkout's work not measured", "session_id", s.id, "repository", r.key, "error", err)
+		} else {
+			w.Head, w.Uncommitted, w.Unpushed = got.Head, uint32(min(got.Uncommitted, math.MaxUint32)), uint32(min(got.Unpushed, math.MaxUint32))
+		}
+		s.mu.Lock()
+		s.repos[i].work = w
+		s.mu.Unlock()
+	}
+}
+
 // checkoutStates is the status of the session's checkouts. s.mu is held.
 func (s *session) checkoutStates() []*agentctlv1.CheckoutState {
 	var out []*agentctlv1.CheckoutState
 	for _, r := range s.repos {
-		out = append(out, &agentctlv1.CheckoutState{Key: r.key, Path: r.dir, Branch: r.branch, Error: r.err})
+		out = append(out, &agentctlv1.CheckoutState{Key: r.key, Path: r.dir, Branch: r.branch, Error: r.err, Work: r.work})
 	}
 	return out
 }

@@ -132,8 +132,17 @@ func TestTheAgentStartsInItsCheckoutAndDeliversThroughAgentctl(t *testing.T) {
 
 	_, ok := host.Head("acme/api", "toolscope/task_s1/s1")
 	assert.False(t, ok, "nothing reaches the remote before a delivery")
+	// Its work, measured on request: the commit is not pushed. A plain
+	// state reports the last measure, and measures nothing.
+	plain, err := h.client.GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	assert.Nil(t, plain.GetStatus().GetCheckouts()[0].GetWork(), "a plain state measured the work")
+	assert.Equal(t, workOf{Head: commit, Unpushed: 1}, work(t, h, "s1"))
+	plain, err = h.client.GetSessionState(ctx, &agentctlv1.GetSessionStateRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, workOf{Head: commit, Unpushed: 1}, toWork(plain.GetStatus().GetCheckouts()[0].GetWork()))
 
-	_, err := h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/other",
+	_, err = h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s1", Key: "github.com/acme/other",
 		Credential: &agentctlv1.GitCredential{Username: "x-access-token", Token: gitToken}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "a repository the session has no checkout of: %v", err)
 	_, err = h.client.Deliver(ctx, &agentctlv1.DeliverRequest{SessionId: "s2", Key: "github.com/acme/api",
@@ -154,9 +163,18 @@ func TestTheAgentStartsInItsCheckoutAndDeliversThroughAgentctl(t *testing.T) {
 	assert.Equal(t, commit, head, "the remote holds the agent's commit on the session's branch")
 	main, _ := host.Head("acme/api", "main")
 	assert.NotEqual(t, commit, main, "and only there")
+	assert.Equal(t, workOf{Head: commit}, work(t, h, "s1"), "delivered: pushed")
 
-	_, err = h.client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	// A file the agent leaves uncommitted: the stop measures it, after the
+	// agent ended.
+	left := filepath.Join(ws, "api", "notes.txt")
+	require.NoError(t, os.WriteFile(left, []byte("unfinished\n"), 0o644))
+	require.NoError(t, os.Chown(left, uid, uid))
+	stopped, err := h.client.StopSession(ctx, &agentctlv1.StopSessionRequest{SessionId: "s1"})
 	require.NoError(t, err)
+	require.Len(t, stopped.GetStatus().GetCheckouts(), 1)
+	assert.Equal(t, workOf{Head: commit, Uncommitted: 1}, toWork(stopped.GetStatus().GetCheckouts()[0].GetWork()))
+	require.NoError(t, os.Remove(left))
 	info, err := os.Stat(ws)
 	require.NoError(t, err, "a stop keeps the workspace")
 	assert.Equal(t, uint32(os.Geteuid()), info.Sys().(*syscall.Stat_t).Uid, "and takes it back from the agent's uid, which serves later sessions")
@@ -239,6 +257,27 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 }
 
 // stripped are the states as plain values, for comparison.
+// workOf is a checkout's work as a comparable value.
+type workOf struct {
+	Head                  string
+	Uncommitted, Unpushed uint32
+	Error                 string
+}
+
+func toWork(w *agentctlv1.CheckoutWork) workOf {
+	return workOf{w.GetHead(), w.GetUncommitted(), w.GetUnpushed(), w.GetError()}
+}
+
+// work measures the work of a session's one checkout.
+func work(t *testing.T, h *harness, id string) workOf {
+	t.Helper()
+	st, err := h.client.GetSessionState(context.Background(), &agentctlv1.GetSessionStateRequest{SessionId: id, Work: true})
+	require.NoError(t, err)
+	require.Len(t, st.GetStatus().GetCheckouts(), 1)
+	require.NotNil(t, st.GetStatus().GetCheckouts()[0].GetWork(), "not measured")
+	return toWork(st.GetStatus().GetCheckouts()[0].GetWork())
+}
+
 func stripped(in []*agentctlv1.CheckoutState) []*agentctlv1.CheckoutState {
 	out := []*agentctlv1.CheckoutState{}
 	for _, c := range in {

@@ -84,8 +84,14 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	checkouts := sess["checkouts"].([]any)
 	require.Len(t, checkouts, 1)
 	key := checkouts[0].(map[string]any)["key"]
+	work := checkouts[0].(map[string]any)["work"]
+	delete(checkouts[0].(map[string]any), "work")
 	assert.Equal(t, map[string]any{"repository_id": repo, "key": key, "path": dir, "branch": branch}, checkouts[0],
 		"session get shows the checkout")
+	require.NotNil(t, work, "session get of a running session measures its work")
+	assert.Equal(t, seed, work.(map[string]any)["head"])
+	assert.NotEmpty(t, work.(map[string]any)["measure_time"])
+	assert.Equal(t, [2]float64{0, 0}, workCounts(t, srv, sid), "nothing done yet")
 	assert.Regexp(t, `/acme/api$`, key, "the mirror's key: the connection's host, then the repository's path")
 	assert.Equal(t, branch, asOwner(t, dir, "rev-parse", "--abbrev-ref", "HEAD"))
 	assert.Equal(t, seed, asOwner(t, dir, "rev-parse", "HEAD"), "made from the default branch")
@@ -93,9 +99,11 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	owner, err := os.Stat(dir)
 	require.NoError(t, err)
 	require.NoError(t, os.Chown(filepath.Join(dir, "login.go"), int(owner.Sys().(*syscall.Stat_t).Uid), int(owner.Sys().(*syscall.Stat_t).Gid)))
+	assert.Equal(t, [2]float64{1, 0}, workCounts(t, srv, sid), "one new file")
 	asOwner(t, dir, "add", "login.go")
 	asOwner(t, dir, "commit", "-q", "-m", "fix login")
 	commit := asOwner(t, dir, "rev-parse", "HEAD")
+	assert.Equal(t, [2]float64{0, 1}, workCounts(t, srv, sid), "one commit, not pushed")
 
 	pushed := callStructured[toolapi.PushResult](t, c, toolapi.GitPushTool, nil)
 	assert.Equal(t, toolapi.PushResult{RepositoryID: repo, Branch: branch, Ref: "refs/heads/" + branch, Commit: commit}, pushed)
@@ -109,8 +117,9 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	require.Len(t, checkouts, 1)
 	assert.Equal(t, commit, checkouts[0].(map[string]any)["delivered_commit"])
 	assert.NotEmpty(t, checkouts[0].(map[string]any)["deliver_time"])
+	assert.Equal(t, [2]float64{0, 0}, workCounts(t, srv, sid), "delivered: pushed")
 	shown := srv.ok(t, "session", "get", sid)
-	assert.Regexp(t, `(?m)^\s+`+regexp.QuoteMeta(key.(string))+`\s+`+regexp.QuoteMeta(branch)+`\s+`+regexp.QuoteMeta(dir)+`\s+`+commit[:12]+` at `, shown)
+	assert.Regexp(t, `(?m)^\s+`+regexp.QuoteMeta(key.(string))+`\s+`+regexp.QuoteMeta(branch)+`\s+`+regexp.QuoteMeta(dir)+`\s+`+commit[:12]+` at \S+ \S+\s+none, at `, shown)
 
 	pr := callStructured[toolapi.ChangeRequest](t, c, toolapi.GitHubPRCreate, map[string]any{"title": "Fix login"})
 	got, ok := gh.PullRequest("acme/api", int(pr.Number))
@@ -149,9 +158,12 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	}
 	assert.Len(t, pushes, 2, "both pushes are audited: %v", audit)
 
-	// A stop keeps the work.
+	// A stop keeps the work, and records what the remote lacks: the
+	// rewritten commit, measured once the agent ended.
 	srv.ok(t, "session", "stop", sid)
 	assert.Equal(t, "rewritten", strings.TrimSpace(gitLog(t, dir)))
+	assert.Equal(t, [2]float64{0, 1}, workCounts(t, srv, sid), "the stop recorded the unpushed commit")
+	assert.Regexp(t, `0 uncommitted, 1 unpushed, at `, srv.ok(t, "session", "get", sid))
 
 	// The task's next session starts on the work under review: its own
 	// branch, made from the open pull request's.
@@ -160,6 +172,19 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	assert.Equal(t, "toolscope/"+task+"/"+next, asOwner(t, nextDir, "rev-parse", "--abbrev-ref", "HEAD"))
 	assert.Equal(t, commit, asOwner(t, nextDir, "rev-parse", "HEAD"), "made from the pull request's branch")
 	srv.ok(t, "session", "stop", next)
+}
+
+// workCounts is the uncommitted paths and unpushed commits session get
+// shows for the session's one checkout.
+func workCounts(t *testing.T, srv *orchestrator, sid string) [2]float64 {
+	t.Helper()
+	checkouts := srv.session(t, sid)["checkouts"].([]any)
+	require.Len(t, checkouts, 1)
+	work, ok := checkouts[0].(map[string]any)["work"].(map[string]any)
+	require.True(t, ok, "no work measured: %v", checkouts[0])
+	require.Empty(t, work["error"])
+	n := func(k string) float64 { f, _ := work[k].(float64); return f }
+	return [2]float64{n("uncommitted"), n("unpushed")}
 }
 
 // gitLog is the subject of dir's last commit, read as this process's user.

@@ -270,7 +270,7 @@ func (h *sessions) StopSession(ctx context.Context, req *pb.StopSessionRequest) 
 }
 
 func (h *sessions) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
-	s, err := h.svc.GetSession(ctx, req.GetSessionId())
+	s, err := h.svc.MeasureSession(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, err
 	}

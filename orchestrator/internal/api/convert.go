@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -121,6 +122,10 @@ func toCheckouts(c model.Checkouts) []*pb.SessionCheckout {
 		pc := &pb.SessionCheckout{RepositoryId: r.RepositoryID, Key: r.Key, Path: r.Path, Branch: r.Branch, Error: r.Error}
 		if r.Delivered != nil {
 			pc.DeliveredCommit, pc.DeliverTime = r.Delivered.Commit, ts(r.Delivered.At)
+		}
+		if w := r.Work; w != nil {
+			pc.Work = &pb.CheckoutWork{Head: w.Head, Uncommitted: uint32(min(w.Uncommitted, math.MaxUint32)),
+				Unpushed: uint32(min(w.Unpushed, math.MaxUint32)), Error: w.Error, MeasureTime: ts(w.At)}
 		}
 		out = append(out, pc)
 	}

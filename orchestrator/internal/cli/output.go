@@ -148,7 +148,7 @@ func printSession(w io.Writer, s *pb.Session) {
 		return
 	}
 	fmt.Fprintf(w, "\nworkspace\t%s\n", orDash(s.GetWorkspaceDir()))
-	fmt.Fprintln(w, "  REPOSITORY\tBRANCH\tCHECKOUT\tDELIVERED")
+	fmt.Fprintln(w, "  REPOSITORY\tBRANCH\tCHECKOUT\tDELIVERED\tUNDELIVERED WORK")
 	for _, c := range s.GetCheckouts() {
 		where := c.GetPath()
 		if c.GetError() != "" {
@@ -158,8 +158,24 @@ func printSession(w io.Writer, s *pb.Session) {
 		if c.GetDeliveredCommit() != "" {
 			delivered = fmt.Sprintf("%.12s at %s", c.GetDeliveredCommit(), c.GetDeliverTime().AsTime().Local().Format(time.DateTime))
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, delivered)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, delivered, formatWork(c.GetWork()))
 	}
+}
+
+// formatWork says what a checkout held that its remote lacked when
+// measured, and when.
+func formatWork(wk *pb.CheckoutWork) string {
+	switch {
+	case wk == nil:
+		return "-"
+	case wk.GetError() != "":
+		return "unknown (" + wk.GetError() + ")"
+	}
+	at := wk.GetMeasureTime().AsTime().Local().Format(time.DateTime)
+	if wk.GetUncommitted() == 0 && wk.GetUnpushed() == 0 {
+		return "none, at " + at
+	}
+	return fmt.Sprintf("%d uncommitted, %d unpushed, at %s", wk.GetUncommitted(), wk.GetUnpushed(), at)
 }
 
 var eventKinds = map[pb.TaskEventKind]string{

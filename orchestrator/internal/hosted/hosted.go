@@ -445,6 +445,17 @@ func (a *inProcess) State(ctx context.Context, id string) (executors.Status, err
 	return s.status((*Executor)(a).URL(id)), nil
 }
 
+// Work: a hosted session has no workspace, so its status is all there is.
+func (a *inProcess) Work(ctx context.Context, id string) (executors.Status, error) {
+	return a.State(ctx, id)
+}
+
+// StopSession reports the session's last status: a hosted session runs
+// no agent; the executor's Stop ends its endpoint.
+func (a *inProcess) StopSession(ctx context.Context, id string) (executors.Status, error) {
+	return a.State(ctx, id)
+}
+
 // Notify offers text to the session's MCP clients.
 func (a *inProcess) Notify(ctx context.Context, id, text string) (int, error) {
 	s, err := a.session(ctx, id)

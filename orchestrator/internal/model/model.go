@@ -124,8 +124,8 @@ type Checkouts struct {
 }
 
 // Checkout is one repository of a session's workspace: where it is and on
-// which branch, or why it is not there (Error), and the session's last
-// delivery of it.
+// which branch, or why it is not there (Error), the session's last
+// delivery of it, and its work when last measured.
 type Checkout struct {
 	RepositoryID string     `json:"repository_id"`
 	Key          string     `json:"key"`            // host/owner/name
@@ -133,6 +133,25 @@ type Checkout struct {
 	Branch       string     `json:"branch"`
 	Error        string     `json:"error,omitempty"`
 	Delivered    *Delivered `json:"delivered,omitempty"`
+	Work         *Work      `json:"work,omitempty"`
+}
+
+// Work is what a checkout held that its remote lacked when measured (at
+// the session's stop, after its agent ended): what removing it would
+// lose. Error says why it could not be measured; the counts are then
+// unknown.
+type Work struct {
+	Head        string    `json:"head,omitempty"`
+	Uncommitted int       `json:"uncommitted"`
+	Unpushed    int       `json:"unpushed"`
+	Error       string    `json:"error,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// Undelivered reports whether the work may hold something its remote
+// lacks: uncommitted paths, unpushed commits, or a measure that failed.
+func (w *Work) Undelivered() bool {
+	return w == nil || w.Error != "" || w.Uncommitted > 0 || w.Unpushed > 0
 }
 
 // Delivered is a session's last delivery of a checkout's branch (git_push):

@@ -408,6 +408,16 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	if sess, err = s.act(ctx, sess); err != nil {
 		return sess, err
 	}
+	// The agent ends first, and the work its checkouts hold is measured
+	// then (a session whose agentctl is gone keeps what was measured last).
+	var last *executors.Status
+	if s.inspectable(sess) {
+		if st, err := s.ctl.StopSession(ctx, handleOf(sess)); err == nil {
+			last = &st
+		} else {
+			s.log.Warn("ending a session's agent before its stop", "session_id", id, "error", err)
+		}
+	}
 	if sess.State == model.SessionRunning || (sess.State == model.SessionFailed && len(sess.Handle.State) > 0) {
 		exec, err := s.executor(sess.Executor)
 		if err != nil {
@@ -431,6 +441,9 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 			return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped after it failed"}}, nil
 		}
 		m.State = model.SessionStopped
+		if last != nil {
+			m.Checkouts = withWork(m.Checkouts, *last, time.Now().UTC())
+		}
 		return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped"}}, nil
 	})
 	if errors.Is(err, errStateChanged) {
@@ -455,6 +468,24 @@ func (s *Service) GetSession(ctx context.Context, id string) (model.Session, err
 		return sess, err
 	}
 	return s.refresh(ctx, sess), nil
+}
+
+// MeasureSession is GetSession with the work of a running session's
+// checkouts measured now (Controller.Work), for whoever looks at one
+// session: not recorded (a stop records the last), and left as recorded
+// when the session has no checkout or its agentctl cannot measure.
+func (s *Service) MeasureSession(ctx context.Context, id string) (model.Session, error) {
+	sess, err := s.GetSession(ctx, id)
+	if err != nil || !s.inspectable(sess) || len(sess.Checkouts.Repositories) == 0 {
+		return sess, err
+	}
+	st, err := s.ctl.Work(ctx, handleOf(sess))
+	if err != nil {
+		s.log.Warn("measuring a session's work", "session_id", id, "error", err)
+		return sess, nil
+	}
+	sess.Checkouts = withWork(sess.Checkouts, st, time.Now().UTC())
+	return sess, nil
 }
 
 // ListSessions returns a task's sessions (model.Every: every task's),

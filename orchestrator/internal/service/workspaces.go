@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,9 +76,26 @@ func recordCheckouts(before model.Checkouts, st executors.Status, repos map[stri
 			rec.Path = path.Join(st.WorkspaceDir, c.Path)
 		}
 		if old, ok := before.Checkout(c.Key); ok && old.Branch == c.Branch {
-			rec.Delivered = old.Delivered
+			rec.Delivered, rec.Work = old.Delivered, old.Work
 		}
 		out.Repositories = append(out.Repositories, rec)
+	}
+	return out
+}
+
+// withWork is c with the work st measured (at) for each checkout it
+// holds; a checkout st did not measure keeps what it had.
+func withWork(c model.Checkouts, st executors.Status, at time.Time) model.Checkouts {
+	out := model.Checkouts{Dir: c.Dir, Repositories: slices.Clone(c.Repositories)}
+	for _, m := range st.Checkouts {
+		if m.Work == nil {
+			continue
+		}
+		for i := range out.Repositories {
+			if r := &out.Repositories[i]; r.Key == m.Key && r.Branch == m.Branch {
+				r.Work = &model.Work{Head: m.Work.Head, Uncommitted: m.Work.Uncommitted, Unpushed: m.Work.Unpushed, Error: m.Work.Error, At: at}
+			}
+		}
 	}
 	return out
 }

@@ -1620,8 +1620,11 @@ func (x *SetProvidersResponse) GetToolsChanged() bool {
 }
 
 type GetSessionStateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Measure each checkout's work (CheckoutState.work): git reads the
+	// workspace as the agent's uid, so it costs a git status per checkout.
+	Work          bool `protobuf:"varint,2,opt,name=work,proto3" json:"work,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1664,13 @@ func (x *GetSessionStateRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *GetSessionStateRequest) GetWork() bool {
+	if x != nil {
+		return x.Work
+	}
+	return false
 }
 
 type GetSessionStateResponse struct {
@@ -2049,7 +2059,11 @@ type CheckoutState struct {
 	Path   string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	Branch string                 `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
 	// Empty: the checkout is in the workspace.
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// What the checkout holds that its remote lacks, when measured: on
+	// request (GetSessionStateRequest.work) and when the session stops,
+	// after its agent ended (StopSessionResponse.status).
+	Work          *CheckoutWork `protobuf:"bytes,5,opt,name=work,proto3" json:"work,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2112,6 +2126,89 @@ func (x *CheckoutState) GetError() string {
 	return ""
 }
 
+func (x *CheckoutState) GetWork() *CheckoutWork {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
+// CheckoutWork is what removing a checkout would lose.
+type CheckoutWork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit the session's branch points at.
+	Head string `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	// Paths that differ from the branch's last commit: changed, staged,
+	// deleted or new (a new directory counts once).
+	Uncommitted uint32 `protobuf:"varint,2,opt,name=uncommitted,proto3" json:"uncommitted,omitempty"`
+	// Commits of the branch on none of the remote's branches as the
+	// host's mirror last saw them: delivered commits are pushed.
+	Unpushed uint32 `protobuf:"varint,3,opt,name=unpushed,proto3" json:"unpushed,omitempty"`
+	// Why it could not be measured (the branch is gone, say); the counts
+	// are then unknown, not zero.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckoutWork) Reset() {
+	*x = CheckoutWork{}
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckoutWork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckoutWork) ProtoMessage() {}
+
+func (x *CheckoutWork) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckoutWork.ProtoReflect.Descriptor instead.
+func (*CheckoutWork) Descriptor() ([]byte, []int) {
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CheckoutWork) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
+}
+
+func (x *CheckoutWork) GetUncommitted() uint32 {
+	if x != nil {
+		return x.Uncommitted
+	}
+	return 0
+}
+
+func (x *CheckoutWork) GetUnpushed() uint32 {
+	if x != nil {
+		return x.Unpushed
+	}
+	return 0
+}
+
+func (x *CheckoutWork) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // AttachRequest flows from the orchestrator to agentctl: it carries the
 // hello and the results of tool calls (the name says the direction, not
 // the content; renaming it would break the contract, see ADR 0020).
@@ -2128,7 +2225,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2237,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2250,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{30}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttachRequest) GetMessage() isAttachRequest_Message {
@@ -2216,7 +2313,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2325,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2338,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{31}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AttachResponse) GetMessage() isAttachResponse_Message {
@@ -2346,7 +2443,7 @@ type ToolRefused struct {
 
 func (x *ToolRefused) Reset() {
 	*x = ToolRefused{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2455,7 @@ func (x *ToolRefused) String() string {
 func (*ToolRefused) ProtoMessage() {}
 
 func (x *ToolRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2468,7 @@ func (x *ToolRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRefused.ProtoReflect.Descriptor instead.
 func (*ToolRefused) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{32}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolRefused) GetSessionId() string {
@@ -2421,7 +2518,7 @@ type AttachAck struct {
 
 func (x *AttachAck) Reset() {
 	*x = AttachAck{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2530,7 @@ func (x *AttachAck) String() string {
 func (*AttachAck) ProtoMessage() {}
 
 func (x *AttachAck) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[33]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2543,7 @@ func (x *AttachAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachAck.ProtoReflect.Descriptor instead.
 func (*AttachAck) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{33}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttachAck) GetAgentctlVersion() string {
@@ -2473,7 +2570,7 @@ type AttachHello struct {
 
 func (x *AttachHello) Reset() {
 	*x = AttachHello{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2582,7 @@ func (x *AttachHello) String() string {
 func (*AttachHello) ProtoMessage() {}
 
 func (x *AttachHello) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[34]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2595,7 @@ func (x *AttachHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachHello.ProtoReflect.Descriptor instead.
 func (*AttachHello) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{34}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AttachHello) GetOrchestratorId() string {
@@ -2530,7 +2627,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2639,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[35]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2652,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{35}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -2613,7 +2710,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2722,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[36]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2735,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{36}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -2674,7 +2771,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2783,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[37]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2796,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{37}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -2758,7 +2855,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2867,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[38]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2880,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{38}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionEvent) GetSessionId() string {
@@ -2838,7 +2935,7 @@ type ReadAgentLogRequest struct {
 
 func (x *ReadAgentLogRequest) Reset() {
 	*x = ReadAgentLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2947,7 @@ func (x *ReadAgentLogRequest) String() string {
 func (*ReadAgentLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[39]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2960,7 @@ func (x *ReadAgentLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{39}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReadAgentLogRequest) GetSessionId() string {
@@ -2890,7 +2987,7 @@ type ReadAgentLogResponse struct {
 
 func (x *ReadAgentLogResponse) Reset() {
 	*x = ReadAgentLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +2999,7 @@ func (x *ReadAgentLogResponse) String() string {
 func (*ReadAgentLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[40]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3012,7 @@ func (x *ReadAgentLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{40}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReadAgentLogResponse) GetData() []byte {
@@ -2935,7 +3032,7 @@ type ReadAgentctlLogRequest struct {
 
 func (x *ReadAgentctlLogRequest) Reset() {
 	*x = ReadAgentctlLogRequest{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3044,7 @@ func (x *ReadAgentctlLogRequest) String() string {
 func (*ReadAgentctlLogRequest) ProtoMessage() {}
 
 func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[41]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3057,7 @@ func (x *ReadAgentctlLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{41}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadAgentctlLogRequest) GetSessionId() string {
@@ -2987,7 +3084,7 @@ type ReadAgentctlLogResponse struct {
 
 func (x *ReadAgentctlLogResponse) Reset() {
 	*x = ReadAgentctlLogResponse{}
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3096,7 @@ func (x *ReadAgentctlLogResponse) String() string {
 func (*ReadAgentctlLogResponse) ProtoMessage() {}
 
 func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[42]
+	mi := &file_toolscope_agentctl_v1_agentctl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3109,7 @@ func (x *ReadAgentctlLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAgentctlLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadAgentctlLogResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{42}
+	return file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadAgentctlLogResponse) GetData() []byte {
@@ -3133,10 +3230,11 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x14SetProvidersResponse\x12<\n" +
 	"\aapplied\x18\x01 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\aapplied\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12#\n" +
-	"\rtools_changed\x18\x03 \x01(\bR\ftoolsChanged\"7\n" +
+	"\rtools_changed\x18\x03 \x01(\bR\ftoolsChanged\"K\n" +
 	"\x16GetSessionStateRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"W\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04work\x18\x02 \x01(\bR\x04work\"W\n" +
 	"\x17GetSessionStateResponse\x12<\n" +
 	"\x06status\x18\x01 \x01(\v2$.toolscope.agentctl.v1.SessionStatusR\x06status\"3\n" +
 	"\x12StopSessionRequest\x12\x1d\n" +
@@ -3165,11 +3263,17 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x11agent_output_tail\x18\n" +
 	" \x01(\tR\x0fagentOutputTail\x12#\n" +
 	"\rworkspace_dir\x18\v \x01(\tR\fworkspaceDir\x12B\n" +
-	"\tcheckouts\x18\f \x03(\v2$.toolscope.agentctl.v1.CheckoutStateR\tcheckouts\"c\n" +
+	"\tcheckouts\x18\f \x03(\v2$.toolscope.agentctl.v1.CheckoutStateR\tcheckouts\"\x9c\x01\n" +
 	"\rCheckoutState\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
 	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x127\n" +
+	"\x04work\x18\x05 \x01(\v2#.toolscope.agentctl.v1.CheckoutWorkR\x04work\"v\n" +
+	"\fCheckoutWork\x12\x12\n" +
+	"\x04head\x18\x01 \x01(\tR\x04head\x12 \n" +
+	"\vuncommitted\x18\x02 \x01(\rR\vuncommitted\x12\x1a\n" +
+	"\bunpushed\x18\x03 \x01(\rR\bunpushed\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x9c\x01\n" +
 	"\rAttachRequest\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".toolscope.agentctl.v1.AttachHelloH\x00R\x05hello\x12D\n" +
@@ -3280,7 +3384,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_agentctl_v1_agentctl_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_toolscope_agentctl_v1_agentctl_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(SessionMode)(0),                 // 0: toolscope.agentctl.v1.SessionMode
 	(SessionPhase)(0),                // 1: toolscope.agentctl.v1.SessionPhase
@@ -3315,27 +3419,28 @@ var file_toolscope_agentctl_v1_agentctl_proto_goTypes = []any{
 	(*NotifyResponse)(nil),           // 30: toolscope.agentctl.v1.NotifyResponse
 	(*SessionStatus)(nil),            // 31: toolscope.agentctl.v1.SessionStatus
 	(*CheckoutState)(nil),            // 32: toolscope.agentctl.v1.CheckoutState
-	(*AttachRequest)(nil),            // 33: toolscope.agentctl.v1.AttachRequest
-	(*AttachResponse)(nil),           // 34: toolscope.agentctl.v1.AttachResponse
-	(*ToolRefused)(nil),              // 35: toolscope.agentctl.v1.ToolRefused
-	(*AttachAck)(nil),                // 36: toolscope.agentctl.v1.AttachAck
-	(*AttachHello)(nil),              // 37: toolscope.agentctl.v1.AttachHello
-	(*ToolCall)(nil),                 // 38: toolscope.agentctl.v1.ToolCall
-	(*TraceContext)(nil),             // 39: toolscope.agentctl.v1.TraceContext
-	(*ToolResult)(nil),               // 40: toolscope.agentctl.v1.ToolResult
-	(*SessionEvent)(nil),             // 41: toolscope.agentctl.v1.SessionEvent
-	(*ReadAgentLogRequest)(nil),      // 42: toolscope.agentctl.v1.ReadAgentLogRequest
-	(*ReadAgentLogResponse)(nil),     // 43: toolscope.agentctl.v1.ReadAgentLogResponse
-	(*ReadAgentctlLogRequest)(nil),   // 44: toolscope.agentctl.v1.ReadAgentctlLogRequest
-	(*ReadAgentctlLogResponse)(nil),  // 45: toolscope.agentctl.v1.ReadAgentctlLogResponse
-	nil,                              // 46: toolscope.agentctl.v1.AgentCommand.EnvEntry
-	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
+	(*CheckoutWork)(nil),             // 33: toolscope.agentctl.v1.CheckoutWork
+	(*AttachRequest)(nil),            // 34: toolscope.agentctl.v1.AttachRequest
+	(*AttachResponse)(nil),           // 35: toolscope.agentctl.v1.AttachResponse
+	(*ToolRefused)(nil),              // 36: toolscope.agentctl.v1.ToolRefused
+	(*AttachAck)(nil),                // 37: toolscope.agentctl.v1.AttachAck
+	(*AttachHello)(nil),              // 38: toolscope.agentctl.v1.AttachHello
+	(*ToolCall)(nil),                 // 39: toolscope.agentctl.v1.ToolCall
+	(*TraceContext)(nil),             // 40: toolscope.agentctl.v1.TraceContext
+	(*ToolResult)(nil),               // 41: toolscope.agentctl.v1.ToolResult
+	(*SessionEvent)(nil),             // 42: toolscope.agentctl.v1.SessionEvent
+	(*ReadAgentLogRequest)(nil),      // 43: toolscope.agentctl.v1.ReadAgentLogRequest
+	(*ReadAgentLogResponse)(nil),     // 44: toolscope.agentctl.v1.ReadAgentLogResponse
+	(*ReadAgentctlLogRequest)(nil),   // 45: toolscope.agentctl.v1.ReadAgentctlLogRequest
+	(*ReadAgentctlLogResponse)(nil),  // 46: toolscope.agentctl.v1.ReadAgentctlLogResponse
+	nil,                              // 47: toolscope.agentctl.v1.AgentCommand.EnvEntry
+	(*timestamppb.Timestamp)(nil),    // 48: google.protobuf.Timestamp
 }
 var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	5,  // 0: toolscope.agentctl.v1.DeliverRequest.credential:type_name -> toolscope.agentctl.v1.GitCredential
 	5,  // 1: toolscope.agentctl.v1.Checkout.fetch_credential:type_name -> toolscope.agentctl.v1.GitCredential
 	10, // 2: toolscope.agentctl.v1.CheckAgentRequest.agent:type_name -> toolscope.agentctl.v1.AgentCommand
-	46, // 3: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
+	47, // 3: toolscope.agentctl.v1.AgentCommand.env:type_name -> toolscope.agentctl.v1.AgentCommand.EnvEntry
 	0,  // 4: toolscope.agentctl.v1.LaunchSpec.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	10, // 5: toolscope.agentctl.v1.LaunchSpec.agent:type_name -> toolscope.agentctl.v1.AgentCommand
 	9,  // 6: toolscope.agentctl.v1.LaunchSpec.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
@@ -3361,44 +3466,45 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	0,  // 26: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
 	9,  // 27: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
 	32, // 28: toolscope.agentctl.v1.SessionStatus.checkouts:type_name -> toolscope.agentctl.v1.CheckoutState
-	37, // 29: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	40, // 30: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	38, // 31: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	41, // 32: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	36, // 33: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	35, // 34: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
-	39, // 35: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
-	2,  // 36: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	47, // 37: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	21, // 38: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	17, // 39: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	23, // 40: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	19, // 41: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	25, // 42: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	27, // 43: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	29, // 44: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	42, // 45: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	44, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	33, // 47: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	7,  // 48: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
-	3,  // 49: toolscope.agentctl.v1.AgentctlService.Deliver:input_type -> toolscope.agentctl.v1.DeliverRequest
-	22, // 50: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	18, // 51: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	24, // 52: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	20, // 53: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	26, // 54: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	28, // 55: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	30, // 56: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	43, // 57: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	45, // 58: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	34, // 59: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	8,  // 60: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
-	4,  // 61: toolscope.agentctl.v1.AgentctlService.Deliver:output_type -> toolscope.agentctl.v1.DeliverResponse
-	50, // [50:62] is the sub-list for method output_type
-	38, // [38:50] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	33, // 29: toolscope.agentctl.v1.CheckoutState.work:type_name -> toolscope.agentctl.v1.CheckoutWork
+	38, // 30: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	41, // 31: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	39, // 32: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	42, // 33: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	37, // 34: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	36, // 35: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
+	40, // 36: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
+	2,  // 37: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	48, // 38: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	21, // 39: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	17, // 40: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	23, // 41: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	19, // 42: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	25, // 43: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	27, // 44: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	29, // 45: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	43, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	45, // 47: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	34, // 48: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	7,  // 49: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
+	3,  // 50: toolscope.agentctl.v1.AgentctlService.Deliver:input_type -> toolscope.agentctl.v1.DeliverRequest
+	22, // 51: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	18, // 52: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	24, // 53: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	20, // 54: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	26, // 55: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	28, // 56: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	30, // 57: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	44, // 58: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	46, // 59: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	35, // 60: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	8,  // 61: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
+	4,  // 62: toolscope.agentctl.v1.AgentctlService.Deliver:output_type -> toolscope.agentctl.v1.DeliverResponse
+	51, // [51:63] is the sub-list for method output_type
+	39, // [39:51] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
@@ -3406,11 +3512,11 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 	if File_toolscope_agentctl_v1_agentctl_proto != nil {
 		return
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[30].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31].OneofWrappers = []any{
 		(*AttachRequest_Hello)(nil),
 		(*AttachRequest_ToolResult)(nil),
 	}
-	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[31].OneofWrappers = []any{
+	file_toolscope_agentctl_v1_agentctl_proto_msgTypes[32].OneofWrappers = []any{
 		(*AttachResponse_ToolCall)(nil),
 		(*AttachResponse_SessionEvent)(nil),
 		(*AttachResponse_Attached)(nil),
@@ -3422,7 +3528,7 @@ func file_toolscope_agentctl_v1_agentctl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_agentctl_v1_agentctl_proto_rawDesc), len(file_toolscope_agentctl_v1_agentctl_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1364,8 +1364,12 @@ type SessionCheckout struct {
 	// git_push of it, and when; empty and unset before any.
 	DeliveredCommit string                 `protobuf:"bytes,6,opt,name=delivered_commit,json=deliveredCommit,proto3" json:"delivered_commit,omitempty"`
 	DeliverTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deliver_time,json=deliverTime,proto3" json:"deliver_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the checkout held that its remote lacked when last measured
+	// (when the session stopped, or now for a running session's session
+	// get); unset when never measured.
+	Work          *CheckoutWork `protobuf:"bytes,8,opt,name=work,proto3" json:"work,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionCheckout) Reset() {
@@ -1447,6 +1451,96 @@ func (x *SessionCheckout) GetDeliverTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SessionCheckout) GetWork() *CheckoutWork {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
+// CheckoutWork is what removing a checkout would lose.
+type CheckoutWork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit the session's branch pointed at.
+	Head string `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	// Paths that differed from the branch's last commit: changed, staged,
+	// deleted or new (a new directory counts once).
+	Uncommitted uint32 `protobuf:"varint,2,opt,name=uncommitted,proto3" json:"uncommitted,omitempty"`
+	// Commits of the branch on none of the remote's branches as the
+	// agentctl host's mirror saw them: delivered commits are pushed.
+	Unpushed uint32 `protobuf:"varint,3,opt,name=unpushed,proto3" json:"unpushed,omitempty"`
+	// Why it could not be measured; the counts are then unknown, not zero.
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	MeasureTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=measure_time,json=measureTime,proto3" json:"measure_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckoutWork) Reset() {
+	*x = CheckoutWork{}
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckoutWork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckoutWork) ProtoMessage() {}
+
+func (x *CheckoutWork) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckoutWork.ProtoReflect.Descriptor instead.
+func (*CheckoutWork) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CheckoutWork) GetHead() string {
+	if x != nil {
+		return x.Head
+	}
+	return ""
+}
+
+func (x *CheckoutWork) GetUncommitted() uint32 {
+	if x != nil {
+		return x.Uncommitted
+	}
+	return 0
+}
+
+func (x *CheckoutWork) GetUnpushed() uint32 {
+	if x != nil {
+		return x.Unpushed
+	}
+	return 0
+}
+
+func (x *CheckoutWork) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CheckoutWork) GetMeasureTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MeasureTime
+	}
+	return nil
+}
+
 // TaskEvent is one entry in a task's append-only event log.
 type TaskEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1474,7 +1568,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1580,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[12]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1593,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskEvent) GetSequence() uint64 {
@@ -1595,7 +1689,7 @@ type SourceRequest struct {
 
 func (x *SourceRequest) Reset() {
 	*x = SourceRequest{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1701,7 @@ func (x *SourceRequest) String() string {
 func (*SourceRequest) ProtoMessage() {}
 
 func (x *SourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[13]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1714,7 @@ func (x *SourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceRequest.ProtoReflect.Descriptor instead.
 func (*SourceRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SourceRequest) GetId() string {
@@ -1735,7 +1829,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1841,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[14]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1854,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *McpServer) GetId() string {
@@ -1881,7 +1975,7 @@ type ToolProvider struct {
 
 func (x *ToolProvider) Reset() {
 	*x = ToolProvider{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1987,7 @@ func (x *ToolProvider) String() string {
 func (*ToolProvider) ProtoMessage() {}
 
 func (x *ToolProvider) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[15]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2000,7 @@ func (x *ToolProvider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProvider.ProtoReflect.Descriptor instead.
 func (*ToolProvider) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolProvider) GetId() string {
@@ -2016,7 +2110,7 @@ type StdioTransport struct {
 
 func (x *StdioTransport) Reset() {
 	*x = StdioTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2122,7 @@ func (x *StdioTransport) String() string {
 func (*StdioTransport) ProtoMessage() {}
 
 func (x *StdioTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[16]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2135,7 @@ func (x *StdioTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StdioTransport.ProtoReflect.Descriptor instead.
 func (*StdioTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{16}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StdioTransport) GetCommand() string {
@@ -2086,7 +2180,7 @@ type EnvReference struct {
 
 func (x *EnvReference) Reset() {
 	*x = EnvReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2192,7 @@ func (x *EnvReference) String() string {
 func (*EnvReference) ProtoMessage() {}
 
 func (x *EnvReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[17]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2205,7 @@ func (x *EnvReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvReference.ProtoReflect.Descriptor instead.
 func (*EnvReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{17}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnvReference) GetName() string {
@@ -2140,7 +2234,7 @@ type HttpTransport struct {
 
 func (x *HttpTransport) Reset() {
 	*x = HttpTransport{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2246,7 @@ func (x *HttpTransport) String() string {
 func (*HttpTransport) ProtoMessage() {}
 
 func (x *HttpTransport) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[18]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2259,7 @@ func (x *HttpTransport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTransport.ProtoReflect.Descriptor instead.
 func (*HttpTransport) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{18}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HttpTransport) GetUrl() string {
@@ -2197,7 +2291,7 @@ type HeaderReference struct {
 
 func (x *HeaderReference) Reset() {
 	*x = HeaderReference{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2303,7 @@ func (x *HeaderReference) String() string {
 func (*HeaderReference) ProtoMessage() {}
 
 func (x *HeaderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[19]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2316,7 @@ func (x *HeaderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderReference.ProtoReflect.Descriptor instead.
 func (*HeaderReference) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{19}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeaderReference) GetName() string {
@@ -2284,7 +2378,7 @@ type CatalogTool struct {
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2390,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[20]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2403,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{20}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CatalogTool) GetId() string {
@@ -2445,7 +2539,7 @@ type DiscoveryCounts struct {
 
 func (x *DiscoveryCounts) Reset() {
 	*x = DiscoveryCounts{}
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2551,7 @@ func (x *DiscoveryCounts) String() string {
 func (*DiscoveryCounts) ProtoMessage() {}
 
 func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[21]
+	mi := &file_toolscope_orchestrator_v1_resources_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2564,7 @@ func (x *DiscoveryCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryCounts.ProtoReflect.Descriptor instead.
 func (*DiscoveryCounts) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{21}
+	return file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiscoveryCounts) GetNew() uint32 {
@@ -2615,7 +2709,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05owner\x18\x0e \x01(\tR\x05owner\x12#\n" +
 	"\rworkspace_dir\x18\x0f \x01(\tR\fworkspaceDir\x12H\n" +
 	"\tcheckouts\x18\x10 \x03(\v2*.toolscope.orchestrator.v1.SessionCheckoutR\tcheckoutsB\x12\n" +
-	"\x10_agent_exit_code\"\xf4\x01\n" +
+	"\x10_agent_exit_code\"\xb1\x02\n" +
 	"\x0fSessionCheckout\x12#\n" +
 	"\rrepository_id\x18\x01 \x01(\tR\frepositoryId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
@@ -2623,7 +2717,14 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x06branch\x18\x04 \x01(\tR\x06branch\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12)\n" +
 	"\x10delivered_commit\x18\x06 \x01(\tR\x0fdeliveredCommit\x12=\n" +
-	"\fdeliver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\"\xef\x02\n" +
+	"\fdeliver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12;\n" +
+	"\x04work\x18\b \x01(\v2'.toolscope.orchestrator.v1.CheckoutWorkR\x04work\"\xb5\x01\n" +
+	"\fCheckoutWork\x12\x12\n" +
+	"\x04head\x18\x01 \x01(\tR\x04head\x12 \n" +
+	"\vuncommitted\x18\x02 \x01(\rR\vuncommitted\x12\x1a\n" +
+	"\bunpushed\x18\x03 \x01(\rR\bunpushed\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12=\n" +
+	"\fmeasure_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vmeasureTime\"\xef\x02\n" +
 	"\tTaskEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12<\n" +
@@ -2773,7 +2874,7 @@ func file_toolscope_orchestrator_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_toolscope_orchestrator_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(AgentSourcePolicy)(0),        // 0: toolscope.orchestrator.v1.AgentSourcePolicy
 	(SessionMode)(0),              // 1: toolscope.orchestrator.v1.SessionMode
@@ -2792,67 +2893,70 @@ var file_toolscope_orchestrator_v1_resources_proto_goTypes = []any{
 	(*PlanFile)(nil),              // 14: toolscope.orchestrator.v1.PlanFile
 	(*Session)(nil),               // 15: toolscope.orchestrator.v1.Session
 	(*SessionCheckout)(nil),       // 16: toolscope.orchestrator.v1.SessionCheckout
-	(*TaskEvent)(nil),             // 17: toolscope.orchestrator.v1.TaskEvent
-	(*SourceRequest)(nil),         // 18: toolscope.orchestrator.v1.SourceRequest
-	(*McpServer)(nil),             // 19: toolscope.orchestrator.v1.McpServer
-	(*ToolProvider)(nil),          // 20: toolscope.orchestrator.v1.ToolProvider
-	(*StdioTransport)(nil),        // 21: toolscope.orchestrator.v1.StdioTransport
-	(*EnvReference)(nil),          // 22: toolscope.orchestrator.v1.EnvReference
-	(*HttpTransport)(nil),         // 23: toolscope.orchestrator.v1.HttpTransport
-	(*HeaderReference)(nil),       // 24: toolscope.orchestrator.v1.HeaderReference
-	(*CatalogTool)(nil),           // 25: toolscope.orchestrator.v1.CatalogTool
-	(*DiscoveryCounts)(nil),       // 26: toolscope.orchestrator.v1.DiscoveryCounts
-	nil,                           // 27: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*CheckoutWork)(nil),          // 17: toolscope.orchestrator.v1.CheckoutWork
+	(*TaskEvent)(nil),             // 18: toolscope.orchestrator.v1.TaskEvent
+	(*SourceRequest)(nil),         // 19: toolscope.orchestrator.v1.SourceRequest
+	(*McpServer)(nil),             // 20: toolscope.orchestrator.v1.McpServer
+	(*ToolProvider)(nil),          // 21: toolscope.orchestrator.v1.ToolProvider
+	(*StdioTransport)(nil),        // 22: toolscope.orchestrator.v1.StdioTransport
+	(*EnvReference)(nil),          // 23: toolscope.orchestrator.v1.EnvReference
+	(*HttpTransport)(nil),         // 24: toolscope.orchestrator.v1.HttpTransport
+	(*HeaderReference)(nil),       // 25: toolscope.orchestrator.v1.HeaderReference
+	(*CatalogTool)(nil),           // 26: toolscope.orchestrator.v1.CatalogTool
+	(*DiscoveryCounts)(nil),       // 27: toolscope.orchestrator.v1.DiscoveryCounts
+	nil,                           // 28: toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	6,  // 0: toolscope.orchestrator.v1.Workspace.connections:type_name -> toolscope.orchestrator.v1.Connection
-	28, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
+	29, // 1: toolscope.orchestrator.v1.Workspace.create_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: toolscope.orchestrator.v1.Workspace.agent_source_policy:type_name -> toolscope.orchestrator.v1.AgentSourcePolicy
 	7,  // 3: toolscope.orchestrator.v1.Connection.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	28, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
-	28, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	29, // 4: toolscope.orchestrator.v1.Connection.validate_time:type_name -> google.protobuf.Timestamp
+	29, // 5: toolscope.orchestrator.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
 	11, // 6: toolscope.orchestrator.v1.Task.repositories:type_name -> toolscope.orchestrator.v1.TaskRepository
 	9,  // 7: toolscope.orchestrator.v1.Task.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	28, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	28, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	29, // 8: toolscope.orchestrator.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	29, // 9: toolscope.orchestrator.v1.Task.update_time:type_name -> google.protobuf.Timestamp
 	8,  // 10: toolscope.orchestrator.v1.TaskRepository.repository:type_name -> toolscope.orchestrator.v1.Repository
-	27, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
+	28, // 11: toolscope.orchestrator.v1.LaunchPlan.env:type_name -> toolscope.orchestrator.v1.LaunchPlan.EnvEntry
 	14, // 12: toolscope.orchestrator.v1.LaunchPlan.files:type_name -> toolscope.orchestrator.v1.PlanFile
 	1,  // 13: toolscope.orchestrator.v1.Session.mode:type_name -> toolscope.orchestrator.v1.SessionMode
 	2,  // 14: toolscope.orchestrator.v1.Session.state:type_name -> toolscope.orchestrator.v1.SessionState
 	12, // 15: toolscope.orchestrator.v1.Session.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
 	9,  // 16: toolscope.orchestrator.v1.Session.pushed_provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	28, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	28, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	29, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	29, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	16, // 19: toolscope.orchestrator.v1.Session.checkouts:type_name -> toolscope.orchestrator.v1.SessionCheckout
-	28, // 20: toolscope.orchestrator.v1.SessionCheckout.deliver_time:type_name -> google.protobuf.Timestamp
-	3,  // 21: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	28, // 22: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
-	9,  // 23: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	4,  // 24: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
-	28, // 25: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
-	28, // 26: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
-	21, // 27: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	23, // 28: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	28, // 29: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
-	28, // 30: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
-	28, // 31: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
-	21, // 32: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	23, // 33: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	28, // 34: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
-	28, // 35: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
-	28, // 36: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
-	22, // 37: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
-	24, // 38: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
-	7,  // 39: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
-	28, // 40: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
-	28, // 41: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	29, // 20: toolscope.orchestrator.v1.SessionCheckout.deliver_time:type_name -> google.protobuf.Timestamp
+	17, // 21: toolscope.orchestrator.v1.SessionCheckout.work:type_name -> toolscope.orchestrator.v1.CheckoutWork
+	29, // 22: toolscope.orchestrator.v1.CheckoutWork.measure_time:type_name -> google.protobuf.Timestamp
+	3,  // 23: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
+	29, // 24: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	9,  // 25: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	4,  // 26: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
+	29, // 27: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
+	29, // 28: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
+	22, // 29: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	24, // 30: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	29, // 31: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
+	29, // 32: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
+	29, // 33: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
+	22, // 34: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	24, // 35: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	29, // 36: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	29, // 37: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	29, // 38: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	23, // 39: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	25, // 40: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	7,  // 41: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	29, // 42: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	29, // 43: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }
@@ -2865,11 +2969,11 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 		(*CredentialRef_FilePath)(nil),
 	}
 	file_toolscope_orchestrator_v1_resources_proto_msgTypes[10].OneofWrappers = []any{}
-	file_toolscope_orchestrator_v1_resources_proto_msgTypes[14].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[15].OneofWrappers = []any{
 		(*McpServer_Stdio)(nil),
 		(*McpServer_Http)(nil),
 	}
-	file_toolscope_orchestrator_v1_resources_proto_msgTypes[15].OneofWrappers = []any{
+	file_toolscope_orchestrator_v1_resources_proto_msgTypes[16].OneofWrappers = []any{
 		(*ToolProvider_Stdio)(nil),
 		(*ToolProvider_Http)(nil),
 	}
@@ -2879,7 +2983,7 @@ func file_toolscope_orchestrator_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_resources_proto_rawDesc), len(file_toolscope_orchestrator_v1_resources_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
