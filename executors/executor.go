@@ -481,6 +481,14 @@ type Sweeper interface {
 	Sweep(ctx context.Context, keep func(sessionID string) bool) ([]string, error)
 }
 
+// WorkspaceRemover is an Executor whose sessions' workspaces outlive them
+// on a host it reaches (ADR 0038): it removes a stopped session's
+// workspace, dir as the session recorded it, which must be the one the
+// executor gave the session; a running session's is refused.
+type WorkspaceRemover interface {
+	RemoveWorkspace(ctx context.Context, h Handle, dir string) error
+}
+
 // KeptAgentLogReader is an optional capability: a backend that keeps a
 // session's agent log once its agentctl ended (the local executor's logs
 // directory), for sessions AgentLog no longer serves.

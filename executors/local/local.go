@@ -571,6 +571,28 @@ func (e *Executor) Stop(ctx context.Context, h executors.Handle) error {
 	return nil
 }
 
+// RemoveWorkspace implements executors.WorkspaceRemover: the session's
+// directory in WorkspacesDir, with the checkouts its agents left (their
+// files the agents' uids'), once no agentctl of the session runs.
+func (e *Executor) RemoveWorkspace(_ context.Context, h executors.Handle, dir string) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	if st.SessionID == "" || st.SessionID != filepath.Base(st.SessionID) || strings.HasPrefix(st.SessionID, ".") {
+		return errdefs.InvalidField("handle.session_id", "%q is not a session id", st.SessionID)
+	}
+	own := filepath.Join(e.opts.WorkspacesDir, st.SessionID)
+	if filepath.Clean(dir) != own {
+		return errdefs.FailedPrecondition("session %s's workspace %s is not in this orchestrator's workspaces directory %s (toolscope serve --workspaces-dir changed?): remove it by hand",
+			st.SessionID, dir, e.opts.WorkspacesDir)
+	}
+	if e.sessions.Running(st.SessionID) || (!e.owns(st) && procs.Alive(st.PID)) {
+		return errdefs.FailedPrecondition("session %s runs: stop it first", st.SessionID)
+	}
+	return os.RemoveAll(own)
+}
+
 // owns reports whether a handle's session directory is in this
 // executor's state directory: whether this installation started it.
 func (e *Executor) owns(st state) bool {

@@ -75,6 +75,7 @@ var coverage = []Coverage{
 	rpc("SessionService", "StartSession", whyLifecycle),
 	rpc("SessionService", "ResumeSession", whyLifecycle),
 	rpc("SessionService", "StopSession", whyLifecycle),
+	rpc("SessionService", "CleanSession", "removes a stopped session's workspace, possibly discarding its work: a person decides that, never the agent whose work it is"),
 	rpc("SessionService", "GetSession", "", SessionInfoTool),
 	rpc("SessionService", "ListSessions", whyBound),
 	rpc("SessionService", "GetSessionMCP", "returns the session's MCP bearer token: handing it to the agent would let it act as the session elsewhere"),

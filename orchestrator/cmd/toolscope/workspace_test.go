@@ -20,6 +20,7 @@ import (
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
+	"github.com/toolscope/toolscope/orchestrator/internal/cli"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge/forgetest"
 )
 
@@ -164,6 +165,7 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	assert.Equal(t, "rewritten", strings.TrimSpace(gitLog(t, dir)))
 	assert.Equal(t, [2]float64{0, 1}, workCounts(t, srv, sid), "the stop recorded the unpushed commit")
 	assert.Regexp(t, `0 uncommitted, 1 unpushed, at `, srv.ok(t, "session", "get", sid))
+	keptDir := filepath.Join(workspaces, sid)
 
 	// The task's next session starts on the work under review: its own
 	// branch, made from the open pull request's.
@@ -171,7 +173,29 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	nextDir := filepath.Join(workspaces, next, "api")
 	assert.Equal(t, "toolscope/"+task+"/"+next, asOwner(t, nextDir, "rev-parse", "--abbrev-ref", "HEAD"))
 	assert.Equal(t, commit, asOwner(t, nextDir, "rev-parse", "HEAD"), "made from the pull request's branch")
+	running := srv.run(t, "session", "clean", next)
+	assert.Equal(t, cli.ExitPrecondition, running.code, "a running session's workspace is not removed: %s", running.stdout)
+	assert.Contains(t, running.stderr, "session stop "+next)
 	srv.ok(t, "session", "stop", next)
+
+	// Removing a workspace: refused while it holds what the provider
+	// lacks, naming it; a running session's is refused; --discard removes it.
+	refused := srv.run(t, "session", "clean", sid)
+	require.Equal(t, cli.ExitPrecondition, refused.code, "%s", refused.stdout)
+	assert.Contains(t, refused.stderr, key.(string)+" (branch "+branch+"): 0 uncommitted path(s) and 1 unpushed commit(s)")
+	assert.Contains(t, refused.stderr, "--discard")
+	assert.DirExists(t, keptDir)
+	srv.ok(t, "session", "clean", sid, "--discard")
+	assert.NoDirExists(t, keptDir)
+	assert.Regexp(t, `workspace\s+`+regexp.QuoteMeta(keptDir)+` \(removed at `, srv.ok(t, "session", "get", sid))
+	assert.NotEmpty(t, srv.session(t, sid)["workspace_remove_time"])
+	srv.ok(t, "session", "clean", sid) // again: nothing to do
+	_, err = os.Stat(filepath.Join(workspaces, next, "api", ".git"))
+	require.NoError(t, err, "another session's workspace is untouched")
+	// The next session delivered nothing of its own and left nothing: its
+	// workspace goes without --discard.
+	srv.ok(t, "session", "clean", next)
+	assert.NoDirExists(t, filepath.Join(workspaces, next))
 }
 
 // workCounts is the uncommitted paths and unpushed commits session get

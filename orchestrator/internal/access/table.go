@@ -46,6 +46,7 @@ var Table = map[string]model.Role{
 	pb.SessionService_StartSession_FullMethodName:  model.RoleMember,
 	pb.SessionService_ResumeSession_FullMethodName: model.RoleMember,
 	pb.SessionService_StopSession_FullMethodName:   model.RoleMember,
+	pb.SessionService_CleanSession_FullMethodName:  model.RoleMember,
 	pb.SessionService_GetSession_FullMethodName:    model.RoleViewer,
 	pb.SessionService_ListSessions_FullMethodName:  model.RoleViewer,
 	pb.SessionService_GetSessionMCP_FullMethodName: model.RoleMember,

@@ -269,6 +269,14 @@ func (h *sessions) StopSession(ctx context.Context, req *pb.StopSessionRequest) 
 	return &pb.StopSessionResponse{Session: toSession(s)}, nil
 }
 
+func (h *sessions) CleanSession(ctx context.Context, req *pb.CleanSessionRequest) (*pb.CleanSessionResponse, error) {
+	s, err := h.svc.CleanSession(ctx, req.GetSessionId(), req.GetDiscard())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CleanSessionResponse{Session: toSession(s)}, nil
+}
+
 func (h *sessions) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
 	s, err := h.svc.MeasureSession(ctx, req.GetSessionId())
 	if err != nil {

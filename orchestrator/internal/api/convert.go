@@ -112,7 +112,7 @@ func toSession(s model.Session) *pb.Session {
 			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
 		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
 		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(s.Transport()), Owner: s.Owner,
-		WorkspaceDir: s.Checkouts.Dir, Checkouts: toCheckouts(s.Checkouts),
+		WorkspaceDir: s.Checkouts.Dir, Checkouts: toCheckouts(s.Checkouts), WorkspaceRemoveTime: ts(s.Checkouts.Removed),
 	}
 }
 

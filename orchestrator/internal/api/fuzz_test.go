@@ -115,6 +115,9 @@ var fuzzRPCs = []fuzzRPC{
 	unary("toolscope.orchestrator.v1.SessionService.StopSession", func(e *fuzzEnv) func(context.Context, *pb.StopSessionRequest) (*pb.StopSessionResponse, error) {
 		return e.sessions.StopSession
 	}),
+	unary("toolscope.orchestrator.v1.SessionService.CleanSession", func(e *fuzzEnv) func(context.Context, *pb.CleanSessionRequest) (*pb.CleanSessionResponse, error) {
+		return e.sessions.CleanSession
+	}),
 	unary("toolscope.orchestrator.v1.SessionService.GetSession", func(e *fuzzEnv) func(context.Context, *pb.GetSessionRequest) (*pb.GetSessionResponse, error) {
 		return e.sessions.GetSession
 	}),
@@ -616,6 +619,8 @@ func requestSeeds(tb testing.TB) []testutil.FuzzSeed {
 		{"ResumeSession", &pb.ResumeSessionRequest{SessionId: "@session.stopped"}},
 		{"ResumeSession", &pb.ResumeSessionRequest{SessionId: "@session"}},
 		{"StopSession", &pb.StopSessionRequest{SessionId: "@session"}},
+		{"CleanSession", &pb.CleanSessionRequest{SessionId: "@session.stopped"}},
+		{"CleanSession", &pb.CleanSessionRequest{SessionId: "@session", Discard: true}},
 		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task"}},
 		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task", Mode: pb.SessionMode_SESSION_MODE_PLAN}},
 		{"AttachSession", &pb.AttachSessionRequest{TaskId: "@task", Mode: pb.SessionMode(99)}},

@@ -379,6 +379,13 @@ func (a *app) sessionCmd() *cobra.Command {
 			r, err := c.StopSession(ctx, &pb.StopSessionRequest{SessionId: id})
 			return r.GetSession(), err
 		})
+	var discard bool
+	clean := one("clean", "Remove a stopped session's workspace; refused while a checkout holds work its provider lacks, unless --discard",
+		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
+			r, err := c.CleanSession(ctx, &pb.CleanSessionRequest{SessionId: id, Discard: discard})
+			return r.GetSession(), err
+		})
+	clean.Flags().BoolVar(&discard, "discard", false, "remove the workspace even if it holds uncommitted or unpushed work")
 	get := one("get", "Show a session, its pushed provider set, whether it needs repair, and its workspace",
 		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
 			r, err := c.GetSession(ctx, &pb.GetSessionRequest{SessionId: id})
@@ -512,7 +519,7 @@ refused once the session is stopped ('toolscope session stop SESSION').`,
 		},
 	}
 	attach.Flags().StringVar(&attachMode, "mode", "", "task (default) or plan (read-only tools only)")
-	cmd.AddCommand(launch, attach, resume, stop, get, list, mcpConfig, logs)
+	cmd.AddCommand(launch, attach, resume, stop, clean, get, list, mcpConfig, logs)
 	return cmd
 }
 

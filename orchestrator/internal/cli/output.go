@@ -147,7 +147,11 @@ func printSession(w io.Writer, s *pb.Session) {
 	if s.GetWorkspaceDir() == "" && len(s.GetCheckouts()) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nworkspace\t%s\n", orDash(s.GetWorkspaceDir()))
+	if rm := s.GetWorkspaceRemoveTime(); rm != nil {
+		fmt.Fprintf(w, "\nworkspace\t%s (removed at %s)\n", orDash(s.GetWorkspaceDir()), rm.AsTime().Local().Format(time.DateTime))
+	} else {
+		fmt.Fprintf(w, "\nworkspace\t%s\n", orDash(s.GetWorkspaceDir()))
+	}
 	fmt.Fprintln(w, "  REPOSITORY\tBRANCH\tCHECKOUT\tDELIVERED\tUNDELIVERED WORK")
 	for _, c := range s.GetCheckouts() {
 		where := c.GetPath()

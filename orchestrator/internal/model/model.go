@@ -8,7 +8,9 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolscope/toolscope/internal/providers"
@@ -121,6 +123,30 @@ type Handle struct {
 type Checkouts struct {
 	Dir          string     `json:"dir,omitempty"`
 	Repositories []Checkout `json:"repositories,omitempty"`
+	// Removed is when the workspace was removed (session clean); zero
+	// while it is kept. A relaunch makes a new one.
+	Removed time.Time `json:"removed,omitzero"`
+}
+
+// Undelivered describes each checkout of the workspace that may hold
+// work its provider lacks (Work.Undelivered), or "" when none does.
+func (c Checkouts) Undelivered() string {
+	var out []string
+	for _, r := range c.Repositories {
+		if r.Error != "" || !r.Work.Undelivered() {
+			continue // never made, or nothing to lose
+		}
+		what := "its work was never measured"
+		switch w := r.Work; {
+		case w == nil:
+		case w.Error != "":
+			what = "its work could not be measured (" + w.Error + ")"
+		default:
+			what = fmt.Sprintf("%d uncommitted path(s) and %d unpushed commit(s) at %s", w.Uncommitted, w.Unpushed, w.At.UTC().Format(time.RFC3339))
+		}
+		out = append(out, fmt.Sprintf("%s (branch %s): %s", r.Key, r.Branch, what))
+	}
+	return strings.Join(out, "; ")
 }
 
 // Checkout is one repository of a session's workspace: where it is and on

@@ -470,6 +470,53 @@ func (s *Service) GetSession(ctx context.Context, id string) (model.Session, err
 	return s.refresh(ctx, sess), nil
 }
 
+// CleanSession removes a stopped session's workspace through its
+// executor (executors.WorkspaceRemover). It is refused while a checkout
+// may hold work its provider lacks, as the stop measured it (uncommitted
+// paths, unpushed commits, or a measure that failed or never ran), unless
+// discard. Cleaning a cleaned session succeeds and changes nothing; a
+// resume makes a new workspace.
+func (s *Service) CleanSession(ctx context.Context, id string, discard bool) (model.Session, error) {
+	sess, err := s.GetSession(ctx, id)
+	switch {
+	case err != nil:
+		return sess, err
+	case !sess.Checkouts.Removed.IsZero():
+		return sess, nil
+	case sess.State != model.SessionStopped:
+		return sess, errdefs.FailedPrecondition("session %q is %s: its workspace is removed only once it is stopped (toolscope session stop %s)", id, sess.State, id)
+	case sess.Checkouts.Dir == "":
+		return sess, errdefs.FailedPrecondition("session %q has no workspace", id)
+	}
+	if lost := sess.Checkouts.Undelivered(); lost != "" && !discard {
+		return sess, errdefs.FailedPrecondition("session %q's workspace may hold work its provider lacks: %s; deliver it first "+
+			"(toolscope session resume %s, and the agent's git_push), or remove it anyway with --discard", id, lost, id)
+	}
+	if sess, err = s.act(ctx, sess); err != nil {
+		return sess, err
+	}
+	exec, err := s.executor(sess.Executor)
+	if err != nil {
+		return sess, err
+	}
+	rm, ok := exec.(executors.WorkspaceRemover)
+	if !ok {
+		return sess, errdefs.FailedPrecondition("the %s executor does not remove workspaces: session %q's is %s on its agentctl's host", sess.Executor, id, sess.Checkouts.Dir)
+	}
+	if err := rm.RemoveWorkspace(ctx, handleOf(sess), sess.Checkouts.Dir); err != nil {
+		return sess, fmt.Errorf("remove the workspace of session %s: %w", id, err)
+	}
+	s.log.Info("session workspace removed", "session_id", id, "dir", sess.Checkouts.Dir, "discarded", sess.Checkouts.Undelivered())
+	cleaned, err := s.store.UpdateSession(ctx, id, func(m *model.Session) ([]model.Event, error) {
+		m.Checkouts.Removed = time.Now().UTC()
+		return nil, nil
+	})
+	if err != nil {
+		return sess, err
+	}
+	return cleaned, nil
+}
+
 // MeasureSession is GetSession with the work of a running session's
 // checkouts measured now (Controller.Work), for whoever looks at one
 // session: not recorded (a stop records the last), and left as recorded

@@ -1200,9 +1200,11 @@ type Session struct {
 	WorkspaceDir string `protobuf:"bytes,15,opt,name=workspace_dir,json=workspaceDir,proto3" json:"workspace_dir,omitempty"`
 	// Each repository of the workspace, as the session's last launch made
 	// it, with its last delivery.
-	Checkouts     []*SessionCheckout `protobuf:"bytes,16,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Checkouts []*SessionCheckout `protobuf:"bytes,16,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
+	// When the workspace was removed (CleanSession); unset while it is kept.
+	WorkspaceRemoveTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=workspace_remove_time,json=workspaceRemoveTime,proto3" json:"workspace_remove_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -1343,6 +1345,13 @@ func (x *Session) GetWorkspaceDir() string {
 func (x *Session) GetCheckouts() []*SessionCheckout {
 	if x != nil {
 		return x.Checkouts
+	}
+	return nil
+}
+
+func (x *Session) GetWorkspaceRemoveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkspaceRemoveTime
 	}
 	return nil
 }
@@ -2688,7 +2697,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\bPlanFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\x85\x06\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xd5\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
@@ -2708,7 +2717,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\ttransport\x18\r \x01(\tR\ttransport\x12\x14\n" +
 	"\x05owner\x18\x0e \x01(\tR\x05owner\x12#\n" +
 	"\rworkspace_dir\x18\x0f \x01(\tR\fworkspaceDir\x12H\n" +
-	"\tcheckouts\x18\x10 \x03(\v2*.toolscope.orchestrator.v1.SessionCheckoutR\tcheckoutsB\x12\n" +
+	"\tcheckouts\x18\x10 \x03(\v2*.toolscope.orchestrator.v1.SessionCheckoutR\tcheckouts\x12N\n" +
+	"\x15workspace_remove_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x13workspaceRemoveTimeB\x12\n" +
 	"\x10_agent_exit_code\"\xb1\x02\n" +
 	"\x0fSessionCheckout\x12#\n" +
 	"\rrepository_id\x18\x01 \x01(\tR\frepositoryId\x12\x10\n" +
@@ -2928,35 +2938,36 @@ var file_toolscope_orchestrator_v1_resources_proto_depIdxs = []int32{
 	29, // 17: toolscope.orchestrator.v1.Session.create_time:type_name -> google.protobuf.Timestamp
 	29, // 18: toolscope.orchestrator.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	16, // 19: toolscope.orchestrator.v1.Session.checkouts:type_name -> toolscope.orchestrator.v1.SessionCheckout
-	29, // 20: toolscope.orchestrator.v1.SessionCheckout.deliver_time:type_name -> google.protobuf.Timestamp
-	17, // 21: toolscope.orchestrator.v1.SessionCheckout.work:type_name -> toolscope.orchestrator.v1.CheckoutWork
-	29, // 22: toolscope.orchestrator.v1.CheckoutWork.measure_time:type_name -> google.protobuf.Timestamp
-	3,  // 23: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
-	29, // 24: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
-	9,  // 25: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
-	4,  // 26: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
-	29, // 27: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
-	29, // 28: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
-	22, // 29: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	24, // 30: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	29, // 31: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
-	29, // 32: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
-	29, // 33: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
-	22, // 34: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
-	24, // 35: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
-	29, // 36: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
-	29, // 37: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
-	29, // 38: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
-	23, // 39: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
-	25, // 40: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
-	7,  // 41: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
-	29, // 42: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
-	29, // 43: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	29, // 20: toolscope.orchestrator.v1.Session.workspace_remove_time:type_name -> google.protobuf.Timestamp
+	29, // 21: toolscope.orchestrator.v1.SessionCheckout.deliver_time:type_name -> google.protobuf.Timestamp
+	17, // 22: toolscope.orchestrator.v1.SessionCheckout.work:type_name -> toolscope.orchestrator.v1.CheckoutWork
+	29, // 23: toolscope.orchestrator.v1.CheckoutWork.measure_time:type_name -> google.protobuf.Timestamp
+	3,  // 24: toolscope.orchestrator.v1.TaskEvent.kind:type_name -> toolscope.orchestrator.v1.TaskEventKind
+	29, // 25: toolscope.orchestrator.v1.TaskEvent.time:type_name -> google.protobuf.Timestamp
+	9,  // 26: toolscope.orchestrator.v1.TaskEvent.provider_set:type_name -> toolscope.orchestrator.v1.ProviderSet
+	4,  // 27: toolscope.orchestrator.v1.SourceRequest.state:type_name -> toolscope.orchestrator.v1.SourceRequestState
+	29, // 28: toolscope.orchestrator.v1.SourceRequest.create_time:type_name -> google.protobuf.Timestamp
+	29, // 29: toolscope.orchestrator.v1.SourceRequest.decide_time:type_name -> google.protobuf.Timestamp
+	22, // 30: toolscope.orchestrator.v1.McpServer.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	24, // 31: toolscope.orchestrator.v1.McpServer.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	29, // 32: toolscope.orchestrator.v1.McpServer.discover_time:type_name -> google.protobuf.Timestamp
+	29, // 33: toolscope.orchestrator.v1.McpServer.create_time:type_name -> google.protobuf.Timestamp
+	29, // 34: toolscope.orchestrator.v1.McpServer.update_time:type_name -> google.protobuf.Timestamp
+	22, // 35: toolscope.orchestrator.v1.ToolProvider.stdio:type_name -> toolscope.orchestrator.v1.StdioTransport
+	24, // 36: toolscope.orchestrator.v1.ToolProvider.http:type_name -> toolscope.orchestrator.v1.HttpTransport
+	29, // 37: toolscope.orchestrator.v1.ToolProvider.discover_time:type_name -> google.protobuf.Timestamp
+	29, // 38: toolscope.orchestrator.v1.ToolProvider.create_time:type_name -> google.protobuf.Timestamp
+	29, // 39: toolscope.orchestrator.v1.ToolProvider.update_time:type_name -> google.protobuf.Timestamp
+	23, // 40: toolscope.orchestrator.v1.StdioTransport.env:type_name -> toolscope.orchestrator.v1.EnvReference
+	25, // 41: toolscope.orchestrator.v1.HttpTransport.headers:type_name -> toolscope.orchestrator.v1.HeaderReference
+	7,  // 42: toolscope.orchestrator.v1.HeaderReference.value:type_name -> toolscope.orchestrator.v1.CredentialRef
+	29, // 43: toolscope.orchestrator.v1.CatalogTool.first_seen_time:type_name -> google.protobuf.Timestamp
+	29, // 44: toolscope.orchestrator.v1.CatalogTool.last_seen_time:type_name -> google.protobuf.Timestamp
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_resources_proto_init() }

@@ -2092,6 +2092,103 @@ func (x *StopSessionResponse) GetSession() *Session {
 	return nil
 }
 
+type CleanSessionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Remove the workspace even if it holds work its provider lacks.
+	Discard       bool `protobuf:"varint,2,opt,name=discard,proto3" json:"discard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CleanSessionRequest) Reset() {
+	*x = CleanSessionRequest{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CleanSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CleanSessionRequest) ProtoMessage() {}
+
+func (x *CleanSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CleanSessionRequest.ProtoReflect.Descriptor instead.
+func (*CleanSessionRequest) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CleanSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CleanSessionRequest) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
+}
+
+type CleanSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CleanSessionResponse) Reset() {
+	*x = CleanSessionResponse{}
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CleanSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CleanSessionResponse) ProtoMessage() {}
+
+func (x *CleanSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CleanSessionResponse.ProtoReflect.Descriptor instead.
+func (*CleanSessionResponse) Descriptor() ([]byte, []int) {
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CleanSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 type GetSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2101,7 +2198,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2210,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[39]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2223,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{39}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -2145,7 +2242,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2254,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[40]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2267,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{40}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -2190,7 +2287,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2299,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[41]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2312,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{41}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListSessionsRequest) GetTaskId() string {
@@ -2234,7 +2331,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2343,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[42]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2356,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{42}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2280,7 +2377,7 @@ type WatchTaskEventsRequest struct {
 
 func (x *WatchTaskEventsRequest) Reset() {
 	*x = WatchTaskEventsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2389,7 @@ func (x *WatchTaskEventsRequest) String() string {
 func (*WatchTaskEventsRequest) ProtoMessage() {}
 
 func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[43]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2402,7 @@ func (x *WatchTaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{43}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchTaskEventsRequest) GetTaskId() string {
@@ -2331,7 +2428,7 @@ type WatchTaskEventsResponse struct {
 
 func (x *WatchTaskEventsResponse) Reset() {
 	*x = WatchTaskEventsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2440,7 @@ func (x *WatchTaskEventsResponse) String() string {
 func (*WatchTaskEventsResponse) ProtoMessage() {}
 
 func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[44]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2453,7 @@ func (x *WatchTaskEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTaskEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTaskEventsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{44}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchTaskEventsResponse) GetEvent() *TaskEvent {
@@ -2377,7 +2474,7 @@ type CreateMcpServerRequest struct {
 
 func (x *CreateMcpServerRequest) Reset() {
 	*x = CreateMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2486,7 @@ func (x *CreateMcpServerRequest) String() string {
 func (*CreateMcpServerRequest) ProtoMessage() {}
 
 func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[45]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2499,7 @@ func (x *CreateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{45}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateMcpServerRequest) GetServer() *McpServer {
@@ -2422,7 +2519,7 @@ type CreateMcpServerResponse struct {
 
 func (x *CreateMcpServerResponse) Reset() {
 	*x = CreateMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2531,7 @@ func (x *CreateMcpServerResponse) String() string {
 func (*CreateMcpServerResponse) ProtoMessage() {}
 
 func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[46]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2544,7 @@ func (x *CreateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*CreateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{46}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateMcpServerResponse) GetServer() *McpServer {
@@ -2474,7 +2571,7 @@ type UpdateMcpServerRequest struct {
 
 func (x *UpdateMcpServerRequest) Reset() {
 	*x = UpdateMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2583,7 @@ func (x *UpdateMcpServerRequest) String() string {
 func (*UpdateMcpServerRequest) ProtoMessage() {}
 
 func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[47]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2596,7 @@ func (x *UpdateMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{47}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateMcpServerRequest) GetServer() *McpServer {
@@ -2519,7 +2616,7 @@ type UpdateMcpServerResponse struct {
 
 func (x *UpdateMcpServerResponse) Reset() {
 	*x = UpdateMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2628,7 @@ func (x *UpdateMcpServerResponse) String() string {
 func (*UpdateMcpServerResponse) ProtoMessage() {}
 
 func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[48]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2641,7 @@ func (x *UpdateMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{48}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateMcpServerResponse) GetServer() *McpServer {
@@ -2571,7 +2668,7 @@ type GetMcpServerRequest struct {
 
 func (x *GetMcpServerRequest) Reset() {
 	*x = GetMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2680,7 @@ func (x *GetMcpServerRequest) String() string {
 func (*GetMcpServerRequest) ProtoMessage() {}
 
 func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[49]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2693,7 @@ func (x *GetMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*GetMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{49}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetMcpServerRequest) GetServer() string {
@@ -2615,7 +2712,7 @@ type GetMcpServerResponse struct {
 
 func (x *GetMcpServerResponse) Reset() {
 	*x = GetMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2724,7 @@ func (x *GetMcpServerResponse) String() string {
 func (*GetMcpServerResponse) ProtoMessage() {}
 
 func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[50]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2737,7 @@ func (x *GetMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*GetMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{50}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetMcpServerResponse) GetServer() *McpServer {
@@ -2658,7 +2755,7 @@ type ListMcpServersRequest struct {
 
 func (x *ListMcpServersRequest) Reset() {
 	*x = ListMcpServersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2767,7 @@ func (x *ListMcpServersRequest) String() string {
 func (*ListMcpServersRequest) ProtoMessage() {}
 
 func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[51]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2780,7 @@ func (x *ListMcpServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMcpServersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{51}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
 }
 
 type ListMcpServersResponse struct {
@@ -2695,7 +2792,7 @@ type ListMcpServersResponse struct {
 
 func (x *ListMcpServersResponse) Reset() {
 	*x = ListMcpServersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2804,7 @@ func (x *ListMcpServersResponse) String() string {
 func (*ListMcpServersResponse) ProtoMessage() {}
 
 func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[52]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2817,7 @@ func (x *ListMcpServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMcpServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMcpServersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{52}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListMcpServersResponse) GetServers() []*McpServer {
@@ -2740,7 +2837,7 @@ type TestMcpServerRequest struct {
 
 func (x *TestMcpServerRequest) Reset() {
 	*x = TestMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2849,7 @@ func (x *TestMcpServerRequest) String() string {
 func (*TestMcpServerRequest) ProtoMessage() {}
 
 func (x *TestMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[53]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2862,7 @@ func (x *TestMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*TestMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{53}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TestMcpServerRequest) GetServer() string {
@@ -2788,7 +2885,7 @@ type TestMcpServerResponse struct {
 
 func (x *TestMcpServerResponse) Reset() {
 	*x = TestMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +2897,7 @@ func (x *TestMcpServerResponse) String() string {
 func (*TestMcpServerResponse) ProtoMessage() {}
 
 func (x *TestMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[54]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +2910,7 @@ func (x *TestMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*TestMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{54}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TestMcpServerResponse) GetServerName() string {
@@ -2847,7 +2944,7 @@ type RefreshMcpServerRequest struct {
 
 func (x *RefreshMcpServerRequest) Reset() {
 	*x = RefreshMcpServerRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2956,7 @@ func (x *RefreshMcpServerRequest) String() string {
 func (*RefreshMcpServerRequest) ProtoMessage() {}
 
 func (x *RefreshMcpServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[55]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +2969,7 @@ func (x *RefreshMcpServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshMcpServerRequest.ProtoReflect.Descriptor instead.
 func (*RefreshMcpServerRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{55}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RefreshMcpServerRequest) GetServer() string {
@@ -2892,7 +2989,7 @@ type RefreshMcpServerResponse struct {
 
 func (x *RefreshMcpServerResponse) Reset() {
 	*x = RefreshMcpServerResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3001,7 @@ func (x *RefreshMcpServerResponse) String() string {
 func (*RefreshMcpServerResponse) ProtoMessage() {}
 
 func (x *RefreshMcpServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[56]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3014,7 @@ func (x *RefreshMcpServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshMcpServerResponse.ProtoReflect.Descriptor instead.
 func (*RefreshMcpServerResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{56}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RefreshMcpServerResponse) GetServer() *McpServer {
@@ -2945,7 +3042,7 @@ type SetMcpServerEnabledRequest struct {
 
 func (x *SetMcpServerEnabledRequest) Reset() {
 	*x = SetMcpServerEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3054,7 @@ func (x *SetMcpServerEnabledRequest) String() string {
 func (*SetMcpServerEnabledRequest) ProtoMessage() {}
 
 func (x *SetMcpServerEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[57]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3067,7 @@ func (x *SetMcpServerEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetMcpServerEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{57}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetMcpServerEnabledRequest) GetServer() string {
@@ -2996,7 +3093,7 @@ type SetMcpServerEnabledResponse struct {
 
 func (x *SetMcpServerEnabledResponse) Reset() {
 	*x = SetMcpServerEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3105,7 @@ func (x *SetMcpServerEnabledResponse) String() string {
 func (*SetMcpServerEnabledResponse) ProtoMessage() {}
 
 func (x *SetMcpServerEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[58]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3118,7 @@ func (x *SetMcpServerEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMcpServerEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetMcpServerEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{58}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetMcpServerEnabledResponse) GetServer() *McpServer {
@@ -3045,7 +3142,7 @@ type CreateToolProviderRequest struct {
 
 func (x *CreateToolProviderRequest) Reset() {
 	*x = CreateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3154,7 @@ func (x *CreateToolProviderRequest) String() string {
 func (*CreateToolProviderRequest) ProtoMessage() {}
 
 func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[59]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3167,7 @@ func (x *CreateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{59}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateToolProviderRequest) GetProvider() *ToolProvider {
@@ -3093,7 +3190,7 @@ type CreateToolProviderResponse struct {
 
 func (x *CreateToolProviderResponse) Reset() {
 	*x = CreateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3202,7 @@ func (x *CreateToolProviderResponse) String() string {
 func (*CreateToolProviderResponse) ProtoMessage() {}
 
 func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[60]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3215,7 @@ func (x *CreateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{60}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateToolProviderResponse) GetProvider() *ToolProvider {
@@ -3148,7 +3245,7 @@ type UpdateToolProviderRequest struct {
 
 func (x *UpdateToolProviderRequest) Reset() {
 	*x = UpdateToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3257,7 @@ func (x *UpdateToolProviderRequest) String() string {
 func (*UpdateToolProviderRequest) ProtoMessage() {}
 
 func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[61]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3270,7 @@ func (x *UpdateToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{61}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateToolProviderRequest) GetProvider() *ToolProvider {
@@ -3196,7 +3293,7 @@ type UpdateToolProviderResponse struct {
 
 func (x *UpdateToolProviderResponse) Reset() {
 	*x = UpdateToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3305,7 @@ func (x *UpdateToolProviderResponse) String() string {
 func (*UpdateToolProviderResponse) ProtoMessage() {}
 
 func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[62]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3318,7 @@ func (x *UpdateToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{62}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateToolProviderResponse) GetProvider() *ToolProvider {
@@ -3251,7 +3348,7 @@ type GetToolProviderRequest struct {
 
 func (x *GetToolProviderRequest) Reset() {
 	*x = GetToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3360,7 @@ func (x *GetToolProviderRequest) String() string {
 func (*GetToolProviderRequest) ProtoMessage() {}
 
 func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[63]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3373,7 @@ func (x *GetToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{63}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetToolProviderRequest) GetProvider() string {
@@ -3298,7 +3395,7 @@ type GetToolProviderResponse struct {
 
 func (x *GetToolProviderResponse) Reset() {
 	*x = GetToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3407,7 @@ func (x *GetToolProviderResponse) String() string {
 func (*GetToolProviderResponse) ProtoMessage() {}
 
 func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[64]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3420,7 @@ func (x *GetToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{64}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetToolProviderResponse) GetProvider() *ToolProvider {
@@ -3344,7 +3441,7 @@ type ListToolProvidersRequest struct {
 
 func (x *ListToolProvidersRequest) Reset() {
 	*x = ListToolProvidersRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3453,7 @@ func (x *ListToolProvidersRequest) String() string {
 func (*ListToolProvidersRequest) ProtoMessage() {}
 
 func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[65]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3466,7 @@ func (x *ListToolProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{65}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{67}
 }
 
 // Deprecated: ListMcpServersResponse.
@@ -3384,7 +3481,7 @@ type ListToolProvidersResponse struct {
 
 func (x *ListToolProvidersResponse) Reset() {
 	*x = ListToolProvidersResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3493,7 @@ func (x *ListToolProvidersResponse) String() string {
 func (*ListToolProvidersResponse) ProtoMessage() {}
 
 func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[66]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3506,7 @@ func (x *ListToolProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListToolProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{66}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListToolProvidersResponse) GetProviders() []*ToolProvider {
@@ -3432,7 +3529,7 @@ type TestToolProviderRequest struct {
 
 func (x *TestToolProviderRequest) Reset() {
 	*x = TestToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3444,7 +3541,7 @@ func (x *TestToolProviderRequest) String() string {
 func (*TestToolProviderRequest) ProtoMessage() {}
 
 func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[67]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3457,7 +3554,7 @@ func (x *TestToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*TestToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{67}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TestToolProviderRequest) GetProvider() string {
@@ -3483,7 +3580,7 @@ type TestToolProviderResponse struct {
 
 func (x *TestToolProviderResponse) Reset() {
 	*x = TestToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3592,7 @@ func (x *TestToolProviderResponse) String() string {
 func (*TestToolProviderResponse) ProtoMessage() {}
 
 func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[68]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3605,7 @@ func (x *TestToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*TestToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{68}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *TestToolProviderResponse) GetServerName() string {
@@ -3545,7 +3642,7 @@ type RefreshToolProviderRequest struct {
 
 func (x *RefreshToolProviderRequest) Reset() {
 	*x = RefreshToolProviderRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3654,7 @@ func (x *RefreshToolProviderRequest) String() string {
 func (*RefreshToolProviderRequest) ProtoMessage() {}
 
 func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[69]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3667,7 @@ func (x *RefreshToolProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderRequest.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{69}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RefreshToolProviderRequest) GetProvider() string {
@@ -3593,7 +3690,7 @@ type RefreshToolProviderResponse struct {
 
 func (x *RefreshToolProviderResponse) Reset() {
 	*x = RefreshToolProviderResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3605,7 +3702,7 @@ func (x *RefreshToolProviderResponse) String() string {
 func (*RefreshToolProviderResponse) ProtoMessage() {}
 
 func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[70]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3618,7 +3715,7 @@ func (x *RefreshToolProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshToolProviderResponse.ProtoReflect.Descriptor instead.
 func (*RefreshToolProviderResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{70}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RefreshToolProviderResponse) GetProvider() *ToolProvider {
@@ -3649,7 +3746,7 @@ type SetToolProviderEnabledRequest struct {
 
 func (x *SetToolProviderEnabledRequest) Reset() {
 	*x = SetToolProviderEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3758,7 @@ func (x *SetToolProviderEnabledRequest) String() string {
 func (*SetToolProviderEnabledRequest) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[71]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3771,7 @@ func (x *SetToolProviderEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{71}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetToolProviderEnabledRequest) GetProvider() string {
@@ -3703,7 +3800,7 @@ type SetToolProviderEnabledResponse struct {
 
 func (x *SetToolProviderEnabledResponse) Reset() {
 	*x = SetToolProviderEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3812,7 @@ func (x *SetToolProviderEnabledResponse) String() string {
 func (*SetToolProviderEnabledResponse) ProtoMessage() {}
 
 func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[72]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3825,7 @@ func (x *SetToolProviderEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetToolProviderEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetToolProviderEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{72}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetToolProviderEnabledResponse) GetProvider() *ToolProvider {
@@ -3752,7 +3849,7 @@ type ListCatalogToolsRequest struct {
 
 func (x *ListCatalogToolsRequest) Reset() {
 	*x = ListCatalogToolsRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3861,7 @@ func (x *ListCatalogToolsRequest) String() string {
 func (*ListCatalogToolsRequest) ProtoMessage() {}
 
 func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[73]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3874,7 @@ func (x *ListCatalogToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{73}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{75}
 }
 
 // Deprecated: Marked as deprecated in toolscope/orchestrator/v1/services.proto.
@@ -3804,7 +3901,7 @@ type ListCatalogToolsResponse struct {
 
 func (x *ListCatalogToolsResponse) Reset() {
 	*x = ListCatalogToolsResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3913,7 @@ func (x *ListCatalogToolsResponse) String() string {
 func (*ListCatalogToolsResponse) ProtoMessage() {}
 
 func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[74]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3926,7 @@ func (x *ListCatalogToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCatalogToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListCatalogToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{74}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListCatalogToolsResponse) GetTools() []*CatalogTool {
@@ -3849,7 +3946,7 @@ type GetCatalogToolRequest struct {
 
 func (x *GetCatalogToolRequest) Reset() {
 	*x = GetCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3861,7 +3958,7 @@ func (x *GetCatalogToolRequest) String() string {
 func (*GetCatalogToolRequest) ProtoMessage() {}
 
 func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[75]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3874,7 +3971,7 @@ func (x *GetCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{75}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetCatalogToolRequest) GetTool() string {
@@ -3893,7 +3990,7 @@ type GetCatalogToolResponse struct {
 
 func (x *GetCatalogToolResponse) Reset() {
 	*x = GetCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3905,7 +4002,7 @@ func (x *GetCatalogToolResponse) String() string {
 func (*GetCatalogToolResponse) ProtoMessage() {}
 
 func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[76]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3918,7 +4015,7 @@ func (x *GetCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*GetCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{76}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetCatalogToolResponse) GetTool() *CatalogTool {
@@ -3939,7 +4036,7 @@ type SetCatalogToolEnabledRequest struct {
 
 func (x *SetCatalogToolEnabledRequest) Reset() {
 	*x = SetCatalogToolEnabledRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4048,7 @@ func (x *SetCatalogToolEnabledRequest) String() string {
 func (*SetCatalogToolEnabledRequest) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[77]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4061,7 @@ func (x *SetCatalogToolEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{77}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SetCatalogToolEnabledRequest) GetTool() string {
@@ -3990,7 +4087,7 @@ type SetCatalogToolEnabledResponse struct {
 
 func (x *SetCatalogToolEnabledResponse) Reset() {
 	*x = SetCatalogToolEnabledResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4099,7 @@ func (x *SetCatalogToolEnabledResponse) String() string {
 func (*SetCatalogToolEnabledResponse) ProtoMessage() {}
 
 func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[78]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4112,7 @@ func (x *SetCatalogToolEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCatalogToolEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetCatalogToolEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{78}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SetCatalogToolEnabledResponse) GetTool() *CatalogTool {
@@ -4038,7 +4135,7 @@ type AssignCatalogToolRequest struct {
 
 func (x *AssignCatalogToolRequest) Reset() {
 	*x = AssignCatalogToolRequest{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4147,7 @@ func (x *AssignCatalogToolRequest) String() string {
 func (*AssignCatalogToolRequest) ProtoMessage() {}
 
 func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[79]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4160,7 @@ func (x *AssignCatalogToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolRequest.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{79}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AssignCatalogToolRequest) GetTool() string {
@@ -4096,7 +4193,7 @@ type AssignCatalogToolResponse struct {
 
 func (x *AssignCatalogToolResponse) Reset() {
 	*x = AssignCatalogToolResponse{}
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4205,7 @@ func (x *AssignCatalogToolResponse) String() string {
 func (*AssignCatalogToolResponse) ProtoMessage() {}
 
 func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[80]
+	mi := &file_toolscope_orchestrator_v1_services_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4218,7 @@ func (x *AssignCatalogToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignCatalogToolResponse.ProtoReflect.Descriptor instead.
 func (*AssignCatalogToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{80}
+	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AssignCatalogToolResponse) GetTool() *CatalogTool {
@@ -4260,6 +4357,12 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"S\n" +
 	"\x13StopSessionResponse\x12<\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"N\n" +
+	"\x13CleanSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
+	"\adiscard\x18\x02 \x01(\bR\adiscard\"T\n" +
+	"\x14CleanSessionResponse\x12<\n" +
 	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
 	"\n" +
@@ -4386,12 +4489,13 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\aGetTask\x12).toolscope.orchestrator.v1.GetTaskRequest\x1a*.toolscope.orchestrator.v1.GetTaskResponse\x12f\n" +
 	"\tListTasks\x12+.toolscope.orchestrator.v1.ListTasksRequest\x1a,.toolscope.orchestrator.v1.ListTasksResponse\x12i\n" +
 	"\n" +
-	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\x96\b\n" +
+	"AddSources\x12,.toolscope.orchestrator.v1.AddSourcesRequest\x1a-.toolscope.orchestrator.v1.AddSourcesResponse2\x87\t\n" +
 	"\x0eSessionService\x12r\n" +
 	"\rLaunchSession\x12/.toolscope.orchestrator.v1.LaunchSessionRequest\x1a0.toolscope.orchestrator.v1.LaunchSessionResponse\x12q\n" +
 	"\fStartSession\x12..toolscope.orchestrator.v1.StartSessionRequest\x1a/.toolscope.orchestrator.v1.StartSessionResponse0\x01\x12r\n" +
 	"\rResumeSession\x12/.toolscope.orchestrator.v1.ResumeSessionRequest\x1a0.toolscope.orchestrator.v1.ResumeSessionResponse\x12l\n" +
-	"\vStopSession\x12-.toolscope.orchestrator.v1.StopSessionRequest\x1a..toolscope.orchestrator.v1.StopSessionResponse\x12i\n" +
+	"\vStopSession\x12-.toolscope.orchestrator.v1.StopSessionRequest\x1a..toolscope.orchestrator.v1.StopSessionResponse\x12o\n" +
+	"\fCleanSession\x12..toolscope.orchestrator.v1.CleanSessionRequest\x1a/.toolscope.orchestrator.v1.CleanSessionResponse\x12i\n" +
 	"\n" +
 	"GetSession\x12,.toolscope.orchestrator.v1.GetSessionRequest\x1a-.toolscope.orchestrator.v1.GetSessionResponse\x12o\n" +
 	"\fListSessions\x12..toolscope.orchestrator.v1.ListSessionsRequest\x1a/.toolscope.orchestrator.v1.ListSessionsResponse\x12r\n" +
@@ -4434,7 +4538,7 @@ func file_toolscope_orchestrator_v1_services_proto_rawDescGZIP() []byte {
 }
 
 var file_toolscope_orchestrator_v1_services_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_toolscope_orchestrator_v1_services_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(SessionLog)(0),                        // 0: toolscope.orchestrator.v1.SessionLog
 	(*CreateWorkspaceRequest)(nil),         // 1: toolscope.orchestrator.v1.CreateWorkspaceRequest
@@ -4476,204 +4580,209 @@ var file_toolscope_orchestrator_v1_services_proto_goTypes = []any{
 	(*ResumeSessionResponse)(nil),          // 37: toolscope.orchestrator.v1.ResumeSessionResponse
 	(*StopSessionRequest)(nil),             // 38: toolscope.orchestrator.v1.StopSessionRequest
 	(*StopSessionResponse)(nil),            // 39: toolscope.orchestrator.v1.StopSessionResponse
-	(*GetSessionRequest)(nil),              // 40: toolscope.orchestrator.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 41: toolscope.orchestrator.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 42: toolscope.orchestrator.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 43: toolscope.orchestrator.v1.ListSessionsResponse
-	(*WatchTaskEventsRequest)(nil),         // 44: toolscope.orchestrator.v1.WatchTaskEventsRequest
-	(*WatchTaskEventsResponse)(nil),        // 45: toolscope.orchestrator.v1.WatchTaskEventsResponse
-	(*CreateMcpServerRequest)(nil),         // 46: toolscope.orchestrator.v1.CreateMcpServerRequest
-	(*CreateMcpServerResponse)(nil),        // 47: toolscope.orchestrator.v1.CreateMcpServerResponse
-	(*UpdateMcpServerRequest)(nil),         // 48: toolscope.orchestrator.v1.UpdateMcpServerRequest
-	(*UpdateMcpServerResponse)(nil),        // 49: toolscope.orchestrator.v1.UpdateMcpServerResponse
-	(*GetMcpServerRequest)(nil),            // 50: toolscope.orchestrator.v1.GetMcpServerRequest
-	(*GetMcpServerResponse)(nil),           // 51: toolscope.orchestrator.v1.GetMcpServerResponse
-	(*ListMcpServersRequest)(nil),          // 52: toolscope.orchestrator.v1.ListMcpServersRequest
-	(*ListMcpServersResponse)(nil),         // 53: toolscope.orchestrator.v1.ListMcpServersResponse
-	(*TestMcpServerRequest)(nil),           // 54: toolscope.orchestrator.v1.TestMcpServerRequest
-	(*TestMcpServerResponse)(nil),          // 55: toolscope.orchestrator.v1.TestMcpServerResponse
-	(*RefreshMcpServerRequest)(nil),        // 56: toolscope.orchestrator.v1.RefreshMcpServerRequest
-	(*RefreshMcpServerResponse)(nil),       // 57: toolscope.orchestrator.v1.RefreshMcpServerResponse
-	(*SetMcpServerEnabledRequest)(nil),     // 58: toolscope.orchestrator.v1.SetMcpServerEnabledRequest
-	(*SetMcpServerEnabledResponse)(nil),    // 59: toolscope.orchestrator.v1.SetMcpServerEnabledResponse
-	(*CreateToolProviderRequest)(nil),      // 60: toolscope.orchestrator.v1.CreateToolProviderRequest
-	(*CreateToolProviderResponse)(nil),     // 61: toolscope.orchestrator.v1.CreateToolProviderResponse
-	(*UpdateToolProviderRequest)(nil),      // 62: toolscope.orchestrator.v1.UpdateToolProviderRequest
-	(*UpdateToolProviderResponse)(nil),     // 63: toolscope.orchestrator.v1.UpdateToolProviderResponse
-	(*GetToolProviderRequest)(nil),         // 64: toolscope.orchestrator.v1.GetToolProviderRequest
-	(*GetToolProviderResponse)(nil),        // 65: toolscope.orchestrator.v1.GetToolProviderResponse
-	(*ListToolProvidersRequest)(nil),       // 66: toolscope.orchestrator.v1.ListToolProvidersRequest
-	(*ListToolProvidersResponse)(nil),      // 67: toolscope.orchestrator.v1.ListToolProvidersResponse
-	(*TestToolProviderRequest)(nil),        // 68: toolscope.orchestrator.v1.TestToolProviderRequest
-	(*TestToolProviderResponse)(nil),       // 69: toolscope.orchestrator.v1.TestToolProviderResponse
-	(*RefreshToolProviderRequest)(nil),     // 70: toolscope.orchestrator.v1.RefreshToolProviderRequest
-	(*RefreshToolProviderResponse)(nil),    // 71: toolscope.orchestrator.v1.RefreshToolProviderResponse
-	(*SetToolProviderEnabledRequest)(nil),  // 72: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	(*SetToolProviderEnabledResponse)(nil), // 73: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	(*ListCatalogToolsRequest)(nil),        // 74: toolscope.orchestrator.v1.ListCatalogToolsRequest
-	(*ListCatalogToolsResponse)(nil),       // 75: toolscope.orchestrator.v1.ListCatalogToolsResponse
-	(*GetCatalogToolRequest)(nil),          // 76: toolscope.orchestrator.v1.GetCatalogToolRequest
-	(*GetCatalogToolResponse)(nil),         // 77: toolscope.orchestrator.v1.GetCatalogToolResponse
-	(*SetCatalogToolEnabledRequest)(nil),   // 78: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	(*SetCatalogToolEnabledResponse)(nil),  // 79: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	(*AssignCatalogToolRequest)(nil),       // 80: toolscope.orchestrator.v1.AssignCatalogToolRequest
-	(*AssignCatalogToolResponse)(nil),      // 81: toolscope.orchestrator.v1.AssignCatalogToolResponse
-	(*Workspace)(nil),                      // 82: toolscope.orchestrator.v1.Workspace
-	(*CredentialRef)(nil),                  // 83: toolscope.orchestrator.v1.CredentialRef
-	(*Connection)(nil),                     // 84: toolscope.orchestrator.v1.Connection
-	(*Repository)(nil),                     // 85: toolscope.orchestrator.v1.Repository
-	(*Task)(nil),                           // 86: toolscope.orchestrator.v1.Task
-	(*ProviderSet)(nil),                    // 87: toolscope.orchestrator.v1.ProviderSet
-	(SessionMode)(0),                       // 88: toolscope.orchestrator.v1.SessionMode
-	(*Session)(nil),                        // 89: toolscope.orchestrator.v1.Session
-	(*AgentSpec)(nil),                      // 90: toolscope.orchestrator.v1.AgentSpec
-	(*LaunchPlan)(nil),                     // 91: toolscope.orchestrator.v1.LaunchPlan
-	(*TaskEvent)(nil),                      // 92: toolscope.orchestrator.v1.TaskEvent
-	(*McpServer)(nil),                      // 93: toolscope.orchestrator.v1.McpServer
-	(*DiscoveryCounts)(nil),                // 94: toolscope.orchestrator.v1.DiscoveryCounts
-	(*ToolProvider)(nil),                   // 95: toolscope.orchestrator.v1.ToolProvider
-	(*CatalogTool)(nil),                    // 96: toolscope.orchestrator.v1.CatalogTool
+	(*CleanSessionRequest)(nil),            // 40: toolscope.orchestrator.v1.CleanSessionRequest
+	(*CleanSessionResponse)(nil),           // 41: toolscope.orchestrator.v1.CleanSessionResponse
+	(*GetSessionRequest)(nil),              // 42: toolscope.orchestrator.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 43: toolscope.orchestrator.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 44: toolscope.orchestrator.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 45: toolscope.orchestrator.v1.ListSessionsResponse
+	(*WatchTaskEventsRequest)(nil),         // 46: toolscope.orchestrator.v1.WatchTaskEventsRequest
+	(*WatchTaskEventsResponse)(nil),        // 47: toolscope.orchestrator.v1.WatchTaskEventsResponse
+	(*CreateMcpServerRequest)(nil),         // 48: toolscope.orchestrator.v1.CreateMcpServerRequest
+	(*CreateMcpServerResponse)(nil),        // 49: toolscope.orchestrator.v1.CreateMcpServerResponse
+	(*UpdateMcpServerRequest)(nil),         // 50: toolscope.orchestrator.v1.UpdateMcpServerRequest
+	(*UpdateMcpServerResponse)(nil),        // 51: toolscope.orchestrator.v1.UpdateMcpServerResponse
+	(*GetMcpServerRequest)(nil),            // 52: toolscope.orchestrator.v1.GetMcpServerRequest
+	(*GetMcpServerResponse)(nil),           // 53: toolscope.orchestrator.v1.GetMcpServerResponse
+	(*ListMcpServersRequest)(nil),          // 54: toolscope.orchestrator.v1.ListMcpServersRequest
+	(*ListMcpServersResponse)(nil),         // 55: toolscope.orchestrator.v1.ListMcpServersResponse
+	(*TestMcpServerRequest)(nil),           // 56: toolscope.orchestrator.v1.TestMcpServerRequest
+	(*TestMcpServerResponse)(nil),          // 57: toolscope.orchestrator.v1.TestMcpServerResponse
+	(*RefreshMcpServerRequest)(nil),        // 58: toolscope.orchestrator.v1.RefreshMcpServerRequest
+	(*RefreshMcpServerResponse)(nil),       // 59: toolscope.orchestrator.v1.RefreshMcpServerResponse
+	(*SetMcpServerEnabledRequest)(nil),     // 60: toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	(*SetMcpServerEnabledResponse)(nil),    // 61: toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	(*CreateToolProviderRequest)(nil),      // 62: toolscope.orchestrator.v1.CreateToolProviderRequest
+	(*CreateToolProviderResponse)(nil),     // 63: toolscope.orchestrator.v1.CreateToolProviderResponse
+	(*UpdateToolProviderRequest)(nil),      // 64: toolscope.orchestrator.v1.UpdateToolProviderRequest
+	(*UpdateToolProviderResponse)(nil),     // 65: toolscope.orchestrator.v1.UpdateToolProviderResponse
+	(*GetToolProviderRequest)(nil),         // 66: toolscope.orchestrator.v1.GetToolProviderRequest
+	(*GetToolProviderResponse)(nil),        // 67: toolscope.orchestrator.v1.GetToolProviderResponse
+	(*ListToolProvidersRequest)(nil),       // 68: toolscope.orchestrator.v1.ListToolProvidersRequest
+	(*ListToolProvidersResponse)(nil),      // 69: toolscope.orchestrator.v1.ListToolProvidersResponse
+	(*TestToolProviderRequest)(nil),        // 70: toolscope.orchestrator.v1.TestToolProviderRequest
+	(*TestToolProviderResponse)(nil),       // 71: toolscope.orchestrator.v1.TestToolProviderResponse
+	(*RefreshToolProviderRequest)(nil),     // 72: toolscope.orchestrator.v1.RefreshToolProviderRequest
+	(*RefreshToolProviderResponse)(nil),    // 73: toolscope.orchestrator.v1.RefreshToolProviderResponse
+	(*SetToolProviderEnabledRequest)(nil),  // 74: toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	(*SetToolProviderEnabledResponse)(nil), // 75: toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	(*ListCatalogToolsRequest)(nil),        // 76: toolscope.orchestrator.v1.ListCatalogToolsRequest
+	(*ListCatalogToolsResponse)(nil),       // 77: toolscope.orchestrator.v1.ListCatalogToolsResponse
+	(*GetCatalogToolRequest)(nil),          // 78: toolscope.orchestrator.v1.GetCatalogToolRequest
+	(*GetCatalogToolResponse)(nil),         // 79: toolscope.orchestrator.v1.GetCatalogToolResponse
+	(*SetCatalogToolEnabledRequest)(nil),   // 80: toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	(*SetCatalogToolEnabledResponse)(nil),  // 81: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	(*AssignCatalogToolRequest)(nil),       // 82: toolscope.orchestrator.v1.AssignCatalogToolRequest
+	(*AssignCatalogToolResponse)(nil),      // 83: toolscope.orchestrator.v1.AssignCatalogToolResponse
+	(*Workspace)(nil),                      // 84: toolscope.orchestrator.v1.Workspace
+	(*CredentialRef)(nil),                  // 85: toolscope.orchestrator.v1.CredentialRef
+	(*Connection)(nil),                     // 86: toolscope.orchestrator.v1.Connection
+	(*Repository)(nil),                     // 87: toolscope.orchestrator.v1.Repository
+	(*Task)(nil),                           // 88: toolscope.orchestrator.v1.Task
+	(*ProviderSet)(nil),                    // 89: toolscope.orchestrator.v1.ProviderSet
+	(SessionMode)(0),                       // 90: toolscope.orchestrator.v1.SessionMode
+	(*Session)(nil),                        // 91: toolscope.orchestrator.v1.Session
+	(*AgentSpec)(nil),                      // 92: toolscope.orchestrator.v1.AgentSpec
+	(*LaunchPlan)(nil),                     // 93: toolscope.orchestrator.v1.LaunchPlan
+	(*TaskEvent)(nil),                      // 94: toolscope.orchestrator.v1.TaskEvent
+	(*McpServer)(nil),                      // 95: toolscope.orchestrator.v1.McpServer
+	(*DiscoveryCounts)(nil),                // 96: toolscope.orchestrator.v1.DiscoveryCounts
+	(*ToolProvider)(nil),                   // 97: toolscope.orchestrator.v1.ToolProvider
+	(*CatalogTool)(nil),                    // 98: toolscope.orchestrator.v1.CatalogTool
 }
 var file_toolscope_orchestrator_v1_services_proto_depIdxs = []int32{
-	82, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	82, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
-	82, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
-	83, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
-	84, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
-	85, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	85, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
-	85, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
-	86, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	86, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
-	86, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
-	86, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	84, // 0: toolscope.orchestrator.v1.CreateWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	84, // 1: toolscope.orchestrator.v1.GetWorkspaceResponse.workspace:type_name -> toolscope.orchestrator.v1.Workspace
+	84, // 2: toolscope.orchestrator.v1.ListWorkspacesResponse.workspaces:type_name -> toolscope.orchestrator.v1.Workspace
+	85, // 3: toolscope.orchestrator.v1.SetConnectionRequest.credential:type_name -> toolscope.orchestrator.v1.CredentialRef
+	86, // 4: toolscope.orchestrator.v1.SetConnectionResponse.connection:type_name -> toolscope.orchestrator.v1.Connection
+	87, // 5: toolscope.orchestrator.v1.CreateRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	87, // 6: toolscope.orchestrator.v1.GetRepositoryResponse.repository:type_name -> toolscope.orchestrator.v1.Repository
+	87, // 7: toolscope.orchestrator.v1.ListRepositoriesResponse.repositories:type_name -> toolscope.orchestrator.v1.Repository
+	88, // 8: toolscope.orchestrator.v1.CreateTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	88, // 9: toolscope.orchestrator.v1.GetTaskResponse.task:type_name -> toolscope.orchestrator.v1.Task
+	88, // 10: toolscope.orchestrator.v1.ListTasksResponse.tasks:type_name -> toolscope.orchestrator.v1.Task
+	88, // 11: toolscope.orchestrator.v1.AddSourcesResponse.task:type_name -> toolscope.orchestrator.v1.Task
 	25, // 12: toolscope.orchestrator.v1.AddSourcesResponse.pushes:type_name -> toolscope.orchestrator.v1.SessionPush
-	87, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
-	88, // 14: toolscope.orchestrator.v1.AttachSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	89, // 15: toolscope.orchestrator.v1.AttachSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	89, // 13: toolscope.orchestrator.v1.SessionPush.applied:type_name -> toolscope.orchestrator.v1.ProviderSet
+	90, // 14: toolscope.orchestrator.v1.AttachSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	91, // 15: toolscope.orchestrator.v1.AttachSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
 	0,  // 16: toolscope.orchestrator.v1.ReadSessionLogRequest.log:type_name -> toolscope.orchestrator.v1.SessionLog
-	88, // 17: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
-	90, // 18: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
-	89, // 19: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	91, // 20: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
+	90, // 17: toolscope.orchestrator.v1.LaunchSessionRequest.mode:type_name -> toolscope.orchestrator.v1.SessionMode
+	92, // 18: toolscope.orchestrator.v1.LaunchSessionRequest.agent:type_name -> toolscope.orchestrator.v1.AgentSpec
+	91, // 19: toolscope.orchestrator.v1.LaunchSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	93, // 20: toolscope.orchestrator.v1.LaunchSessionResponse.plan:type_name -> toolscope.orchestrator.v1.LaunchPlan
 	32, // 21: toolscope.orchestrator.v1.StartSessionRequest.launch:type_name -> toolscope.orchestrator.v1.LaunchSessionRequest
-	89, // 22: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	89, // 23: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	89, // 24: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	89, // 25: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
-	89, // 26: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
-	92, // 27: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
-	93, // 28: toolscope.orchestrator.v1.CreateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
-	93, // 29: toolscope.orchestrator.v1.CreateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	94, // 30: toolscope.orchestrator.v1.CreateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 31: toolscope.orchestrator.v1.UpdateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
-	93, // 32: toolscope.orchestrator.v1.UpdateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	94, // 33: toolscope.orchestrator.v1.UpdateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 34: toolscope.orchestrator.v1.GetMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	93, // 35: toolscope.orchestrator.v1.ListMcpServersResponse.servers:type_name -> toolscope.orchestrator.v1.McpServer
-	93, // 36: toolscope.orchestrator.v1.RefreshMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	94, // 37: toolscope.orchestrator.v1.RefreshMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	93, // 38: toolscope.orchestrator.v1.SetMcpServerEnabledResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
-	95, // 39: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	95, // 40: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	94, // 41: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	95, // 42: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	95, // 43: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	94, // 44: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	95, // 45: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	95, // 46: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
-	95, // 47: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	94, // 48: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
-	95, // 49: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
-	96, // 50: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
-	96, // 51: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	96, // 52: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	96, // 53: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
-	1,  // 54: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
-	3,  // 55: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
-	5,  // 56: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
-	7,  // 57: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
-	9,  // 58: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
-	11, // 59: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
-	13, // 60: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
-	15, // 61: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
-	17, // 62: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
-	19, // 63: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
-	21, // 64: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
-	23, // 65: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
-	32, // 66: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
-	34, // 67: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
-	36, // 68: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
-	38, // 69: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
-	40, // 70: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
-	42, // 71: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
-	30, // 72: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
-	28, // 73: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
-	26, // 74: toolscope.orchestrator.v1.SessionService.AttachSession:input_type -> toolscope.orchestrator.v1.AttachSessionRequest
-	44, // 75: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
-	46, // 76: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:input_type -> toolscope.orchestrator.v1.CreateMcpServerRequest
-	48, // 77: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:input_type -> toolscope.orchestrator.v1.UpdateMcpServerRequest
-	50, // 78: toolscope.orchestrator.v1.CatalogService.GetMcpServer:input_type -> toolscope.orchestrator.v1.GetMcpServerRequest
-	52, // 79: toolscope.orchestrator.v1.CatalogService.ListMcpServers:input_type -> toolscope.orchestrator.v1.ListMcpServersRequest
-	54, // 80: toolscope.orchestrator.v1.CatalogService.TestMcpServer:input_type -> toolscope.orchestrator.v1.TestMcpServerRequest
-	56, // 81: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:input_type -> toolscope.orchestrator.v1.RefreshMcpServerRequest
-	58, // 82: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:input_type -> toolscope.orchestrator.v1.SetMcpServerEnabledRequest
-	60, // 83: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
-	62, // 84: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
-	64, // 85: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
-	66, // 86: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
-	68, // 87: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
-	70, // 88: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
-	72, // 89: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
-	74, // 90: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
-	76, // 91: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
-	78, // 92: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
-	80, // 93: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
-	2,  // 94: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
-	4,  // 95: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
-	6,  // 96: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
-	8,  // 97: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
-	10, // 98: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
-	12, // 99: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
-	14, // 100: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
-	16, // 101: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
-	18, // 102: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
-	20, // 103: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
-	22, // 104: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
-	24, // 105: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
-	33, // 106: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
-	35, // 107: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
-	37, // 108: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
-	39, // 109: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
-	41, // 110: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
-	43, // 111: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
-	31, // 112: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
-	29, // 113: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
-	27, // 114: toolscope.orchestrator.v1.SessionService.AttachSession:output_type -> toolscope.orchestrator.v1.AttachSessionResponse
-	45, // 115: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
-	47, // 116: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:output_type -> toolscope.orchestrator.v1.CreateMcpServerResponse
-	49, // 117: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:output_type -> toolscope.orchestrator.v1.UpdateMcpServerResponse
-	51, // 118: toolscope.orchestrator.v1.CatalogService.GetMcpServer:output_type -> toolscope.orchestrator.v1.GetMcpServerResponse
-	53, // 119: toolscope.orchestrator.v1.CatalogService.ListMcpServers:output_type -> toolscope.orchestrator.v1.ListMcpServersResponse
-	55, // 120: toolscope.orchestrator.v1.CatalogService.TestMcpServer:output_type -> toolscope.orchestrator.v1.TestMcpServerResponse
-	57, // 121: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:output_type -> toolscope.orchestrator.v1.RefreshMcpServerResponse
-	59, // 122: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:output_type -> toolscope.orchestrator.v1.SetMcpServerEnabledResponse
-	61, // 123: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
-	63, // 124: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
-	65, // 125: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
-	67, // 126: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
-	69, // 127: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
-	71, // 128: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
-	73, // 129: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
-	75, // 130: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
-	77, // 131: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
-	79, // 132: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
-	81, // 133: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
-	94, // [94:134] is the sub-list for method output_type
-	54, // [54:94] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	91, // 22: toolscope.orchestrator.v1.StartSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 23: toolscope.orchestrator.v1.ResumeSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 24: toolscope.orchestrator.v1.StopSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 25: toolscope.orchestrator.v1.CleanSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 26: toolscope.orchestrator.v1.GetSessionResponse.session:type_name -> toolscope.orchestrator.v1.Session
+	91, // 27: toolscope.orchestrator.v1.ListSessionsResponse.sessions:type_name -> toolscope.orchestrator.v1.Session
+	94, // 28: toolscope.orchestrator.v1.WatchTaskEventsResponse.event:type_name -> toolscope.orchestrator.v1.TaskEvent
+	95, // 29: toolscope.orchestrator.v1.CreateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	95, // 30: toolscope.orchestrator.v1.CreateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	96, // 31: toolscope.orchestrator.v1.CreateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 32: toolscope.orchestrator.v1.UpdateMcpServerRequest.server:type_name -> toolscope.orchestrator.v1.McpServer
+	95, // 33: toolscope.orchestrator.v1.UpdateMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	96, // 34: toolscope.orchestrator.v1.UpdateMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 35: toolscope.orchestrator.v1.GetMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	95, // 36: toolscope.orchestrator.v1.ListMcpServersResponse.servers:type_name -> toolscope.orchestrator.v1.McpServer
+	95, // 37: toolscope.orchestrator.v1.RefreshMcpServerResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	96, // 38: toolscope.orchestrator.v1.RefreshMcpServerResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	95, // 39: toolscope.orchestrator.v1.SetMcpServerEnabledResponse.server:type_name -> toolscope.orchestrator.v1.McpServer
+	97, // 40: toolscope.orchestrator.v1.CreateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	97, // 41: toolscope.orchestrator.v1.CreateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	96, // 42: toolscope.orchestrator.v1.CreateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	97, // 43: toolscope.orchestrator.v1.UpdateToolProviderRequest.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	97, // 44: toolscope.orchestrator.v1.UpdateToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	96, // 45: toolscope.orchestrator.v1.UpdateToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	97, // 46: toolscope.orchestrator.v1.GetToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	97, // 47: toolscope.orchestrator.v1.ListToolProvidersResponse.providers:type_name -> toolscope.orchestrator.v1.ToolProvider
+	97, // 48: toolscope.orchestrator.v1.RefreshToolProviderResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	96, // 49: toolscope.orchestrator.v1.RefreshToolProviderResponse.counts:type_name -> toolscope.orchestrator.v1.DiscoveryCounts
+	97, // 50: toolscope.orchestrator.v1.SetToolProviderEnabledResponse.provider:type_name -> toolscope.orchestrator.v1.ToolProvider
+	98, // 51: toolscope.orchestrator.v1.ListCatalogToolsResponse.tools:type_name -> toolscope.orchestrator.v1.CatalogTool
+	98, // 52: toolscope.orchestrator.v1.GetCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	98, // 53: toolscope.orchestrator.v1.SetCatalogToolEnabledResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	98, // 54: toolscope.orchestrator.v1.AssignCatalogToolResponse.tool:type_name -> toolscope.orchestrator.v1.CatalogTool
+	1,  // 55: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:input_type -> toolscope.orchestrator.v1.CreateWorkspaceRequest
+	3,  // 56: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:input_type -> toolscope.orchestrator.v1.GetWorkspaceRequest
+	5,  // 57: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:input_type -> toolscope.orchestrator.v1.ListWorkspacesRequest
+	7,  // 58: toolscope.orchestrator.v1.WorkspaceService.SetConnection:input_type -> toolscope.orchestrator.v1.SetConnectionRequest
+	9,  // 59: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:input_type -> toolscope.orchestrator.v1.RemoveConnectionRequest
+	11, // 60: toolscope.orchestrator.v1.RepositoryService.CreateRepository:input_type -> toolscope.orchestrator.v1.CreateRepositoryRequest
+	13, // 61: toolscope.orchestrator.v1.RepositoryService.GetRepository:input_type -> toolscope.orchestrator.v1.GetRepositoryRequest
+	15, // 62: toolscope.orchestrator.v1.RepositoryService.ListRepositories:input_type -> toolscope.orchestrator.v1.ListRepositoriesRequest
+	17, // 63: toolscope.orchestrator.v1.TaskService.CreateTask:input_type -> toolscope.orchestrator.v1.CreateTaskRequest
+	19, // 64: toolscope.orchestrator.v1.TaskService.GetTask:input_type -> toolscope.orchestrator.v1.GetTaskRequest
+	21, // 65: toolscope.orchestrator.v1.TaskService.ListTasks:input_type -> toolscope.orchestrator.v1.ListTasksRequest
+	23, // 66: toolscope.orchestrator.v1.TaskService.AddSources:input_type -> toolscope.orchestrator.v1.AddSourcesRequest
+	32, // 67: toolscope.orchestrator.v1.SessionService.LaunchSession:input_type -> toolscope.orchestrator.v1.LaunchSessionRequest
+	34, // 68: toolscope.orchestrator.v1.SessionService.StartSession:input_type -> toolscope.orchestrator.v1.StartSessionRequest
+	36, // 69: toolscope.orchestrator.v1.SessionService.ResumeSession:input_type -> toolscope.orchestrator.v1.ResumeSessionRequest
+	38, // 70: toolscope.orchestrator.v1.SessionService.StopSession:input_type -> toolscope.orchestrator.v1.StopSessionRequest
+	40, // 71: toolscope.orchestrator.v1.SessionService.CleanSession:input_type -> toolscope.orchestrator.v1.CleanSessionRequest
+	42, // 72: toolscope.orchestrator.v1.SessionService.GetSession:input_type -> toolscope.orchestrator.v1.GetSessionRequest
+	44, // 73: toolscope.orchestrator.v1.SessionService.ListSessions:input_type -> toolscope.orchestrator.v1.ListSessionsRequest
+	30, // 74: toolscope.orchestrator.v1.SessionService.GetSessionMCP:input_type -> toolscope.orchestrator.v1.GetSessionMCPRequest
+	28, // 75: toolscope.orchestrator.v1.SessionService.ReadSessionLog:input_type -> toolscope.orchestrator.v1.ReadSessionLogRequest
+	26, // 76: toolscope.orchestrator.v1.SessionService.AttachSession:input_type -> toolscope.orchestrator.v1.AttachSessionRequest
+	46, // 77: toolscope.orchestrator.v1.EventService.WatchTaskEvents:input_type -> toolscope.orchestrator.v1.WatchTaskEventsRequest
+	48, // 78: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:input_type -> toolscope.orchestrator.v1.CreateMcpServerRequest
+	50, // 79: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:input_type -> toolscope.orchestrator.v1.UpdateMcpServerRequest
+	52, // 80: toolscope.orchestrator.v1.CatalogService.GetMcpServer:input_type -> toolscope.orchestrator.v1.GetMcpServerRequest
+	54, // 81: toolscope.orchestrator.v1.CatalogService.ListMcpServers:input_type -> toolscope.orchestrator.v1.ListMcpServersRequest
+	56, // 82: toolscope.orchestrator.v1.CatalogService.TestMcpServer:input_type -> toolscope.orchestrator.v1.TestMcpServerRequest
+	58, // 83: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:input_type -> toolscope.orchestrator.v1.RefreshMcpServerRequest
+	60, // 84: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:input_type -> toolscope.orchestrator.v1.SetMcpServerEnabledRequest
+	62, // 85: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:input_type -> toolscope.orchestrator.v1.CreateToolProviderRequest
+	64, // 86: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:input_type -> toolscope.orchestrator.v1.UpdateToolProviderRequest
+	66, // 87: toolscope.orchestrator.v1.CatalogService.GetToolProvider:input_type -> toolscope.orchestrator.v1.GetToolProviderRequest
+	68, // 88: toolscope.orchestrator.v1.CatalogService.ListToolProviders:input_type -> toolscope.orchestrator.v1.ListToolProvidersRequest
+	70, // 89: toolscope.orchestrator.v1.CatalogService.TestToolProvider:input_type -> toolscope.orchestrator.v1.TestToolProviderRequest
+	72, // 90: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:input_type -> toolscope.orchestrator.v1.RefreshToolProviderRequest
+	74, // 91: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:input_type -> toolscope.orchestrator.v1.SetToolProviderEnabledRequest
+	76, // 92: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:input_type -> toolscope.orchestrator.v1.ListCatalogToolsRequest
+	78, // 93: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:input_type -> toolscope.orchestrator.v1.GetCatalogToolRequest
+	80, // 94: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:input_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledRequest
+	82, // 95: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:input_type -> toolscope.orchestrator.v1.AssignCatalogToolRequest
+	2,  // 96: toolscope.orchestrator.v1.WorkspaceService.CreateWorkspace:output_type -> toolscope.orchestrator.v1.CreateWorkspaceResponse
+	4,  // 97: toolscope.orchestrator.v1.WorkspaceService.GetWorkspace:output_type -> toolscope.orchestrator.v1.GetWorkspaceResponse
+	6,  // 98: toolscope.orchestrator.v1.WorkspaceService.ListWorkspaces:output_type -> toolscope.orchestrator.v1.ListWorkspacesResponse
+	8,  // 99: toolscope.orchestrator.v1.WorkspaceService.SetConnection:output_type -> toolscope.orchestrator.v1.SetConnectionResponse
+	10, // 100: toolscope.orchestrator.v1.WorkspaceService.RemoveConnection:output_type -> toolscope.orchestrator.v1.RemoveConnectionResponse
+	12, // 101: toolscope.orchestrator.v1.RepositoryService.CreateRepository:output_type -> toolscope.orchestrator.v1.CreateRepositoryResponse
+	14, // 102: toolscope.orchestrator.v1.RepositoryService.GetRepository:output_type -> toolscope.orchestrator.v1.GetRepositoryResponse
+	16, // 103: toolscope.orchestrator.v1.RepositoryService.ListRepositories:output_type -> toolscope.orchestrator.v1.ListRepositoriesResponse
+	18, // 104: toolscope.orchestrator.v1.TaskService.CreateTask:output_type -> toolscope.orchestrator.v1.CreateTaskResponse
+	20, // 105: toolscope.orchestrator.v1.TaskService.GetTask:output_type -> toolscope.orchestrator.v1.GetTaskResponse
+	22, // 106: toolscope.orchestrator.v1.TaskService.ListTasks:output_type -> toolscope.orchestrator.v1.ListTasksResponse
+	24, // 107: toolscope.orchestrator.v1.TaskService.AddSources:output_type -> toolscope.orchestrator.v1.AddSourcesResponse
+	33, // 108: toolscope.orchestrator.v1.SessionService.LaunchSession:output_type -> toolscope.orchestrator.v1.LaunchSessionResponse
+	35, // 109: toolscope.orchestrator.v1.SessionService.StartSession:output_type -> toolscope.orchestrator.v1.StartSessionResponse
+	37, // 110: toolscope.orchestrator.v1.SessionService.ResumeSession:output_type -> toolscope.orchestrator.v1.ResumeSessionResponse
+	39, // 111: toolscope.orchestrator.v1.SessionService.StopSession:output_type -> toolscope.orchestrator.v1.StopSessionResponse
+	41, // 112: toolscope.orchestrator.v1.SessionService.CleanSession:output_type -> toolscope.orchestrator.v1.CleanSessionResponse
+	43, // 113: toolscope.orchestrator.v1.SessionService.GetSession:output_type -> toolscope.orchestrator.v1.GetSessionResponse
+	45, // 114: toolscope.orchestrator.v1.SessionService.ListSessions:output_type -> toolscope.orchestrator.v1.ListSessionsResponse
+	31, // 115: toolscope.orchestrator.v1.SessionService.GetSessionMCP:output_type -> toolscope.orchestrator.v1.GetSessionMCPResponse
+	29, // 116: toolscope.orchestrator.v1.SessionService.ReadSessionLog:output_type -> toolscope.orchestrator.v1.ReadSessionLogResponse
+	27, // 117: toolscope.orchestrator.v1.SessionService.AttachSession:output_type -> toolscope.orchestrator.v1.AttachSessionResponse
+	47, // 118: toolscope.orchestrator.v1.EventService.WatchTaskEvents:output_type -> toolscope.orchestrator.v1.WatchTaskEventsResponse
+	49, // 119: toolscope.orchestrator.v1.CatalogService.CreateMcpServer:output_type -> toolscope.orchestrator.v1.CreateMcpServerResponse
+	51, // 120: toolscope.orchestrator.v1.CatalogService.UpdateMcpServer:output_type -> toolscope.orchestrator.v1.UpdateMcpServerResponse
+	53, // 121: toolscope.orchestrator.v1.CatalogService.GetMcpServer:output_type -> toolscope.orchestrator.v1.GetMcpServerResponse
+	55, // 122: toolscope.orchestrator.v1.CatalogService.ListMcpServers:output_type -> toolscope.orchestrator.v1.ListMcpServersResponse
+	57, // 123: toolscope.orchestrator.v1.CatalogService.TestMcpServer:output_type -> toolscope.orchestrator.v1.TestMcpServerResponse
+	59, // 124: toolscope.orchestrator.v1.CatalogService.RefreshMcpServer:output_type -> toolscope.orchestrator.v1.RefreshMcpServerResponse
+	61, // 125: toolscope.orchestrator.v1.CatalogService.SetMcpServerEnabled:output_type -> toolscope.orchestrator.v1.SetMcpServerEnabledResponse
+	63, // 126: toolscope.orchestrator.v1.CatalogService.CreateToolProvider:output_type -> toolscope.orchestrator.v1.CreateToolProviderResponse
+	65, // 127: toolscope.orchestrator.v1.CatalogService.UpdateToolProvider:output_type -> toolscope.orchestrator.v1.UpdateToolProviderResponse
+	67, // 128: toolscope.orchestrator.v1.CatalogService.GetToolProvider:output_type -> toolscope.orchestrator.v1.GetToolProviderResponse
+	69, // 129: toolscope.orchestrator.v1.CatalogService.ListToolProviders:output_type -> toolscope.orchestrator.v1.ListToolProvidersResponse
+	71, // 130: toolscope.orchestrator.v1.CatalogService.TestToolProvider:output_type -> toolscope.orchestrator.v1.TestToolProviderResponse
+	73, // 131: toolscope.orchestrator.v1.CatalogService.RefreshToolProvider:output_type -> toolscope.orchestrator.v1.RefreshToolProviderResponse
+	75, // 132: toolscope.orchestrator.v1.CatalogService.SetToolProviderEnabled:output_type -> toolscope.orchestrator.v1.SetToolProviderEnabledResponse
+	77, // 133: toolscope.orchestrator.v1.CatalogService.ListCatalogTools:output_type -> toolscope.orchestrator.v1.ListCatalogToolsResponse
+	79, // 134: toolscope.orchestrator.v1.CatalogService.GetCatalogTool:output_type -> toolscope.orchestrator.v1.GetCatalogToolResponse
+	81, // 135: toolscope.orchestrator.v1.CatalogService.SetCatalogToolEnabled:output_type -> toolscope.orchestrator.v1.SetCatalogToolEnabledResponse
+	83, // 136: toolscope.orchestrator.v1.CatalogService.AssignCatalogTool:output_type -> toolscope.orchestrator.v1.AssignCatalogToolResponse
+	96, // [96:137] is the sub-list for method output_type
+	55, // [55:96] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_orchestrator_v1_services_proto_init() }
@@ -4692,7 +4801,7 @@ func file_toolscope_orchestrator_v1_services_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolscope_orchestrator_v1_services_proto_rawDesc), len(file_toolscope_orchestrator_v1_services_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   81,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

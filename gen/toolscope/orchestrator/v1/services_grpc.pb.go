@@ -719,6 +719,7 @@ const (
 	SessionService_StartSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/StartSession"
 	SessionService_ResumeSession_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/ResumeSession"
 	SessionService_StopSession_FullMethodName    = "/toolscope.orchestrator.v1.SessionService/StopSession"
+	SessionService_CleanSession_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/CleanSession"
 	SessionService_GetSession_FullMethodName     = "/toolscope.orchestrator.v1.SessionService/GetSession"
 	SessionService_ListSessions_FullMethodName   = "/toolscope.orchestrator.v1.SessionService/ListSessions"
 	SessionService_GetSessionMCP_FullMethodName  = "/toolscope.orchestrator.v1.SessionService/GetSessionMCP"
@@ -743,6 +744,11 @@ type SessionServiceClient interface {
 	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
 	// StopSession stops a session. Stopping a stopped session succeeds.
 	StopSession(ctx context.Context, in *StopSessionRequest, opts ...grpc.CallOption) (*StopSessionResponse, error)
+	// CleanSession removes a stopped session's workspace from its agentctl's
+	// host. It is refused while a checkout holds work its provider lacks
+	// (uncommitted paths, unpushed commits, or work never measured) unless
+	// discard is set. Cleaning a cleaned session succeeds.
+	CleanSession(ctx context.Context, in *CleanSessionRequest, opts ...grpc.CallOption) (*CleanSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first; with task_id "-",
@@ -815,6 +821,16 @@ func (c *sessionServiceClient) StopSession(ctx context.Context, in *StopSessionR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StopSessionResponse)
 	err := c.cc.Invoke(ctx, SessionService_StopSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) CleanSession(ctx context.Context, in *CleanSessionRequest, opts ...grpc.CallOption) (*CleanSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CleanSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_CleanSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -897,6 +913,11 @@ type SessionServiceServer interface {
 	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
 	// StopSession stops a session. Stopping a stopped session succeeds.
 	StopSession(context.Context, *StopSessionRequest) (*StopSessionResponse, error)
+	// CleanSession removes a stopped session's workspace from its agentctl's
+	// host. It is refused while a checkout holds work its provider lacks
+	// (uncommitted paths, unpushed commits, or work never measured) unless
+	// discard is set. Cleaning a cleaned session succeeds.
+	CleanSession(context.Context, *CleanSessionRequest) (*CleanSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first; with task_id "-",
@@ -937,6 +958,9 @@ func (UnimplementedSessionServiceServer) ResumeSession(context.Context, *ResumeS
 }
 func (UnimplementedSessionServiceServer) StopSession(context.Context, *StopSessionRequest) (*StopSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopSession not implemented")
+}
+func (UnimplementedSessionServiceServer) CleanSession(context.Context, *CleanSessionRequest) (*CleanSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CleanSession not implemented")
 }
 func (UnimplementedSessionServiceServer) GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSession not implemented")
@@ -1035,6 +1059,24 @@ func _SessionService_StopSession_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SessionServiceServer).StopSession(ctx, req.(*StopSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_CleanSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CleanSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).CleanSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_CleanSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).CleanSession(ctx, req.(*CleanSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1140,6 +1182,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StopSession",
 			Handler:    _SessionService_StopSession_Handler,
+		},
+		{
+			MethodName: "CleanSession",
+			Handler:    _SessionService_CleanSession_Handler,
 		},
 		{
 			MethodName: "GetSession",
