@@ -173,6 +173,10 @@ type Surface struct {
 	// Orientation rides along with a push (it has no generation: nil
 	// keeps what agentctl has).
 	Orientation *Orientation
+	// Checkouts ride along with a provider part: the task's checkouts, of
+	// which agentctl makes those the workspace lacks before it applies
+	// the set (sources added while the session runs).
+	Checkouts []Checkout
 }
 
 // Surface is the surface a session launches with.
@@ -304,6 +308,10 @@ type PushResult struct {
 	// ExternalGeneration is the generation of the external tool set now
 	// applied (0: none was ever given).
 	ExternalGeneration uint64
+	// WorkspaceDir and Checkouts are the session's workspace after a push
+	// that gave checkouts (as in Status); else empty.
+	WorkspaceDir string
+	Checkouts    []CheckoutState
 }
 
 // Progress reports a step of a slow operation ("creating container",

@@ -360,6 +360,7 @@ func (l *Link) ApplySurface(ctx context.Context, sessionID string, sf executors.
 		Accepted: resp.GetAccepted(), ToolsChanged: resp.GetToolsChanged(),
 		Applied:    providers.Of(resp.GetAppliedProviderSet().GetProviders()...),
 		Generation: resp.GetAppliedProviderSet().GetGeneration(), ExternalGeneration: resp.GetAppliedExternalToolsGeneration(),
+		WorkspaceDir: resp.GetWorkspaceDir(), Checkouts: checkoutStatesOf(resp.GetCheckouts()),
 	}, nil
 }
 
@@ -387,6 +388,18 @@ func SurfaceOf(sf executors.Surface) *agentctlv1.Surface {
 		out.ExternalTools = ExternalToolSet(sf.External, sf.ExternalGeneration)
 	}
 	out.Orientation = OrientationOf(sf.Orientation)
+	out.Checkouts = checkoutsOf(sf.Checkouts)
+	return out
+}
+
+// checkoutsOf converts checkouts to the wire, with their fetch
+// credential (in memory, over the authenticated link).
+func checkoutsOf(in []executors.Checkout) []*agentctlv1.Checkout {
+	var out []*agentctlv1.Checkout
+	for _, c := range in {
+		out = append(out, &agentctlv1.Checkout{Key: c.Key, Url: c.URL, Branch: c.Branch, Base: c.Base, Path: c.Path,
+			FetchCredential: &agentctlv1.GitCredential{Username: c.Fetch.User, Token: c.Fetch.Token}})
+	}
 	return out
 }
 
@@ -547,10 +560,7 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 		out.ExternalTools = ExternalToolSet(s.External, s.ExternalGeneration)
 	}
 	out.Orientation = OrientationOf(s.Orientation)
-	for _, c := range s.Checkouts {
-		out.Checkouts = append(out.Checkouts, &agentctlv1.Checkout{Key: c.Key, Url: c.URL, Branch: c.Branch, Base: c.Base, Path: c.Path,
-			FetchCredential: &agentctlv1.GitCredential{Username: c.Fetch.User, Token: c.Fetch.Token}})
-	}
+	out.Checkouts = checkoutsOf(s.Checkouts)
 	if s.Agent != nil {
 		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
 			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}
@@ -569,6 +579,19 @@ func modeOf(m executors.Mode) agentctlv1.SessionMode {
 	return agentctlv1.SessionMode_SESSION_MODE_UNSPECIFIED
 }
 
+// checkoutStatesOf converts checkout states from the wire.
+func checkoutStatesOf(in []*agentctlv1.CheckoutState) []executors.CheckoutState {
+	var out []executors.CheckoutState
+	for _, c := range in {
+		cs := executors.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()}
+		if w := c.GetWork(); w != nil {
+			cs.Work = &executors.Work{Head: w.GetHead(), Uncommitted: int(w.GetUncommitted()), Unpushed: int(w.GetUnpushed()), Error: w.GetError()}
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
 // FromProto converts a session status from the wire.
 func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 	out := executors.Status{
@@ -577,13 +600,7 @@ func FromProto(st *agentctlv1.SessionStatus) executors.Status {
 		ToolNames: st.GetToolNames(), AgentExitCode: int(st.GetAgentExitCode()), AgentOutput: st.GetAgentOutputTail(), ExternalGeneration: st.GetExternalToolsGeneration(),
 		WorkspaceDir: st.GetWorkspaceDir(),
 	}
-	for _, c := range st.GetCheckouts() {
-		cs := executors.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()}
-		if w := c.GetWork(); w != nil {
-			cs.Work = &executors.Work{Head: w.GetHead(), Uncommitted: int(w.GetUncommitted()), Unpushed: int(w.GetUnpushed()), Error: w.GetError()}
-		}
-		out.Checkouts = append(out.Checkouts, cs)
-	}
+	out.Checkouts = checkoutStatesOf(st.GetCheckouts())
 	switch st.GetPhase() {
 	case agentctlv1.SessionPhase_SESSION_PHASE_AGENT_EXITED:
 		out.Phase = executors.PhaseAgentExited

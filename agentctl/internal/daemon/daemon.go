@@ -371,7 +371,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 	if err != nil {
 		return nil, err
 	}
-	repos, err := checkouts(spec.GetCheckouts())
+	repos, err := checkouts("spec.checkouts", spec.GetCheckouts())
 	if err != nil {
 		return nil, err
 	}
@@ -382,9 +382,8 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		external: external, extGen: spec.GetExternalTools().GetGeneration(),
 		orientation: orientationOf(spec.GetOrientation()), oriented: spec.GetOrientation() != nil,
 		repos: repos,
-	}
-	if len(repos) > 0 {
-		s.workspace = filepath.Join(d.opts.WorkspacesDir, s.id)
+		// Its place even without checkouts: a push may bring some.
+		workspace: filepath.Join(d.opts.WorkspacesDir, spec.GetSessionId()),
 	}
 
 	d.mu.Lock()
@@ -429,7 +428,7 @@ func (d *Daemon) start(ctx context.Context, s *session, spec *agentctlv1.LaunchS
 	// The checkouts come first: the session's tools are never served
 	// before the repositories they act on are in its workspace, and the
 	// first registry shows the workspace's tools only if it has one.
-	d.materialize(ctx, s, spec.GetCheckouts())
+	d.materialize(ctx, s, 0, spec.GetCheckouts())
 	// Built and set under the session's lock: a push that arrives while
 	// the session starts is either in the first registry or published
 	// after it, never lost.
@@ -679,7 +678,7 @@ func modeToProto(m registry.Mode) agentctlv1.SessionMode {
 }
 
 // ApplySurface implements agentctlv1.AgentctlServiceServer.
-func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceRequest) (*agentctlv1.ApplySurfaceResponse, error) {
+func (d *Daemon) ApplySurface(ctx context.Context, req *agentctlv1.ApplySurfaceRequest) (*agentctlv1.ApplySurfaceResponse, error) {
 	s, err := d.lookup(req.GetSessionId())
 	if err != nil {
 		return nil, err
@@ -699,7 +698,18 @@ func (d *Daemon) ApplySurface(_ context.Context, req *agentctlv1.ApplySurfaceReq
 	}
 	in := newSurface(sf.GetProviderSet(), sf.GetExternalTools(), tools)
 	in.orientation = sf.GetOrientation()
-	return d.apply(s, in), nil
+	if len(sf.GetCheckouts()) == 0 {
+		return d.apply(s, in), nil
+	}
+	// The repositories first, then their tools.
+	if err := d.addCheckouts(ctx, s, sf.GetCheckouts()); err != nil {
+		return nil, err
+	}
+	res := d.apply(s, in)
+	s.mu.Lock()
+	res.WorkspaceDir, res.Checkouts = s.workdirLocked(), s.checkoutStates()
+	s.mu.Unlock()
+	return res, nil
 }
 
 // apply applies a validated surface to a session and logs the outcome.

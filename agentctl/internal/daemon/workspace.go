@@ -32,13 +32,13 @@ type repo struct {
 	work *agentctlv1.CheckoutWork
 }
 
-// checkouts validates a launch's checkouts: keys and paths unique, each
-// path one segment of the workspace.
-func checkouts(in []*agentctlv1.Checkout) ([]repo, error) {
+// checkouts validates the checkouts of a launch or a push (named by
+// field): keys and paths unique, each path one segment of the workspace.
+func checkouts(field string, in []*agentctlv1.Checkout) ([]repo, error) {
 	out := make([]repo, 0, len(in))
 	keys, paths := map[string]bool{}, map[string]bool{}
 	for i, c := range in {
-		field := fmt.Sprintf("spec.checkouts[%d]", i)
+		field := fmt.Sprintf("%s[%d]", field, i)
 		p := c.GetPath()
 		switch {
 		case c.GetKey() == "":
@@ -68,32 +68,73 @@ func (s *session) owner() *checkout.Owner {
 	return &checkout.Owner{UID: s.uid, GID: s.uid}
 }
 
+// pending is a checkout's error while it is being made: the session
+// neither shows it nor its tools yet.
+const pending = "being checked out"
+
+// addCheckouts makes the checkouts of a push that the session's
+// workspace lacks (by key), as a launch makes its own, before the push's
+// provider set is applied; the ones it has are kept as they are.
+func (d *Daemon) addCheckouts(ctx context.Context, s *session, in []*agentctlv1.Checkout) error {
+	given, err := checkouts("surface.checkouts", in)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	keys, paths := map[string]bool{}, map[string]bool{}
+	for _, r := range s.repos {
+		keys[r.key], paths[r.dir] = true, true
+	}
+	from := len(s.repos)
+	var fresh []*agentctlv1.Checkout
+	for i, r := range given {
+		switch {
+		case keys[r.key]:
+			continue
+		case paths[r.dir]:
+			s.mu.Unlock()
+			return errdefs.InvalidField(fmt.Sprintf("surface.checkouts[%d].path", i), "%q holds another checkout of the session", r.dir)
+		}
+		r.err = pending
+		s.repos = append(s.repos, r)
+		fresh = append(fresh, in[i])
+	}
+	s.mu.Unlock()
+	d.materialize(ctx, s, from, fresh)
+	return nil
+}
+
 // materialize fetches each checkout's mirror and makes the session's
-// checkout of it, or hands a kept one to the session's uid. A checkout is
-// made whole or not at all; one that cannot be made is recorded in
-// s.repos (the status says why) and the session starts without it.
-func (d *Daemon) materialize(ctx context.Context, s *session, in []*agentctlv1.Checkout) {
+// checkout of it (s.repos[from+i] of in[i]), or hands a kept one to the
+// session's uid. A checkout is made whole or not at all; one that cannot
+// be made is recorded in s.repos (the status says why) and the session
+// goes on without it.
+func (d *Daemon) materialize(ctx context.Context, s *session, from int, in []*agentctlv1.Checkout) {
 	if len(in) == 0 {
 		return
 	}
-	failed := func(i int, err error) {
+	set := func(i int, err error) {
 		s.mu.Lock() // the status reads it meanwhile
-		s.repos[i].err = err.Error()
-		s.mu.Unlock()
-		d.log.Warn("checkout not made", "session_id", s.id, "repository", s.repos[i].key, "error", err)
+		defer s.mu.Unlock()
+		if err == nil {
+			s.repos[from+i].err = ""
+			return
+		}
+		s.repos[from+i].err = err.Error()
+		d.log.Warn("checkout not made", "session_id", s.id, "repository", s.repos[from+i].key, "error", err)
 	}
 	if err := d.prepareWorkspace(s); err != nil {
-		for i := range s.repos {
-			failed(i, err)
+		for i := range in {
+			set(i, err)
 		}
 		return
 	}
 	owner := s.owner()
 	for i, c := range in {
-		r := s.repos[i] // its fields but err are fixed at launch
-		if err := d.checkout(ctx, r, filepath.Join(s.workspace, r.dir), c, owner); err != nil {
-			failed(i, err)
-		}
+		s.mu.Lock()
+		r := s.repos[from+i] // its fields but err and work are fixed when given
+		s.mu.Unlock()
+		set(i, d.checkout(ctx, r, filepath.Join(s.workspace, r.dir), c, owner))
 	}
 }
 
@@ -161,9 +202,6 @@ func (d *Daemon) checkout(ctx context.Context, r repo, dir string, c *agentctlv1
 // takeBack makes a stopped session's workspace agentctl's alone: the uid
 // its agent had serves later sessions, which must not reach it.
 func (d *Daemon) takeBack(s *session) {
-	if s.workspace == "" {
-		return
-	}
 	if err := os.Lchown(s.workspace, os.Geteuid(), os.Getegid()); err != nil && !os.IsNotExist(err) {
 		d.log.Warn("taking back a stopped session's workspace", "session_id", s.id, "dir", s.workspace, "error", err)
 	}

@@ -21,6 +21,7 @@ import (
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/gittest"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 )
@@ -284,4 +285,76 @@ func stripped(in []*agentctlv1.CheckoutState) []*agentctlv1.CheckoutState {
 		out = append(out, &agentctlv1.CheckoutState{Key: c.GetKey(), Path: c.GetPath(), Branch: c.GetBranch(), Error: c.GetError()})
 	}
 	return out
+}
+
+// TestARepositoryAttachedWhileTheSessionRunsIsCheckedOutBeforeItsTools: a
+// push that gives checkouts with its provider set makes those the
+// workspace lacks before the set applies: when the client hears of the
+// new tools, the checkout is there. One that cannot be made is reported
+// and the set applies all the same; one the workspace has is kept.
+func TestARepositoryAttachedWhileTheSessionRunsIsCheckedOutBeforeItsTools(t *testing.T) {
+	h, _, url, _ := workspaceHarness(t)
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1)
+	st := h.create(t, sp)
+	assert.Empty(t, st.GetCheckouts())
+	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "s1")), "")
+	gen := uint64(1)
+	c.Subscribe(t, func() { // the notification stream is up
+		gen++
+		h.apply(t, "s1", &agentctlv1.Surface{ProviderSet: &agentctlv1.ProviderSet{Providers: []string{[]string{"gitlab", ""}[gen%2]}, Generation: gen}})
+	})
+	gen++
+	if h.apply(t, "s1", &agentctlv1.Surface{ProviderSet: &agentctlv1.ProviderSet{Generation: gen}}).GetToolsChanged() {
+		changedOnce(t, c, "back to no provider")
+	}
+	checkout := func(key, path, token string) *agentctlv1.Checkout {
+		return &agentctlv1.Checkout{Key: key, Url: url, Branch: "toolscope/task_s1/s1", Path: path,
+			FetchCredential: &agentctlv1.GitCredential{Username: "x-access-token", Token: token}}
+	}
+	ws := filepath.Join(h.stateDir, "workspaces", "s1")
+
+	// A checkout refused by the remote: reported, and github's tools
+	// apply without the workspace's.
+	gen++
+	resp := h.apply(t, "s1", &agentctlv1.Surface{ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: gen},
+		Checkouts: []*agentctlv1.Checkout{checkout("github.com/acme/broken", "broken", "wrong-token-0123456789")}})
+	require.Len(t, resp.GetCheckouts(), 1)
+	assert.Contains(t, resp.GetCheckouts()[0].GetError(), "fetching the repository failed")
+	assert.NotContains(t, resp.GetCheckouts()[0].GetError(), "wrong-token-0123456789")
+	assert.Empty(t, resp.GetWorkspaceDir(), "no checkout in it")
+	changedOnce(t, c, "github's tools")
+	assert.Equal(t, toolapi.Surface("github"), c.Names(t))
+
+	// A good one, with gitlab's tools: the checkout is in the workspace
+	// when the client hears of them.
+	found := make(chan error, 1)
+	go func() {
+		<-c.Changed()
+		_, err := os.Stat(filepath.Join(ws, "api", ".git", "HEAD"))
+		found <- err
+	}()
+	gen++
+	resp = h.apply(t, "s1", &agentctlv1.Surface{ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github", "gitlab"}, Generation: gen},
+		Checkouts: []*agentctlv1.Checkout{checkout("github.com/acme/broken", "broken", gitToken), checkout("github.com/acme/api", "api", gitToken)}})
+	assert.True(t, resp.GetToolsChanged())
+	assert.Equal(t, ws, resp.GetWorkspaceDir())
+	assert.Equal(t, []*agentctlv1.CheckoutState{{Key: "github.com/acme/broken", Path: "broken", Branch: "toolscope/task_s1/s1", Error: resp.GetCheckouts()[0].GetError()},
+		{Key: "github.com/acme/api", Path: "api", Branch: "toolscope/task_s1/s1"}}, stripped(resp.GetCheckouts()),
+		"the checkout the workspace has (failed) is kept as it is; the new one is made")
+	select {
+	case err := <-found:
+		require.NoError(t, err, "the client heard of the new tools before the checkout was made")
+	case <-time.After(mcptest.Hang):
+		t.Fatal("no list_changed")
+	}
+	assert.Equal(t, toolapi.WorkspaceSurface("github", "gitlab"), c.Names(t))
+	assert.Equal(t, "toolscope/task_s1/s1", strings.TrimSpace(gitOut(t, filepath.Join(ws, "api"), "rev-parse", "--abbrev-ref", "HEAD")))
+
+	// Two checkouts at one path are refused whole.
+	gen++
+	_, err := h.client.ApplySurface(context.Background(), &agentctlv1.ApplySurfaceRequest{SessionId: "s1", Surface: &agentctlv1.Surface{
+		ProviderSet: &agentctlv1.ProviderSet{Providers: []string{"github"}, Generation: gen},
+		Checkouts:   []*agentctlv1.Checkout{checkout("github.com/acme/other", "api", gitToken)}}})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), "surface.checkouts[0].path")
 }

@@ -218,3 +218,57 @@ func gitLog(t *testing.T, dir string) string {
 	require.NoError(t, err, "%s", out)
 	return string(out)
 }
+
+// TestARepositoryAttachedWhileTheAgentRunsIsCheckedOutInItsWorkspace: a
+// batch that attaches a repository to a running session's task checks it
+// out in the session's workspace, on the session's branch, as part of the
+// push: the session's record, the event and task_info say where.
+func TestARepositoryAttachedWhileTheAgentRunsIsCheckedOutInItsWorkspace(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
+	_, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "api\n"}, "main")
+	require.NoError(t, err)
+	web, err := gh.SeedRepo("acme/web", map[string]string{"index.html": "<p>web</p>\n"}, "trunk")
+	require.NoError(t, err)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	workspaces := testutil.TraversableDir(t)
+	srv := startServerEnv(t, dataDir, []string{"E2E_GH_TOKEN=" + e2eGitHubToken},
+		"--agentctl", executortest.Agentctl(t), "--workspaces-dir", workspaces)
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--base-url", gh.URL, "--token-env", "E2E_GH_TOKEN")
+	api := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	webRepo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/web")
+	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "one login for both", "--repo", api)
+	sid := srv.launchLocal(t, task)
+	branch := "toolscope/" + task + "/" + sid
+	require.Len(t, srv.session(t, sid)["checkouts"], 1)
+
+	srv.ok(t, "source", "add", task, "--repo", webRepo)
+	pushed := watchEvents(t, srv, task, func(seen []map[string]any) bool {
+		for _, e := range seen {
+			if strings.Contains(fmt.Sprint(e["message"]), "2 of 2 repositories checked out") {
+				return true
+			}
+		}
+		return false
+	}, "--kind", "providers.pushed")
+	require.NotEmpty(t, pushed)
+	dir := filepath.Join(workspaces, sid, "web")
+	assert.Equal(t, branch, asOwner(t, dir, "rev-parse", "--abbrev-ref", "HEAD"), "on the session's branch")
+	assert.Equal(t, web, asOwner(t, dir, "rev-parse", "HEAD"), "made from the default branch")
+	var paths []string
+	for _, c := range srv.session(t, sid)["checkouts"].([]any) {
+		paths = append(paths, fmt.Sprint(c.(map[string]any)["repository_id"], " ", c.(map[string]any)["path"]))
+	}
+	assert.ElementsMatch(t, []string{api + " " + filepath.Join(workspaces, sid, "api"), webRepo + " " + dir}, paths)
+
+	url, token := bridgeConfig(t, dataDir, sid)
+	c := mcptest.Connect(t, mcptest.HTTP(url, token), "")
+	info := callStructured[toolapi.TaskInfo](t, c, toolapi.TaskInfoTool, nil)
+	local := map[string]string{}
+	for _, r := range info.Repositories {
+		local[r.ID] = r.LocalPath
+	}
+	assert.Equal(t, dir, local[webRepo], "task_info tells the agent where the new checkout is")
+	srv.ok(t, "session", "stop", sid)
+}

@@ -327,13 +327,28 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool, links []
 	push := lag(sess, desired)
 	if push.Generation == 0 && push.ExternalGeneration == 0 {
 		if sess.NeedsRepair {
-			s.recordApplied(ctx, sess, desired, push, executors.PushResult{Applied: sess.Applied.Set, Generation: sess.Applied.Generation, ExternalGeneration: sess.ExternalGeneration})
+			s.recordApplied(ctx, sess, desired, push, executors.PushResult{Applied: sess.Applied.Set, Generation: sess.Applied.Generation, ExternalGeneration: sess.ExternalGeneration}, nil)
 		}
 		return p, true
 	}
 	push.Orientation = s.orientation(ctx, sess.ID)
+	timeout := s.pushTimeout
+	var repos map[string]string
+	if push.Generation > 0 && sess.Executor != model.ExecutorHosted {
+		// Repositories attached since the session's workspace was made:
+		// agentctl checks them out before their tools appear, which may
+		// take a download.
+		if push.Checkouts, repos, err = s.freshCheckouts(ctx, sess); err != nil {
+			s.log.ErrorContext(ctx, "read a session's checkouts", "session_id", id, "error", err.Error())
+			p.Err = err
+			return p, false
+		}
+		if len(push.Checkouts) > 0 {
+			timeout = max(timeout, CheckoutTimeout)
+		}
+	}
 	spanCtx, span := startPush(ctx, sess, push, links)
-	pushCtx, cancel := context.WithTimeout(spanCtx, s.pushTimeout)
+	pushCtx, cancel := context.WithTimeout(spanCtx, timeout)
 	pushed := time.Now()
 	res, err := s.ctl.ApplySurface(pushCtx, handleOf(sess), push)
 	cancel()
@@ -343,7 +358,7 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool, links []
 	}
 	s.metrics.Push(pushOutcome(err), time.Since(pushed))
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("the session did not answer within %s", s.pushTimeout)
+		err = fmt.Errorf("the session did not answer within %s", timeout)
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "surface push failed", "session_id", id, "generation", push.Generation,
@@ -355,7 +370,7 @@ func (s *Service) attempt(ctx context.Context, id string, failing bool, links []
 		return p, false
 	}
 	p.Applied = model.ProviderSet{Set: res.Applied, Generation: res.Generation}
-	if !s.recordApplied(ctx, sess, desired, push, res) {
+	if !s.recordApplied(ctx, sess, desired, push, res, repos) {
 		// Applied, and the records moved on meanwhile: another round.
 		return p, false
 	}
@@ -395,7 +410,7 @@ func (s *Service) recordFailure(ctx context.Context, sess model.Session, push ex
 // event per part pushed: providers.pushed for the provider set,
 // external_tools.pushed for an external tool set that changed the tools.
 // It reports whether the session now applies desired.
-func (s *Service) recordApplied(ctx context.Context, sess model.Session, desired, push executors.Surface, res executors.PushResult) bool {
+func (s *Service) recordApplied(ctx context.Context, sess model.Session, desired, push executors.Surface, res executors.PushResult, repos map[string]string) bool {
 	applied := model.ProviderSet{Set: res.Applied, Generation: res.Generation}
 	caughtUp := false
 	_, err := s.store.UpdateSession(ctx, sess.ID, func(m *model.Session) ([]model.Event, error) {
@@ -414,6 +429,11 @@ func (s *Service) recordApplied(ctx context.Context, sess model.Session, desired
 			msg := fmt.Sprintf("applied generation %d", applied.Generation)
 			if !res.Accepted && applied.Generation > push.Generation {
 				msg = fmt.Sprintf("generation %d was stale; the session applies generation %d", push.Generation, applied.Generation)
+			}
+			if len(res.Checkouts) > 0 {
+				st := executors.Status{WorkspaceDir: res.WorkspaceDir, Checkouts: res.Checkouts}
+				m.Checkouts = recordCheckouts(m.Checkouts, st, repos)
+				msg += describeWorkspace(st)
 			}
 			evs = append(evs, model.Event{Kind: model.EventProvidersPushed, Providers: applied, Message: msg})
 		}

@@ -65,6 +65,40 @@ func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID stri
 	return out, repos, nil
 }
 
+// CheckoutTimeout bounds a push that brings a running session checkouts
+// of repositories attached since its workspace was made (the download of
+// a repository no mirror on the host has yet), in place of the push
+// timeout.
+const CheckoutTimeout = 10 * time.Minute
+
+// freshCheckouts are the checkouts of the session's task that its
+// workspace has not recorded (repositories attached while it runs), and
+// the repositories of every checkout of the task by key.
+func (s *Service) freshCheckouts(ctx context.Context, sess model.Session) ([]executors.Checkout, map[string]string, error) {
+	task, err := s.store.GetTask(ctx, sess.TaskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.ContainsFunc(task.Repositories, func(r model.TaskRepository) bool {
+		_, recorded := sess.Checkouts.OfRepository(r.ID)
+		p, ok := providers.Normalize(r.Provider)
+		return !recorded && ok && (p == providers.GitHub || p == providers.GitLab)
+	}) {
+		return nil, nil, nil // the usual push: nothing attached since
+	}
+	all, repos, err := s.checkouts(ctx, task, sess.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var fresh []executors.Checkout
+	for _, c := range all {
+		if _, ok := sess.Checkouts.Checkout(c.Key); !ok {
+			fresh = append(fresh, c)
+		}
+	}
+	return fresh, repos, nil
+}
+
 // recordCheckouts is a session's workspace as a launch's status reports
 // it: each checkout where agentctl made it (or why it did not), with the
 // delivery recorded before, which a relaunch on the same branch keeps.
@@ -72,6 +106,9 @@ func recordCheckouts(before model.Checkouts, st executors.Status, repos map[stri
 	out := model.Checkouts{Dir: st.WorkspaceDir}
 	for _, c := range st.Checkouts {
 		rec := model.Checkout{RepositoryID: repos[c.Key], Key: c.Key, Branch: c.Branch, Error: c.Error}
+		if old, ok := before.Checkout(c.Key); ok && rec.RepositoryID == "" {
+			rec.RepositoryID = old.RepositoryID // its credential does not resolve now
+		}
 		if c.Error == "" && st.WorkspaceDir != "" {
 			rec.Path = path.Join(st.WorkspaceDir, c.Path)
 		}

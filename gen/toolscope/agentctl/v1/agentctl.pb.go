@@ -1114,7 +1114,14 @@ type Surface struct {
 	ExternalTools *ExternalToolSet `protobuf:"bytes,3,opt,name=external_tools,json=externalTools,proto3" json:"external_tools,omitempty"`
 	// Absent: the orientation agentctl has is kept. It has no generation:
 	// each push carries the orientation as of that push.
-	Orientation   *OrientationSet `protobuf:"bytes,4,opt,name=orientation,proto3" json:"orientation,omitempty"`
+	Orientation *OrientationSet `protobuf:"bytes,4,opt,name=orientation,proto3" json:"orientation,omitempty"`
+	// The task's checkouts, given with a provider set (sources added while
+	// the session runs): agentctl makes each one the session's workspace
+	// lacks (by key; as at launch) before it applies the set, so a
+	// repository's tools never appear before its checkout. One it cannot
+	// make is reported (ApplySurfaceResponse.checkouts) and the set is
+	// applied all the same.
+	Checkouts     []*Checkout `protobuf:"bytes,5,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,6 +1180,13 @@ func (x *Surface) GetExternalTools() *ExternalToolSet {
 func (x *Surface) GetOrientation() *OrientationSet {
 	if x != nil {
 		return x.Orientation
+	}
+	return nil
+}
+
+func (x *Surface) GetCheckouts() []*Checkout {
+	if x != nil {
+		return x.Checkouts
 	}
 	return nil
 }
@@ -1238,7 +1252,11 @@ type ApplySurfaceResponse struct {
 	// False when a part given was older than the applied one, and ignored.
 	Accepted bool `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	// True when the session's tool list changed, so clients were notified.
-	ToolsChanged  bool `protobuf:"varint,4,opt,name=tools_changed,json=toolsChanged,proto3" json:"tools_changed,omitempty"`
+	ToolsChanged bool `protobuf:"varint,4,opt,name=tools_changed,json=toolsChanged,proto3" json:"tools_changed,omitempty"`
+	// The session's workspace and checkouts now, when the surface gave
+	// checkouts (as in SessionStatus).
+	WorkspaceDir  string           `protobuf:"bytes,5,opt,name=workspace_dir,json=workspaceDir,proto3" json:"workspace_dir,omitempty"`
+	Checkouts     []*CheckoutState `protobuf:"bytes,6,rep,name=checkouts,proto3" json:"checkouts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1299,6 +1317,20 @@ func (x *ApplySurfaceResponse) GetToolsChanged() bool {
 		return x.ToolsChanged
 	}
 	return false
+}
+
+func (x *ApplySurfaceResponse) GetWorkspaceDir() string {
+	if x != nil {
+		return x.WorkspaceDir
+	}
+	return ""
+}
+
+func (x *ApplySurfaceResponse) GetCheckouts() []*CheckoutState {
+	if x != nil {
+		return x.Checkouts
+	}
+	return nil
 }
 
 type SetExternalToolsRequest struct {
@@ -3196,21 +3228,24 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\x05tools\x18\x01 \x03(\v2#.toolscope.agentctl.v1.ExternalToolR\x05tools\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xa0\x02\n" +
+	"generation\"\xdf\x02\n" +
 	"\aSurface\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".toolscope.agentctl.v1.SessionModeR\x04mode\x12E\n" +
 	"\fprovider_set\x18\x02 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\vproviderSet\x12M\n" +
 	"\x0eexternal_tools\x18\x03 \x01(\v2&.toolscope.agentctl.v1.ExternalToolSetR\rexternalTools\x12G\n" +
-	"\vorientation\x18\x04 \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\"n\n" +
+	"\vorientation\x18\x04 \x01(\v2%.toolscope.agentctl.v1.OrientationSetR\vorientation\x12=\n" +
+	"\tcheckouts\x18\x05 \x03(\v2\x1f.toolscope.agentctl.v1.CheckoutR\tcheckouts\"n\n" +
 	"\x13ApplySurfaceRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
-	"\asurface\x18\x02 \x01(\v2\x1e.toolscope.agentctl.v1.SurfaceR\asurface\"\xf8\x01\n" +
+	"\asurface\x18\x02 \x01(\v2\x1e.toolscope.agentctl.v1.SurfaceR\asurface\"\xe1\x02\n" +
 	"\x14ApplySurfaceResponse\x12T\n" +
 	"\x14applied_provider_set\x18\x01 \x01(\v2\".toolscope.agentctl.v1.ProviderSetR\x12appliedProviderSet\x12I\n" +
 	"!applied_external_tools_generation\x18\x02 \x01(\x04R\x1eappliedExternalToolsGeneration\x12\x1a\n" +
 	"\baccepted\x18\x03 \x01(\bR\baccepted\x12#\n" +
-	"\rtools_changed\x18\x04 \x01(\bR\ftoolsChanged\"\x87\x01\n" +
+	"\rtools_changed\x18\x04 \x01(\bR\ftoolsChanged\x12#\n" +
+	"\rworkspace_dir\x18\x05 \x01(\tR\fworkspaceDir\x12B\n" +
+	"\tcheckouts\x18\x06 \x03(\v2$.toolscope.agentctl.v1.CheckoutStateR\tcheckouts\"\x87\x01\n" +
 	"\x17SetExternalToolsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12M\n" +
@@ -3453,58 +3488,60 @@ var file_toolscope_agentctl_v1_agentctl_proto_depIdxs = []int32{
 	9,  // 13: toolscope.agentctl.v1.Surface.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
 	15, // 14: toolscope.agentctl.v1.Surface.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
 	13, // 15: toolscope.agentctl.v1.Surface.orientation:type_name -> toolscope.agentctl.v1.OrientationSet
-	16, // 16: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
-	9,  // 17: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	15, // 18: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
-	11, // 19: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
-	31, // 20: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	9,  // 21: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	9,  // 22: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
-	31, // 23: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	31, // 24: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
-	1,  // 25: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
-	0,  // 26: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
-	9,  // 27: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
-	32, // 28: toolscope.agentctl.v1.SessionStatus.checkouts:type_name -> toolscope.agentctl.v1.CheckoutState
-	33, // 29: toolscope.agentctl.v1.CheckoutState.work:type_name -> toolscope.agentctl.v1.CheckoutWork
-	38, // 30: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
-	41, // 31: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
-	39, // 32: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
-	42, // 33: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
-	37, // 34: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
-	36, // 35: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
-	40, // 36: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
-	2,  // 37: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
-	48, // 38: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
-	21, // 39: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
-	17, // 40: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
-	23, // 41: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
-	19, // 42: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
-	25, // 43: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
-	27, // 44: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
-	29, // 45: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
-	43, // 46: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
-	45, // 47: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
-	34, // 48: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
-	7,  // 49: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
-	3,  // 50: toolscope.agentctl.v1.AgentctlService.Deliver:input_type -> toolscope.agentctl.v1.DeliverRequest
-	22, // 51: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
-	18, // 52: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
-	24, // 53: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
-	20, // 54: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
-	26, // 55: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
-	28, // 56: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
-	30, // 57: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
-	44, // 58: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
-	46, // 59: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
-	35, // 60: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
-	8,  // 61: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
-	4,  // 62: toolscope.agentctl.v1.AgentctlService.Deliver:output_type -> toolscope.agentctl.v1.DeliverResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	6,  // 16: toolscope.agentctl.v1.Surface.checkouts:type_name -> toolscope.agentctl.v1.Checkout
+	16, // 17: toolscope.agentctl.v1.ApplySurfaceRequest.surface:type_name -> toolscope.agentctl.v1.Surface
+	9,  // 18: toolscope.agentctl.v1.ApplySurfaceResponse.applied_provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	32, // 19: toolscope.agentctl.v1.ApplySurfaceResponse.checkouts:type_name -> toolscope.agentctl.v1.CheckoutState
+	15, // 20: toolscope.agentctl.v1.SetExternalToolsRequest.external_tools:type_name -> toolscope.agentctl.v1.ExternalToolSet
+	11, // 21: toolscope.agentctl.v1.CreateSessionRequest.spec:type_name -> toolscope.agentctl.v1.LaunchSpec
+	31, // 22: toolscope.agentctl.v1.CreateSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	9,  // 23: toolscope.agentctl.v1.SetProvidersRequest.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	9,  // 24: toolscope.agentctl.v1.SetProvidersResponse.applied:type_name -> toolscope.agentctl.v1.ProviderSet
+	31, // 25: toolscope.agentctl.v1.GetSessionStateResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	31, // 26: toolscope.agentctl.v1.StopSessionResponse.status:type_name -> toolscope.agentctl.v1.SessionStatus
+	1,  // 27: toolscope.agentctl.v1.SessionStatus.phase:type_name -> toolscope.agentctl.v1.SessionPhase
+	0,  // 28: toolscope.agentctl.v1.SessionStatus.mode:type_name -> toolscope.agentctl.v1.SessionMode
+	9,  // 29: toolscope.agentctl.v1.SessionStatus.provider_set:type_name -> toolscope.agentctl.v1.ProviderSet
+	32, // 30: toolscope.agentctl.v1.SessionStatus.checkouts:type_name -> toolscope.agentctl.v1.CheckoutState
+	33, // 31: toolscope.agentctl.v1.CheckoutState.work:type_name -> toolscope.agentctl.v1.CheckoutWork
+	38, // 32: toolscope.agentctl.v1.AttachRequest.hello:type_name -> toolscope.agentctl.v1.AttachHello
+	41, // 33: toolscope.agentctl.v1.AttachRequest.tool_result:type_name -> toolscope.agentctl.v1.ToolResult
+	39, // 34: toolscope.agentctl.v1.AttachResponse.tool_call:type_name -> toolscope.agentctl.v1.ToolCall
+	42, // 35: toolscope.agentctl.v1.AttachResponse.session_event:type_name -> toolscope.agentctl.v1.SessionEvent
+	37, // 36: toolscope.agentctl.v1.AttachResponse.attached:type_name -> toolscope.agentctl.v1.AttachAck
+	36, // 37: toolscope.agentctl.v1.AttachResponse.tool_refused:type_name -> toolscope.agentctl.v1.ToolRefused
+	40, // 38: toolscope.agentctl.v1.ToolCall.trace_context:type_name -> toolscope.agentctl.v1.TraceContext
+	2,  // 39: toolscope.agentctl.v1.SessionEvent.kind:type_name -> toolscope.agentctl.v1.SessionEventKind
+	48, // 40: toolscope.agentctl.v1.SessionEvent.time:type_name -> google.protobuf.Timestamp
+	21, // 41: toolscope.agentctl.v1.AgentctlService.CreateSession:input_type -> toolscope.agentctl.v1.CreateSessionRequest
+	17, // 42: toolscope.agentctl.v1.AgentctlService.ApplySurface:input_type -> toolscope.agentctl.v1.ApplySurfaceRequest
+	23, // 43: toolscope.agentctl.v1.AgentctlService.SetProviders:input_type -> toolscope.agentctl.v1.SetProvidersRequest
+	19, // 44: toolscope.agentctl.v1.AgentctlService.SetExternalTools:input_type -> toolscope.agentctl.v1.SetExternalToolsRequest
+	25, // 45: toolscope.agentctl.v1.AgentctlService.GetSessionState:input_type -> toolscope.agentctl.v1.GetSessionStateRequest
+	27, // 46: toolscope.agentctl.v1.AgentctlService.StopSession:input_type -> toolscope.agentctl.v1.StopSessionRequest
+	29, // 47: toolscope.agentctl.v1.AgentctlService.Notify:input_type -> toolscope.agentctl.v1.NotifyRequest
+	43, // 48: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:input_type -> toolscope.agentctl.v1.ReadAgentLogRequest
+	45, // 49: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:input_type -> toolscope.agentctl.v1.ReadAgentctlLogRequest
+	34, // 50: toolscope.agentctl.v1.AgentctlService.Attach:input_type -> toolscope.agentctl.v1.AttachRequest
+	7,  // 51: toolscope.agentctl.v1.AgentctlService.CheckAgent:input_type -> toolscope.agentctl.v1.CheckAgentRequest
+	3,  // 52: toolscope.agentctl.v1.AgentctlService.Deliver:input_type -> toolscope.agentctl.v1.DeliverRequest
+	22, // 53: toolscope.agentctl.v1.AgentctlService.CreateSession:output_type -> toolscope.agentctl.v1.CreateSessionResponse
+	18, // 54: toolscope.agentctl.v1.AgentctlService.ApplySurface:output_type -> toolscope.agentctl.v1.ApplySurfaceResponse
+	24, // 55: toolscope.agentctl.v1.AgentctlService.SetProviders:output_type -> toolscope.agentctl.v1.SetProvidersResponse
+	20, // 56: toolscope.agentctl.v1.AgentctlService.SetExternalTools:output_type -> toolscope.agentctl.v1.SetExternalToolsResponse
+	26, // 57: toolscope.agentctl.v1.AgentctlService.GetSessionState:output_type -> toolscope.agentctl.v1.GetSessionStateResponse
+	28, // 58: toolscope.agentctl.v1.AgentctlService.StopSession:output_type -> toolscope.agentctl.v1.StopSessionResponse
+	30, // 59: toolscope.agentctl.v1.AgentctlService.Notify:output_type -> toolscope.agentctl.v1.NotifyResponse
+	44, // 60: toolscope.agentctl.v1.AgentctlService.ReadAgentLog:output_type -> toolscope.agentctl.v1.ReadAgentLogResponse
+	46, // 61: toolscope.agentctl.v1.AgentctlService.ReadAgentctlLog:output_type -> toolscope.agentctl.v1.ReadAgentctlLogResponse
+	35, // 62: toolscope.agentctl.v1.AgentctlService.Attach:output_type -> toolscope.agentctl.v1.AttachResponse
+	8,  // 63: toolscope.agentctl.v1.AgentctlService.CheckAgent:output_type -> toolscope.agentctl.v1.CheckAgentResponse
+	4,  // 64: toolscope.agentctl.v1.AgentctlService.Deliver:output_type -> toolscope.agentctl.v1.DeliverResponse
+	53, // [53:65] is the sub-list for method output_type
+	41, // [41:53] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_toolscope_agentctl_v1_agentctl_proto_init() }
