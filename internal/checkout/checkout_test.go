@@ -50,6 +50,20 @@ func newServer(t *testing.T) *server {
 		remote: Remote{URL: srv.URL + "/acme/api.git", User: "x-access-token", Token: token}}
 }
 
+// The repository and branch of the delivery tests' checkout.
+const key, branch = "github.com/acme/api", "toolscope/t1/s1"
+
+// checkout fetches acme/api's mirror and makes a checkout of it on branch,
+// handed to owner.
+func (s *server) checkout(t *testing.T, owner *Owner) string {
+	t.Helper()
+	m, err := s.mirrors.Fetch(context.Background(), key, s.remote)
+	require.NoError(t, err)
+	dir := filepath.Join(testutil.TraversableDir(t), "api")
+	require.NoError(t, Create(context.Background(), m, dir, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	return dir
+}
+
 // agent is the uid a checkout is handed to: nobody when the test runs as
 // root (as CI does), else nil (this user).
 func agent(t *testing.T) *Owner {
@@ -241,11 +255,7 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	owner := agent(t)
-	const key, branch = "github.com/acme/api", "toolscope/t1/s1"
-	m, err := s.mirrors.Fetch(ctx, key, s.remote)
-	require.NoError(t, err)
-	dir := filepath.Join(testutil.TraversableDir(t), "api")
-	require.NoError(t, Create(ctx, m, dir, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	dir := s.checkout(t, owner)
 	mainBefore, _ := s.host.Head("acme/api", "main")
 
 	// Nothing committed on the branch yet: delivering it pushes the base.
@@ -269,7 +279,7 @@ func TestDeliveryPushesOnlyTheSessionsBranch(t *testing.T) {
 	// A checkout of the delivered branch made again (the session on
 	// another host, or its workspace lost) continues it, whatever base it
 	// is given (the task's pull request's branch, opened meanwhile).
-	m, err = s.mirrors.Fetch(ctx, key, s.remote)
+	m, err := s.mirrors.Fetch(ctx, key, s.remote)
 	require.NoError(t, err)
 	again := filepath.Join(testutil.TraversableDir(t), "api")
 	require.NoError(t, Create(ctx, m, again, Options{Branch: branch, Base: "main", Origin: s.remote.URL, Owner: owner}))
@@ -354,11 +364,7 @@ func TestWorkIsWhatTheRemoteLacks(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	owner := agent(t)
-	const key, branch = "github.com/acme/api", "toolscope/t1/s1"
-	m, err := s.mirrors.Fetch(ctx, key, s.remote)
-	require.NoError(t, err)
-	dir := filepath.Join(testutil.TraversableDir(t), "api")
-	require.NoError(t, Create(ctx, m, dir, Options{Branch: branch, Origin: s.remote.URL, Owner: owner}))
+	dir := s.checkout(t, owner)
 	base := asAgent(t, owner, dir, "rev-parse", "HEAD")
 	work := func() Work {
 		t.Helper()

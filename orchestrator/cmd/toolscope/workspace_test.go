@@ -53,18 +53,40 @@ func asOwner(t *testing.T, dir string, args ...string) string {
 // in no file of the workspace; a rewritten history is refused, not
 // forced; the stop keeps the work; the task's next session starts on
 // the pull request's branch.
+// workspaceWorld is an orchestrator on the local executor with a
+// workspaces directory the agents' uids can traverse, and a workspace
+// connected to a GitHub stand-in that serves its repositories over git.
+type workspaceWorld struct {
+	gh                      *forgetest.GitHub
+	srv                     *orchestrator
+	dataDir, workspaces, ws string
+}
+
+func newWorkspaceWorld(t *testing.T) workspaceWorld {
+	t.Helper()
+	w := workspaceWorld{gh: forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot"),
+		dataDir: filepath.Join(t.TempDir(), "data"), workspaces: testutil.TraversableDir(t)}
+	w.srv = startServerEnv(t, w.dataDir, []string{"E2E_GH_TOKEN=" + e2eGitHubToken},
+		"--agentctl", executortest.Agentctl(t), "--workspaces-dir", w.workspaces)
+	w.ws = w.srv.id(t, "workspace", "workspace", "create", "acme")
+	w.srv.ok(t, "workspace", "connect", w.ws, "--provider", "github", "--base-url", w.gh.URL, "--token-env", "E2E_GH_TOKEN")
+	return w
+}
+
+// repo seeds a repository on the stand-in and adds it to the workspace:
+// its id, and the commit on its branches.
+func (w workspaceWorld) repo(t *testing.T, path string, files map[string]string, branches ...string) (id, commit string) {
+	t.Helper()
+	commit, err := w.gh.SeedRepo(path, files, branches...)
+	require.NoError(t, err)
+	return w.srv.id(t, "repository", "repo", "add", "--workspace", w.ws, "--provider", "github", "--host", "github.com", "--path", path), commit
+}
+
 func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	t.Parallel()
-	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
-	seed, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "hello\n"}, "main")
-	require.NoError(t, err)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	workspaces := testutil.TraversableDir(t)
-	srv := startServerEnv(t, dataDir, []string{"E2E_GH_TOKEN=" + e2eGitHubToken},
-		"--agentctl", executortest.Agentctl(t), "--workspaces-dir", workspaces)
-	ws := srv.id(t, "workspace", "workspace", "create", "acme")
-	srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--base-url", gh.URL, "--token-env", "E2E_GH_TOKEN")
-	repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	w := newWorkspaceWorld(t)
+	gh, srv, dataDir, workspaces, ws := w.gh, w.srv, w.dataDir, w.workspaces, w.ws
+	repo, seed := w.repo(t, "acme/api", map[string]string{"README.md": "hello\n"}, "main")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", repo)
 	sid := srv.launchLocal(t, task)
 	branch := "toolscope/" + task + "/" + sid
@@ -225,19 +247,10 @@ func gitLog(t *testing.T, dir string) string {
 // push: the session's record, the event and task_info say where.
 func TestARepositoryAttachedWhileTheAgentRunsIsCheckedOutInItsWorkspace(t *testing.T) {
 	t.Parallel()
-	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
-	_, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "api\n"}, "main")
-	require.NoError(t, err)
-	web, err := gh.SeedRepo("acme/web", map[string]string{"index.html": "<p>web</p>\n"}, "trunk")
-	require.NoError(t, err)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	workspaces := testutil.TraversableDir(t)
-	srv := startServerEnv(t, dataDir, []string{"E2E_GH_TOKEN=" + e2eGitHubToken},
-		"--agentctl", executortest.Agentctl(t), "--workspaces-dir", workspaces)
-	ws := srv.id(t, "workspace", "workspace", "create", "acme")
-	srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--base-url", gh.URL, "--token-env", "E2E_GH_TOKEN")
-	api := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
-	webRepo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/web")
+	w := newWorkspaceWorld(t)
+	srv, dataDir, workspaces, ws := w.srv, w.dataDir, w.workspaces, w.ws
+	api, _ := w.repo(t, "acme/api", map[string]string{"README.md": "api\n"}, "main")
+	webRepo, web := w.repo(t, "acme/web", map[string]string{"index.html": "<p>web</p>\n"}, "trunk")
 	task := srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "one login for both", "--repo", api)
 	sid := srv.launchLocal(t, task)
 	branch := "toolscope/" + task + "/" + sid
