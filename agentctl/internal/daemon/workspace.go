@@ -265,7 +265,7 @@ func (d *Daemon) measureWork(ctx context.Context, s *session) {
 			continue
 		}
 		w := &agentctlv1.CheckoutWork{}
-		mirrors, err := d.mirrors()
+		mirrors, err := d.mirrors() // opened once, at a session's first checkout
 		var got checkout.Work
 		if err == nil {
 			got, err = mirrors.Work(ctx, r.key, filepath.Join(s.workspace, r.dir), r.branch, owner)

@@ -38,7 +38,7 @@ func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID stri
 	var out []executors.Checkout
 	used := map[string]bool{}
 	for _, r := range task.Repositories {
-		p, ok := providers.Normalize(r.Provider)
+		p, ok := forgeOf(r)
 		if !ok {
 			continue
 		}
@@ -65,6 +65,13 @@ func (s *Service) checkouts(ctx context.Context, task model.Task, sessionID stri
 	return out, repos, nil
 }
 
+// forgeOf is the provider of a repository a workspace checks out: GitHub
+// or GitLab; local and unknown sources are not checked out.
+func forgeOf(r model.TaskRepository) (providers.Provider, bool) {
+	p, ok := providers.Normalize(r.Provider)
+	return p, ok && (p == providers.GitHub || p == providers.GitLab)
+}
+
 // CheckoutTimeout bounds a push that brings a running session checkouts
 // of repositories attached since its workspace was made (the download of
 // a repository no mirror on the host has yet), in place of the push
@@ -81,8 +88,8 @@ func (s *Service) freshCheckouts(ctx context.Context, sess model.Session) ([]exe
 	}
 	if !slices.ContainsFunc(task.Repositories, func(r model.TaskRepository) bool {
 		_, recorded := sess.Checkouts.OfRepository(r.ID)
-		p, ok := providers.Normalize(r.Provider)
-		return !recorded && ok && (p == providers.GitHub || p == providers.GitLab)
+		_, forge := forgeOf(r)
+		return forge && !recorded
 	}) {
 		return nil, nil, nil // the usual push: nothing attached since
 	}
