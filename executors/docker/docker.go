@@ -14,10 +14,23 @@
 // variables, which stay the image's. Containers carry labels (toolscope.session,
 // toolscope.task) so a restarted orchestrator finds, re-attaches or cleans
 // them. A container's death is noticed at once (the engine's wait API).
+//
+// A session's workspace (ADR 0038) is on the host, in
+// Options.WorkspacesDir/<session>, bind-mounted at the same name under
+// /toolscope/workspaces: it outlives the container, a resumed session's
+// new container finds it again, and `session clean` removes it
+// (RemoveWorkspace). The repositories' mirrors are one host directory,
+// Options.MirrorsDir, shared by the containers' agentctls (root in their
+// containers; the directory is closed to agents). Each container sees
+// only its own session's workspace; a checkout's objects are copied from
+// the mirror, not hard-linked (a bind mount is a mount of its own). The
+// image needs git for checkouts; without it they fail, named, and the
+// session starts without them.
 package docker
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -64,6 +77,10 @@ const (
 	grpcPort     = "7077"
 	mcpPort      = "7078"
 	mountDir     = "/toolscope"
+	// Where the container's agentctl keeps workspaces and mirrors: bind
+	// mounts of Options.WorkspacesDir/<session> and Options.MirrorsDir.
+	containerWorkspaces = mountDir + "/workspaces"
+	containerMirrors    = mountDir + "/mirrors"
 )
 
 // Options configure the docker backend.
@@ -73,6 +90,11 @@ type Options struct {
 	Agentctl string
 	// StateDir holds each session's secret file on the host.
 	StateDir string
+	// WorkspacesDir holds the sessions' workspaces on the host, kept after
+	// their containers end (DIR(StateDir)/workspaces if empty); MirrorsDir
+	// the repositories' mirrors the containers' agentctls fetch
+	// (DIR(StateDir)/docker-mirrors if empty). Both are created if missing.
+	WorkspacesDir, MirrorsDir string
 	// Client talks to the engine; if nil, one is built from the
 	// environment (DOCKER_HOST, ...) with API version negotiation.
 	Client       *client.Client
@@ -132,6 +154,8 @@ func New(opts Options) (*Executor, error) {
 	if opts.OrchestratorID == "" {
 		return nil, errdefs.RequiredField("orchestrator_id")
 	}
+	opts.WorkspacesDir = cmp.Or(opts.WorkspacesDir, filepath.Join(filepath.Dir(opts.StateDir), "workspaces"))
+	opts.MirrorsDir = cmp.Or(opts.MirrorsDir, filepath.Join(filepath.Dir(opts.StateDir), "docker-mirrors"))
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
@@ -183,12 +207,21 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		return executors.Handle{}, executors.Status{}, err
 	}
 
+	// The workspace is the session's for good: made once, kept by a stop,
+	// found again by a resume's container.
+	workspace, err := e.workspace(spec.SessionID)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return executors.Handle{}, executors.Status{}, err
+	}
+
 	progress.Report("creating container from %s", spec.Image)
 	created, err := e.cli.ContainerCreate(ctx, &container.Config{
 		Image:      spec.Image,
 		Entrypoint: []string{mountDir + "/agentctl"},
 		Cmd: append([]string{"serve", "--listen", "0.0.0.0:" + grpcPort, "--secret-file", mountDir + "/secret",
 			"--state-dir", "/tmp/toolscope-agentctl", "--mcp-host", "0.0.0.0", "--mcp-port", mcpPort,
+			"--workspaces-dir", containerWorkspaces, "--mirrors-dir", containerMirrors,
 			"--agent-uids", agentuid.Single(agentuid.Default.First).String()}, e.opts.AgentctlFlags.Args()...),
 		// agentctl is root in the container, whatever the image's USER,
 		// so that it can run the agent under another uid.
@@ -198,7 +231,8 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		Labels: map[string]string{LabelManaged: "true", LabelOrchestrator: e.opts.OrchestratorID,
 			LabelSession: spec.SessionID, LabelTask: spec.TaskID},
 	}, &container.HostConfig{
-		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro"},
+		Binds: []string{e.opts.Agentctl + ":" + mountDir + "/agentctl:ro", secretFile + ":" + mountDir + "/secret:ro",
+			workspace + ":" + containerWorkspaces + "/" + spec.SessionID, e.opts.MirrorsDir + ":" + containerMirrors},
 		// No setuid binary of the image lifts the agent back to root.
 		SecurityOpt: []string{"no-new-privileges:true"},
 		PortBindings: nat.PortMap{
@@ -242,6 +276,51 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	}
 	status.MCPURL = s.mcpURL
 	return executors.Handle{Backend: Name, Version: stateVersion, State: executors.EncodeState(st)}, status, nil
+}
+
+// workspace makes (or finds) a session's workspace directory on the host
+// and the mirrors directory, and returns the workspace's path.
+func (e *Executor) workspace(sessionID string) (string, error) {
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || strings.HasPrefix(sessionID, ".") {
+		return "", errdefs.InvalidField("session_id", "%q is not a session id", sessionID)
+	}
+	if err := os.MkdirAll(e.opts.MirrorsDir, 0o700); err != nil {
+		return "", fmt.Errorf("the mirrors directory: %w", err)
+	}
+	if err := os.MkdirAll(e.opts.WorkspacesDir, 0o711); err != nil {
+		return "", fmt.Errorf("the workspaces directory: %w", err)
+	}
+	ws := filepath.Join(e.opts.WorkspacesDir, sessionID)
+	if err := os.Mkdir(ws, 0o700); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("the session's workspace: %w", err)
+	}
+	return ws, nil
+}
+
+// RemoveWorkspace implements executors.WorkspaceRemover: the session's
+// directory in WorkspacesDir, as the container's agentctl left it, once
+// the session's container is gone. dir is the workspace as the container
+// saw it.
+func (e *Executor) RemoveWorkspace(ctx context.Context, h executors.Handle, dir string) error {
+	var st state
+	if err := executors.DecodeState(h, Name, stateVersion, &st); err != nil {
+		return err
+	}
+	if st.SessionID == "" || st.SessionID != filepath.Base(st.SessionID) || strings.HasPrefix(st.SessionID, ".") {
+		return errdefs.InvalidField("handle.session_id", "%q is not a session id", st.SessionID)
+	}
+	if filepath.Clean(dir) != containerWorkspaces+"/"+st.SessionID {
+		return errdefs.FailedPrecondition("session %s's workspace %s is not where this executor mounts workspaces (%s): remove it by hand",
+			st.SessionID, dir, containerWorkspaces)
+	}
+	if st.ContainerID != "" {
+		if info, err := e.cli.ContainerInspect(ctx, st.ContainerID); err == nil && info.State != nil && info.State.Running {
+			return errdefs.FailedPrecondition("session %s runs (container %s): stop it first", st.SessionID, short(st.ContainerID))
+		} else if err != nil && !client.IsErrNotFound(err) {
+			return fmt.Errorf("inspect container %s: %w", short(st.ContainerID), err)
+		}
+	}
+	return os.RemoveAll(filepath.Join(e.opts.WorkspacesDir, st.SessionID))
 }
 
 // waitReady reads agentctl's readiness line from the container's output.

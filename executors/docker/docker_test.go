@@ -54,8 +54,10 @@ func TestConformance(t *testing.T) {
 		},
 		Prepare:     func(s *executors.Spec) { s.Image = image },
 		ReportsLoss: true,
-		Agent:       []string{"/toolscope/agentctl", "version"},
-		Printed:     "contract toolscope.agentctl.v1.AgentctlService",
+		Workspaces: &executortest.Workspaces{Host: executortest.BridgeGateway(t, cli),
+			Prepare: func(s *executors.Spec) { s.Image = executortest.BuildGitImage(t, cli) }},
+		Agent:   []string{"/toolscope/agentctl", "version"},
+		Printed: "contract toolscope.agentctl.v1.AgentctlService",
 		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
 			var st struct {
 				ContainerID string `json:"container_id"`

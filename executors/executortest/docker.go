@@ -4,15 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
+	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/toolscope/toolscope/internal/testutil"
@@ -110,23 +109,25 @@ func buildImage(cli *client.Client, tag string, files map[string]file) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if strings.TrimSpace(msg.Error) != "" {
-			return &buildError{msg.Error}
-		}
-	}
+	return readProgress(resp.Body)
 }
 
-type buildError struct{ msg string }
-
-func (e *buildError) Error() string { return e.msg }
+// BridgeGateway is this machine's address on the engine's default bridge
+// network: where a container reaches a server the test starts (listening
+// on that address alone, not on every interface).
+func BridgeGateway(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect the engine's bridge network: %v", err)
+	}
+	for _, c := range n.IPAM.Config {
+		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
+			return c.Gateway
+		}
+	}
+	t.Fatalf("the engine's bridge network has no IPv4 gateway: %+v", n.IPAM.Config)
+	return ""
+}

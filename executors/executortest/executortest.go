@@ -58,6 +58,8 @@ type Backend struct {
 	// could, without the orchestrator: issue 15's attacker who creates
 	// sessions of their own. The backend closes the connection.
 	Control func(t *testing.T, h executors.Handle) Controller
+	// Workspaces, if set, runs the workspace case (package doc).
+	Workspaces *Workspaces
 	// Agent is an agent command that prints Printed and exits 0 where the
 	// backend's sessions run (`agentctl version` in a FROM scratch image).
 	Agent   []string
@@ -559,6 +561,12 @@ func run(t *testing.T, b Backend, which part) {
 		}), "following the log of an agent that exited ends")
 		assert.Equal(t, st.AgentOutput, strings.TrimSpace(string(log)))
 	})
+
+	if b.Workspaces != nil {
+		only(lifecycle, "a session starts in its workspace; its work is measured, delivered and kept", func(t *testing.T) {
+			b.Workspaces.workspace(t, b.New(t, (&recorder{}).handle, nil), spec("github", 1), launch, ctx)
+		})
+	}
 
 	only(lifecycle, "an agent command the executor cannot find fails the launch with its cause", func(t *testing.T) {
 		e := b.New(t, (&recorder{}).handle, nil)

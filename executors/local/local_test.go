@@ -43,9 +43,13 @@ func TestContract(t *testing.T) {
 func backend(t *testing.T) executortest.Backend {
 	agentctl := executortest.Agentctl(t)
 	stateDir := t.TempDir() // shared by every executor: a restart keeps it
+	// Agents under uids of their own traverse the workspaces' parents.
+	require.NoError(t, os.Chmod(filepath.Dir(stateDir), 0o711))
+	require.NoError(t, os.Chmod(stateDir, 0o711))
 	return executortest.Backend{
 		New: func(t *testing.T, calls executors.CallHandler, events executors.EventHandler) executors.Executor {
-			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, Calls: calls, Events: events, OrchestratorID: t.Name()})
+			e, err := local.New(local.Options{Agentctl: agentctl, StateDir: stateDir, WorkspacesDir: filepath.Join(stateDir, "workspaces"),
+				Calls: calls, Events: events, OrchestratorID: t.Name()})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e.Close() })
 			return e
@@ -58,6 +62,7 @@ func backend(t *testing.T) executortest.Backend {
 			require.NoError(t, syscall.Kill(-st.PID, syscall.SIGKILL))
 		},
 		ReportsLoss: true,
+		Workspaces:  &executortest.Workspaces{Host: "127.0.0.1"},
 		Agent:       []string{"sh", "-c", "echo an agent; echo done"},
 		Printed:     "an agent\ndone",
 		Control: func(t *testing.T, h executors.Handle) executortest.Controller {

@@ -67,12 +67,17 @@ type hostOptions struct {
 	// mcpPerSession lets the daemon pick a port per session (unpublished:
 	// only agents inside the host reach them), so it hosts several.
 	mcpPerSession bool
+	// git: the host has git (executortest.GitImage), for workspaces.
+	git bool
 }
 
 func startHostWith(t testing.TB, o hostOptions) *host {
 	t.Helper()
 	cli := executortest.RequireDocker(t)
 	image := executortest.BuildTestImage(t, cli)
+	if o.git {
+		image = executortest.BuildGitImage(t, cli)
+	}
 	agentctl := executortest.Agentctl(t)
 	ca, err := pki.NewCA("remote test CA", time.Hour)
 	require.NoError(t, err)
@@ -123,10 +128,11 @@ func (h *host) executor(t testing.TB, calls executors.CallHandler) *remote.Execu
 }
 
 func TestConformance(t *testing.T) {
-	h := startHost(t)
+	h := startHostWith(t, hostOptions{git: true})
 	executortest.Run(t, executortest.Backend{
-		Agent:   []string{"/toolscope/agentctl", "version"},
-		Printed: "contract toolscope.agentctl.v1.AgentctlService",
+		Agent:      []string{"/toolscope/agentctl", "version"},
+		Printed:    "contract toolscope.agentctl.v1.AgentctlService",
+		Workspaces: &executortest.Workspaces{Host: executortest.BridgeGateway(t, h.cli)},
 		New: func(t *testing.T, calls executors.CallHandler, _ executors.EventHandler) executors.Executor {
 			return h.executor(t, calls)
 		},

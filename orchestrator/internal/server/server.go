@@ -63,10 +63,11 @@ type Config struct {
 	// DataDir holds the SQLite database and the Unix socket;
 	// paths.DefaultDataDir() if empty. It is created 0700.
 	DataDir string
-	// WorkspacesDir holds the local executor's sessions' workspaces;
-	// DataDir/workspaces if empty. Agents under uids of their own (a
-	// root orchestrator) must be able to traverse its parents, which a
-	// 0700 DataDir forbids (docs/operations.md, Workspaces).
+	// WorkspacesDir holds the local and docker executors' sessions'
+	// workspaces; DataDir/workspaces if empty. Local agents under uids of
+	// their own (a root orchestrator) must be able to traverse its
+	// parents, which a 0700 DataDir forbids (docs/operations.md,
+	// Workspaces); a container sees its session's alone.
 	WorkspacesDir string
 	// Database, if set (else $TOOLSCOPE_DATABASE), is a PostgreSQL
 	// connection URL used instead of the SQLite database in DataDir. It
@@ -228,6 +229,7 @@ func newDocker(ctx context.Context, cfg Config, d *toolcalls.Dispatcher, ev exec
 	}
 	return docker.New(docker.Options{
 		Agentctl: cfg.Agentctl, StateDir: filepath.Join(cfg.DataDir, "containers"), Client: cli,
+		WorkspacesDir: cfg.WorkspacesDir, MirrorsDir: filepath.Join(cfg.DataDir, "docker-mirrors"),
 		AgentctlFlags: cfg.AgentctlFlags, LogTailLines: cfg.DockerLogTailLines,
 		Calls: d.CallHandler, Events: ev, OrchestratorID: id, Log: log,
 	})
