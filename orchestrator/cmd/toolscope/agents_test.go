@@ -11,9 +11,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -475,4 +477,144 @@ func TestProfilesKeepTheUsersConfiguration(t *testing.T) {
 			"--", "-p", "Show the session."})
 		require.Len(t, model.Turns(), 4)
 	})
+}
+
+// TestClaudeCodeDeliversAPullRequest runs the real Claude Code in its
+// session's workspace (issue 31): it learns where its checkout is from
+// task_info, edits a file with its own Edit tool, commits, pushes through
+// git_push and opens the pull request with github_pr_create. The stand-in
+// then holds the branch with the agent's commit and the pull request;
+// no process of the agent, no file of its workspace and no model request
+// ever held the provider's token.
+func TestClaudeCodeDeliversAPullRequest(t *testing.T) {
+	t.Parallel()
+	const mcp = "mcp__toolscope__"
+	bin := agentCLIs(t)
+	gh := forgetest.NewGitHub(t, e2eGitHubToken, "octo-bot")
+	_, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "hello\n"}, "main")
+	require.NoError(t, err)
+	var (
+		task, checkout string
+		envRead        atomic.Int64
+	)
+	// tokenNowhere checks, while the agent runs, that none of its
+	// processes holds the token, and returns how many it read.
+	tokenNowhere := func() int64 {
+		list, err := procs.List()
+		require.NoError(t, err)
+		var agents int64
+		for _, p := range list {
+			environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "environ"))
+			if err != nil || !strings.Contains(string(environ), "TOOLSCOPE_TASK_ID="+task) {
+				continue
+			}
+			agents++
+			assert.NotContains(t, string(environ), e2eGitHubToken, "process %d (%s)", p.PID, p.Args)
+			assert.NotContains(t, p.Args, e2eGitHubToken, "process %d's command line", p.PID)
+		}
+		return agents
+	}
+	fail := func(turn *modeltest.Turn, format string, args ...any) modeltest.Reply {
+		t.Errorf("turn %d: "+format, append([]any{turn.N}, args...)...)
+		return modeltest.Reply{Text: "giving up"}
+	}
+	readme := func() string { return filepath.Join(checkout, "README.md") }
+	model := modeltest.NewAnthropic(t, "toolscope", modeltest.Steps(
+		func(turn *modeltest.Turn) modeltest.Reply {
+			assert.Equal(t, toolapi.WorkspaceSurface("github"), surface(turn), "a session with a checkout can push")
+			envRead.Store(tokenNowhere())
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "ToolSearch",
+				Input: map[string]any{"query": "select:" + mcp + "task_info," + mcp + "git_push," + mcp + "github_pr_create"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "task_info", Input: map[string]any{}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			m := regexp.MustCompile(`"local_path":"([^"]+)"`).FindStringSubmatch(turn.LastResult())
+			if m == nil {
+				return fail(turn, "task_info reports no local_path: %q", turn.LastResult())
+			}
+			checkout = m[1]
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "Read", Input: map[string]any{"file_path": readme()}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			if !strings.Contains(turn.LastResult(), "hello") {
+				return fail(turn, "Read did not show the checkout's README.md: %q", turn.LastResult())
+			}
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "Edit",
+				Input: map[string]any{"file_path": readme(), "old_string": "hello", "new_string": "hello, logged in"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "Bash", Input: map[string]any{
+				"command":     "git -C " + checkout + " -c user.name=agent -c user.email=agent@localhost commit -q -am 'Fix the login bug'",
+				"description": "Commit the fix"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "git_push", Input: map[string]any{}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			if !strings.Contains(turn.LastResult(), `"ref":"refs/heads/toolscope/`) {
+				return fail(turn, "git_push did not push: %q", turn.LastResult())
+			}
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: mcp + "github_pr_create", Input: map[string]any{"title": "Fix the login bug"}}}}
+		},
+		func(turn *modeltest.Turn) modeltest.Reply {
+			if !strings.Contains(turn.LastResult(), `"number":`) {
+				return fail(turn, "github_pr_create did not open a pull request: %q", turn.LastResult())
+			}
+			return modeltest.Reply{Text: "done"}
+		},
+	))
+
+	home := t.TempDir()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	workspaces := testutil.TraversableDir(t)
+	agentctl := executortest.Agentctl(t)
+	require.NoError(t, os.Chmod(filepath.Dir(agentctl), 0o755))
+	srv := startServerEnv(t, dataDir, []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home, "E2E_GH_TOKEN=" + e2eGitHubToken,
+		"ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=" + agentModelKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		"--agentctl", agentctl, "--workspaces-dir", workspaces)
+	ws := srv.id(t, "workspace", "workspace", "create", "acme")
+	srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--base-url", gh.URL, "--token-env", "E2E_GH_TOKEN")
+	repo := srv.id(t, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
+	task = srv.id(t, "task", "task", "create", "--workspace", ws, "--title", "fix login", "--repo", repo)
+
+	args := []string{"--agent", "claude-code", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+		"--", "--permission-mode", "acceptEdits", "--allowedTools", "Bash(git:*)"}
+	guideShows(t, "toolscope session launch TASK "+shellJoin(args))
+	var launched map[string]any
+	require.NoError(t, json.Unmarshal([]byte(srv.ok(t, append([]string{"--json", "session", "launch", task, "--executor", "local"},
+		append(args, "-p", "Fix the login bug and open a pull request.", "--output-format", "json")...)...)), &launched))
+	sid := launched["id"].(string)
+	ev := waitEvent(t, srv, task, pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED)
+	t.Logf("agent exited: %s", ev.GetMessage())
+	for _, turn := range model.Turns() {
+		t.Logf("turn %d: results %q", turn.N, turn.Results)
+	}
+	require.Len(t, model.Turns(), 8, "every scripted turn ran")
+	assert.NotZero(t, envRead.Load(), "the agent's environment was read while it ran")
+
+	branch := "toolscope/" + task + "/" + sid
+	assert.Equal(t, filepath.Join(workspaces, sid, "api"), checkout, "the agent's checkout is in the session's workspace")
+	commit := asOwner(t, checkout, "rev-parse", "HEAD")
+	assert.Equal(t, "hello, logged in", asOwner(t, checkout, "show", "HEAD:README.md"), "the agent's edit, committed")
+	head, ok := gh.Head("acme/api", branch)
+	require.True(t, ok, "the session's branch is on the provider")
+	assert.Equal(t, commit, head, "with the agent's commit")
+	pr, ok := gh.PullRequest("acme/api", 1)
+	require.True(t, ok, "the pull request is open")
+	assert.Equal(t, branch, pr.Head)
+
+	require.NoError(t, filepath.WalkDir(filepath.Join(workspaces, sid), func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), e2eGitHubToken, p)
+		}
+		return nil
+	}))
+	for _, turn := range model.Turns() {
+		assert.NotContains(t, string(turn.Body), e2eGitHubToken, "model request %d", turn.N)
+	}
 }
