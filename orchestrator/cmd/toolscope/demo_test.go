@@ -111,11 +111,11 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	assert.Contains(t, steps["standins"]["github"], "http://127.0.0.1:", "stand-ins on this machine")
 	assert.Equal(t, map[string]any{"github": "demo-bot", "gitlab": "demo-bot"}, steps["workspace"]["usernames"])
 	assert.Equal(t, []string{"github"}, strs(steps["task"]["providers"]))
-	assert.Equal(t, toolapi.Surface("github"), strs(steps["tools_before"]["tools"]))
+	assert.Equal(t, toolapi.WorkspaceSurface("github"), strs(steps["tools_before"]["tools"]), "with git_push: the session has a checkout")
 	after := steps["tools_after"]
 	assert.Equal(t, float64(1), after["list_changed"], "exactly one notification")
 	assert.Equal(t, []string{"github", "gitlab"}, strs(after["providers"]))
-	assert.Equal(t, toolapi.Surface("github", "gitlab"), strs(after["tools"]))
+	assert.Equal(t, toolapi.WorkspaceSurface("github", "gitlab"), strs(after["tools"]))
 	var gitlabTools []string
 	for _, tool := range toolapi.Tools() {
 		if tool.Group == toolapi.GroupGitLab {
@@ -128,6 +128,11 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	assert.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/sessions/.+/mcp$`, steps["hosted"]["url"])
 	assert.Equal(t, float64(1), steps["hosted_after"]["list_changed"], "exactly one notification, hosted too")
 	assert.Equal(t, toolapi.Surface("github", "gitlab"), strs(steps["hosted_after"]["tools"]))
+	work := steps["workspace_work"]
+	assert.Regexp(t, `/api$`, work["checkout"])
+	assert.Regexp(t, `^toolscope/task_\w+/sess_\w+$`, work["branch"])
+	assert.Regexp(t, `^committed [0-9a-f]{7,} Fix the login bug on toolscope/task_\w+/sess_\w+ in /.+/api$`, work["agent"], "the agent committed in its checkout")
+	assert.Contains(t, work["git_push"], "Branch "+work["branch"].(string)+" of github.com/acme/api pushed at ", "git_push delivered the session's branch")
 	calls := steps["calls"]
 	assert.Contains(t, calls["github_pr_create"], "Created pull request #1")
 	assert.Contains(t, calls["gitlab_mr_create"], "Created merge request #1")
@@ -138,8 +143,8 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	assert.NotEmpty(t, tokenFile, "and where the token to log in with is")
 
 	story := strings.Join(runDemo(t), "\n")
-	for _, want := range []string{"no real GitHub or GitLab is contacted", "lists 11 tools", "received 1 notifications/tools/list_changed",
-		"now lists 18 tools", "Created pull request #1", "Created merge request #1", "session mcp-config", "Web console: http://127.0.0.1:",
+	for _, want := range []string{"no real GitHub or GitLab is contacted", "lists 12 tools", "received 1 notifications/tools/list_changed",
+		"now lists 19 tools", "it committed a fix there", "pushed it to the stand-in", "Created pull request #1", "Created merge request #1", "session mcp-config", "Web console: http://127.0.0.1:",
 		"Hosted session", "The hosted session's agent received 1 notifications/tools/list_changed too, and now lists 18 tools"} {
 		assert.Contains(t, story, want)
 	}
@@ -300,7 +305,7 @@ func TestDemoLeavesNothingOnASignal(t *testing.T) {
 	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			tmp := t.TempDir()
+			tmp := testutil.TraversableDir(t) // as TMPDIR is: the agents' uids reach the demo's workspaces
 			d := startDemoEnv(t, filepath.Join(t.TempDir(), "config.json"), []string{"TMPDIR=" + tmp}, "--json")
 			made, err := filepath.Glob(filepath.Join(tmp, "toolscope-demo-*"))
 			require.NoError(t, err)

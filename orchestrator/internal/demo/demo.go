@@ -3,7 +3,11 @@
 // minute — a task on a GitHub repository, an agent session listing its
 // tools over MCP, a GitLab repository attached in one batch, the single
 // notifications/tools/list_changed and the new list, one GitHub and one
-// GitLab tool call. A hosted session (served by the orchestrator itself,
+// GitLab tool call — and the workspace: the session's agent, a script,
+// finds the task's repository checked out in its working directory on the
+// session's own branch and commits a change, which git_push delivers
+// (no credential in the agent's hands) and github_pr_create turns into a
+// pull request. A hosted session (served by the orchestrator itself,
 // for an agent that cannot run agentctl) on the same task gets the same
 // change. Provider APIs are local stand-ins (package standin),
 // and the output says so. The orchestrator then keeps running for the user
@@ -85,28 +89,44 @@ func (t teller) say(step string, facts map[string]any, format string, args ...an
 
 // Run plays the scenario and then serves until ctx ends.
 func Run(ctx context.Context, opts Options) (err error) {
+	// The demo's workspaces are throw-away whatever the data directory, in
+	// a directory that a root orchestrator's agents, under uids of their
+	// own, may traverse (a data directory is 0700): beside the data
+	// directory the demo makes, or in one of their own.
+	temp, workspaces := "", ""
 	if opts.DataDir == "" {
-		dir, err := os.MkdirTemp("", "toolscope-demo-")
-		if err != nil {
+		if temp, err = os.MkdirTemp("", "toolscope-demo-"); err != nil {
 			return err
 		}
-		opts.DataDir = dir
-		// Removed last, once the server and its sessions are gone.
-		defer func() {
-			if rerr := os.RemoveAll(dir); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove the demo's data directory: %w", rerr))
-			}
-		}()
+		opts.DataDir, workspaces = filepath.Join(temp, "data"), filepath.Join(temp, "workspaces")
+	} else {
+		if temp, err = os.MkdirTemp("", "toolscope-demo-workspaces-"); err != nil {
+			return err
+		}
+		workspaces = temp
+	}
+	// Removed last, once the server and its sessions are gone.
+	defer func() {
+		if rerr := os.RemoveAll(temp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the demo's directory: %w", rerr))
+		}
+	}()
+	if err := os.Chmod(temp, 0o711); err != nil {
+		return err
 	}
 	tell := teller{out: opts.Out, json: opts.JSON}
 	tell.say("intro", map[string]any{}, "toolscope demo: an agent gets exactly the MCP tools its task can use.\n")
 
 	gh := standin.NewGitHub(randomToken("ghp_"), "demo-bot")
 	defer gh.Close()
-	gh.AddRepo("acme/api", "main", "fix-login")
+	if _, err := gh.SeedRepo("acme/api", map[string]string{"README.md": "# acme/api\n", "login.go": loginGo}, "main"); err != nil {
+		return fmt.Errorf("demo: the stand-in's repository (is git installed?): %w", err)
+	}
 	gl := standin.NewGitLab(randomToken("glpat-"), "demo-bot")
 	defer gl.Close()
-	gl.AddProject("acme/web", "main", "fix-login")
+	if _, err := gl.SeedProject("acme/web", map[string]string{"README.md": "# acme/web\n"}, "main", "fix-login"); err != nil {
+		return fmt.Errorf("demo: the stand-in's repository (is git installed?): %w", err)
+	}
 	_ = os.Setenv(githubTokenEnv, gh.Token)
 	_ = os.Setenv(gitlabTokenEnv, gl.Token)
 	tell.say("standins", map[string]any{"github": gh.URL, "gitlab": gl.URL},
@@ -118,7 +138,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	ready := make(chan server.Ready, 1)
 	served := make(chan error, 1)
 	go func() {
-		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, Agentctl: opts.Agentctl,
+		served <- server.Run(serveCtx, server.Config{Listen: opts.Listen, DataDir: opts.DataDir, WorkspacesDir: workspaces, Agentctl: opts.Agentctl,
 			Console: opts.Console, Hosted: opts.Hosted, Logger: opts.Logger, PollInterval: 0}, func(r server.Ready) { ready <- r })
 	}()
 	// However the demo ends (but SIGKILL), the server has returned
@@ -317,12 +337,22 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		"2. Task %s, \"Fix the login bug\", on github.com/acme/api: its provider set is %s.",
 		taskID, strings.Join(task.GetTask().GetProviderSet().GetProviders(), ","))
 
-	launched, err := sessions.LaunchSession(ctx, &pb.LaunchSessionRequest{TaskId: taskID, Executor: "local"})
+	launched, err := sessions.LaunchSession(ctx, &pb.LaunchSessionRequest{TaskId: taskID, Executor: "local",
+		Agent: &pb.AgentSpec{Argv: []string{"sh", "-c", agentScript}}})
 	if err != nil {
 		return ids, fmt.Errorf("launch a local session (is agentctl built? 'make build'): %w", err)
 	}
 	sid := launched.GetSession().GetId()
 	ids = [4]string{wsID, taskID, sid} // from here on, the session is the caller's to stop
+	var checkout *pb.SessionCheckout
+	for _, c := range launched.GetSession().GetCheckouts() {
+		if c.GetRepositoryId() == ghRepo.GetRepository().GetId() {
+			checkout = c
+		}
+	}
+	if checkout == nil || checkout.GetError() != "" {
+		return ids, fmt.Errorf("session %s has no checkout of github.com/acme/api: %s", sid, checkout.GetError())
+	}
 	endpoint, err := sessions.GetSessionMCP(ctx, &pb.GetSessionMCPRequest{SessionId: sid})
 	if err != nil {
 		return ids, err
@@ -386,7 +416,22 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 			"   The agent received %d notifications/tools/list_changed and now lists %d tools; new:\n%s",
 		strings.Join(ps.GetProviders(), ","), ps.GetGeneration(), notified, len(after), indent(newTools(before, after)))
 
-	pr, err := agent.call(ctx, toolapi.GitHubPRCreate, map[string]any{"branch": "fix-login", "title": "Fix the login bug"})
+	exited, err := agentExited(ctx, conn, taskID)
+	if err != nil {
+		return ids, err
+	}
+	pushed, err := agent.call(ctx, toolapi.GitPushTool, map[string]any{"repository_id": checkout.GetRepositoryId()})
+	if err != nil {
+		return ids, err
+	}
+	tell.say("workspace_work", map[string]any{"workspace_dir": launched.GetSession().GetWorkspaceDir(), "checkout": checkout.GetPath(),
+		"branch": checkout.GetBranch(), "agent": exited, toolapi.GitPushTool: pushed},
+		"5. The session's agent (a script) started in its workspace %s (removed when the demo stops),\n"+
+			"   where acme/api is checked out on the session's own branch %s; it committed a fix there:\n     %s\n"+
+			"   %s pushed it to the stand-in (agentctl pushed with a credential the agent never sees): %s",
+		launched.GetSession().GetWorkspaceDir(), checkout.GetBranch(), exited, toolapi.GitPushTool, pushed)
+
+	pr, err := agent.call(ctx, toolapi.GitHubPRCreate, map[string]any{"repository_id": checkout.GetRepositoryId(), "title": "Fix the login bug"})
 	if err != nil {
 		return ids, err
 	}
@@ -395,9 +440,49 @@ func scenario(ctx context.Context, addr string, gh *standin.GitHub, gl *standin.
 		return ids, err
 	}
 	tell.say("calls", map[string]any{toolapi.GitHubPRCreate: pr, toolapi.GitLabMRCreate: mr},
-		"5. The agent calls two tools, answered by the orchestrator through the stand-ins:\n   %s: %s\n   %s: %s",
+		"6. The agent opens the pull request of its branch and a merge request on GitLab, answered by the\n   orchestrator through the stand-ins:\n   %s: %s\n   %s: %s",
 		toolapi.GitHubPRCreate, pr, toolapi.GitLabMRCreate, mr)
 	return ids, nil
+}
+
+// loginGo is the file the demo's agent fixes.
+const loginGo = "package api\n\n// Login checks a password.\nfunc Login(user, password string) bool { return password != \"\" }\n"
+
+// agentScript is the demo session's agent: in its working directory, the
+// session's workspace, it finds acme/api on the session's branch and
+// commits a fix there. It holds no credential, so it cannot push: its
+// MCP client (the scenario) delivers through git_push.
+const agentScript = `set -e
+cd api
+echo '// Login refuses an empty user too.' >> login.go
+git -c user.name=demo-agent -c user.email=demo-agent@localhost commit -q -am 'Fix the login bug'
+echo "committed $(git log -1 --format='%h %s') on $(git branch --show-current) in $(pwd)"`
+
+// agentExitedTimeout bounds the wait for the demo's agent script.
+const agentExitedTimeout = 30 * time.Second
+
+// agentExited waits for the task's agent.exited event and returns the
+// agent's last output line, or why it failed.
+func agentExited(ctx context.Context, conn *grpc.ClientConn, taskID string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, agentExitedTimeout)
+	defer cancel()
+	stream, err := pb.NewEventServiceClient(conn).WatchTaskEvents(ctx, &pb.WatchTaskEventsRequest{TaskId: taskID})
+	if err != nil {
+		return "", err
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return "", fmt.Errorf("waiting for the session's agent to commit: %w", err)
+		}
+		if e := resp.GetEvent(); e.GetKind() == pb.TaskEventKind_TASK_EVENT_KIND_AGENT_EXITED {
+			msg := strings.TrimSpace(e.GetMessage())
+			if !strings.Contains(msg, "code 0") {
+				return "", fmt.Errorf("the session's agent failed: %s", msg)
+			}
+			return msg[strings.LastIndex(msg, "\n")+1:], nil
+		}
+	}
 }
 
 // scripted is the demo's agent: an MCP client of the session.
