@@ -187,6 +187,10 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 	assert.Equal(t, "rewritten", strings.TrimSpace(gitLog(t, dir)))
 	assert.Equal(t, [2]float64{0, 1}, workCounts(t, srv, sid), "the stop recorded the unpushed commit")
 	assert.Regexp(t, `0 uncommitted, 1 unpushed, at `, srv.ok(t, "session", "get", sid))
+	// task get shows each session's checkout of the task's repository:
+	// its branch, its delivery and what its stop recorded.
+	assert.Regexp(t, `(?m)^\s+github\.com/acme/api\s+`+sid+`\s+stopped\s+`+regexp.QuoteMeta(branch)+`\s+`+regexp.QuoteMeta(dir)+`\s+`+
+		commit[:12]+` at \S+ \S+\s+0 uncommitted, 1 unpushed, at `, srv.ok(t, "task", "get", task))
 	keptDir := filepath.Join(workspaces, sid)
 
 	// The task's next session starts on the work under review: its own

@@ -204,14 +204,32 @@ func (a *app) taskCmd() *cobra.Command {
 	create.Flags().StringVar(&in.RepositoryId, "repo", "", "primary repository id")
 	mapFields(create, "repository_id", "--repo")
 	get := &cobra.Command{
-		Use: "get TASK", Short: "Show a task, its repositories and its provider set", Args: ExactArgs("TASK"),
+		Use: "get TASK", Short: "Show a task, its repositories, its provider set and its sessions' checkouts of them", Args: ExactArgs("TASK"),
+		Long: `Show a task, its repositories and its provider set, and each checkout its sessions have
+of its repositories: the session's branch, where it is, the last delivery (git_push) and the
+work it held that the provider lacked when the session last stopped ('session get SESSION'
+measures a running session's now). With --json, the task alone, as GetTask answers it; the
+sessions' checkouts are 'session list --task TASK --json'.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 				resp, err := a.tasks(conn).GetTask(ctx, &pb.GetTaskRequest{TaskId: args[0]})
 				if err != nil {
 					return err
 				}
-				return a.emit(resp, func(w io.Writer) { printTask(w, resp.GetTask()) })
+				if a.json {
+					return a.emit(resp, nil)
+				}
+				// The sessions as their records have them: listing them
+				// measures no workspace.
+				sessions, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: resp.GetTask().GetId()})
+				if err != nil {
+					msg, _ := describe(cmd, err)
+					a.warnf("the task's sessions could not be listed, so their checkouts are not shown: %s", msg)
+				}
+				return a.emit(resp, func(w io.Writer) {
+					printTask(w, resp.GetTask())
+					printTaskCheckouts(w, resp.GetTask(), sessions.GetSessions())
+				})
 			})
 		},
 	}

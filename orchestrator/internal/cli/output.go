@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -158,12 +159,76 @@ func printSession(w io.Writer, s *pb.Session) {
 		if c.GetError() != "" {
 			where = "not checked out: " + c.GetError()
 		}
-		delivered := "-"
-		if c.GetDeliveredCommit() != "" {
-			delivered = fmt.Sprintf("%.12s at %s", c.GetDeliveredCommit(), c.GetDeliverTime().AsTime().Local().Format(time.DateTime))
-		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, delivered, formatWork(c.GetWork()))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, formatDelivered(c), formatWork(c.GetWork()))
 	}
+}
+
+// printTaskCheckouts prints, after a task, its sessions' checkouts of its
+// repositories, in the task's order of repositories, then the sessions'
+// (oldest first): each one's branch, where it is, its last delivery and
+// its work as the session's record has it (measured when it last
+// stopped). Nothing when no session has a checkout.
+func printTaskCheckouts(w io.Writer, t *pb.Task, sessions []*pb.Session) {
+	type row struct {
+		s *pb.Session
+		c *pb.SessionCheckout
+	}
+	order := map[string]int{}
+	names := map[string]string{}
+	for i, tr := range t.GetRepositories() {
+		order[tr.GetRepository().GetId()] = i
+		names[tr.GetRepository().GetId()] = repoName(tr.GetRepository())
+	}
+	var rows []row
+	for _, s := range sessions {
+		for _, c := range s.GetCheckouts() {
+			rows = append(rows, row{s, c})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	rank := func(r row) int {
+		if i, ok := order[r.c.GetRepositoryId()]; ok {
+			return i
+		}
+		return len(order) // no longer the task's: last
+	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		if d := a.s.GetCreateTime().AsTime().Compare(b.s.GetCreateTime().AsTime()); d != 0 {
+			return d
+		}
+		return strings.Compare(a.c.GetKey(), b.c.GetKey())
+	})
+	fmt.Fprintf(w, "  checkouts of its sessions\n")
+	fmt.Fprintln(w, "    REPOSITORY\tSESSION\tSTATE\tBRANCH\tCHECKOUT\tDELIVERED\tUNDELIVERED WORK")
+	for _, r := range rows {
+		name := names[r.c.GetRepositoryId()]
+		if name == "" {
+			name = r.c.GetKey()
+		}
+		where := r.c.GetPath()
+		switch {
+		case r.c.GetError() != "":
+			where = "not checked out: " + r.c.GetError()
+		case r.s.GetWorkspaceRemoveTime() != nil:
+			where = "removed at " + r.s.GetWorkspaceRemoveTime().AsTime().Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.s.GetId(), sessionStates[r.s.GetState()], r.c.GetBranch(),
+			orDash(where), formatDelivered(r.c), formatWork(r.c.GetWork()))
+	}
+}
+
+// formatDelivered is a checkout's last delivery: the commit the
+// provider's branch points at, and when; "-" before any.
+func formatDelivered(c *pb.SessionCheckout) string {
+	if c.GetDeliveredCommit() == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%.12s at %s", c.GetDeliveredCommit(), c.GetDeliverTime().AsTime().Local().Format(time.DateTime))
 }
 
 // formatWork says what a checkout held that its remote lacked when

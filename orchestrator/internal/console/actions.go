@@ -17,6 +17,7 @@ const (
 	ViewSession      Action = "view-session"
 	ResumeSession    Action = "resume-session"
 	StopSession      Action = "stop-session"
+	CleanSession     Action = "clean-session"
 	ShowSessionMCP   Action = "show-session-mcp"
 	ReadSessionLog   Action = "read-session-log"
 	ViewTasks        Action = "view-tasks"
@@ -49,6 +50,7 @@ var RPCs = map[Action]string{
 	ViewSession:      pb.SessionService_GetSession_FullMethodName,
 	ResumeSession:    pb.SessionService_ResumeSession_FullMethodName,
 	StopSession:      pb.SessionService_StopSession_FullMethodName,
+	CleanSession:     pb.SessionService_CleanSession_FullMethodName,
 	ShowSessionMCP:   pb.SessionService_GetSessionMCP_FullMethodName,
 	ReadSessionLog:   pb.SessionService_ReadSessionLog_FullMethodName,
 	ViewTasks:        pb.TaskService_ListTasks_FullMethodName,

@@ -321,6 +321,11 @@ func TestBrowser(t *testing.T) {
 		for _, n := range names {
 			assert.False(t, strings.HasPrefix(n, "gitlab_"), "a GitHub-only task shows %s", n)
 		}
+		// The workspace: the task's GitHub repository on the session's
+		// branch (the stand-in serves no git for it: not checked out,
+		// and said so).
+		assert.Equal(t, "toolscope/"+w.taskID+"/"+w.sessionID, text(t, session, "[data-checkout] [data-branch]"))
+		assert.Contains(t, text(t, session, "[data-checkout] [data-checkout-state]"), "not checked out")
 		// A mark that a reload would erase.
 		run(t, session, chromedp.Evaluate[bool](`window.notReloaded = true`))
 		p.keep(t, session, "session before the batch")
@@ -370,6 +375,26 @@ func TestBrowser(t *testing.T) {
 		// service says so, in place.
 		do(t, session, chromedp.Click(chromedp.CSS(`#log .button`)), chromedp.WaitVisible(chromedp.CSS(`#log .problem`)))
 		assert.Contains(t, text(t, session, "#log .problem"), "runs no agent")
+	})
+
+	t.Run("a form asking for confirmation is sent only once confirmed", func(t *testing.T) {
+		// As the "Discard and clean" button's: console.js asks, and a
+		// "no" keeps the form from being sent.
+		sent := func(answer bool) bool {
+			return run(t, session, chromedp.Evaluate[bool](`(() => {
+				window.confirm = () => `+strconv.FormatBool(answer)+`;
+				const f = document.createElement("form");
+				f.method = "post"; f.action = "/nowhere"; f.setAttribute("data-confirm", "Sure?");
+				document.body.appendChild(f);
+				let sent = false;
+				window.addEventListener("submit", e => { sent = !e.defaultPrevented; e.preventDefault(); }, {once: true});
+				f.requestSubmit();
+				f.remove();
+				return sent;
+			})()`))
+		}
+		assert.False(t, sent(false), "declined: not sent")
+		assert.True(t, sent(true), "confirmed: sent")
 	})
 
 	t.Run("a state-changing POST without the CSRF token is refused", func(t *testing.T) {

@@ -169,6 +169,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /sessions/{id}/log", c.page(ReadSessionLog, c.sessionLog))
 	m.HandleFunc("POST /sessions/{id}/resume", c.form(ResumeSession, c.resumeSession))
 	m.HandleFunc("POST /sessions/{id}/stop", c.form(StopSession, c.stopSession))
+	m.HandleFunc("POST /sessions/{id}/clean", c.form(CleanSession, c.cleanSession))
 	m.HandleFunc("POST /sessions/{id}/mcp", c.form(ShowSessionMCP, c.showSessionMCP))
 
 	m.HandleFunc("GET /tasks", c.page(ViewTasks, c.tasksPage))

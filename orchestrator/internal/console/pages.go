@@ -2,11 +2,13 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
@@ -77,13 +79,28 @@ func (c *Console) session(ctx context.Context, id string) (sessionRow, error) {
 }
 
 func (c *Console) sessionPage(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me) {
+	c.renderSession(ctx, w, r, me, http.StatusOK, "", false)
+}
+
+// renderSession answers with a session's page; refused is why a clean of
+// its workspace was just refused ("": none was), discarded whether that
+// clean discarded the work. The page shows the work as the session's
+// record has it (GetSession): the stop's measure, not a new one.
+func (c *Console) renderSession(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me, status int, refused string, discarded bool) {
 	s, err := c.session(ctx, r.PathValue("id"))
 	if err != nil {
 		c.failErr(w, r, me, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "session", me, map[string]any{"Title": "Session " + s.ID, "S": s,
-		"Since": c.opts.Now().UnixNano(), "Running": s.State == model.SessionRunning})
+	ws := s.Checkouts
+	// The service removes a stopped session's kept workspace only
+	// (Service.CleanSession); it refuses one whose record says a checkout
+	// may hold work its provider lacks, unless the work is discarded.
+	cleanable := s.State == model.SessionStopped && ws.Dir != "" && ws.Removed.IsZero()
+	c.render(w, r, status, "session", me, map[string]any{"Title": "Session " + s.ID, "S": s,
+		"Since": c.opts.Now().UnixNano(), "Running": s.State == model.SessionRunning,
+		"Cleanable": cleanable, "CleanRefused": refused,
+		"OfferDiscard": refused != "" && !discarded && cleanable && ws.Undelivered() != ""})
 }
 
 func (c *Console) resumeSession(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me) {
@@ -100,6 +117,24 @@ func (c *Console) stopSession(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	c.see(w, r, "/sessions/%s", r.PathValue("id"))
+}
+
+// cleanSession removes a stopped session's workspace: CleanSession's role
+// (member), with discard when the form says so. A refusal (the session
+// runs, its executor removes no workspace, or its work may be
+// undelivered) is shown on the session's page, which then offers to
+// discard the work when that was the reason.
+func (c *Console) cleanSession(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me) {
+	discard := r.PostFormValue("discard") == "true"
+	_, err := c.svc.CleanSession(ctx, r.PathValue("id"), discard)
+	switch {
+	case err == nil:
+		c.see(w, r, "/sessions/%s", r.PathValue("id"))
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		c.renderSession(ctx, w, r, me, http.StatusConflict, c.explain(r, err), discard)
+	default:
+		c.failErr(w, r, me, err)
+	}
 }
 
 // showSessionMCP answers the explicit "show" with the session's MCP

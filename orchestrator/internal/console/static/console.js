@@ -12,6 +12,13 @@
   document.addEventListener("htmx:afterRequest", function (e) {
     if (e.detail && e.detail.xhr && e.detail.xhr.status > 0) { offline(false); }
   });
+  // A form with data-confirm is sent only once the person confirms it.
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (f && f.hasAttribute && f.hasAttribute("data-confirm") && !window.confirm(f.getAttribute("data-confirm"))) {
+      e.preventDefault();
+    }
+  });
   document.addEventListener("click", function (e) {
     var t = e.target.closest("[data-copy]");
     if (!t) { return; }
