@@ -497,6 +497,15 @@ type WorkspaceRemover interface {
 	RemoveWorkspace(ctx context.Context, h Handle, dir string) error
 }
 
+// WorkspaceDropper is an Executor whose Stop may end a session's workspace
+// with the rest of it (kubernetes: the workspace is the pod's volume)
+// when DropsWorkspaces says so. The service then stops a session only
+// once its work is measured delivered, or when the caller discards it,
+// and records the workspace removed.
+type WorkspaceDropper interface {
+	DropsWorkspaces() bool
+}
+
 // KeptAgentLogReader is an optional capability: a backend that keeps a
 // session's agent log once its agentctl ended (the local executor's logs
 // directory), for sessions AgentLog no longer serves.

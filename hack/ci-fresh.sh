@@ -6,7 +6,8 @@
 #   - the Docker engine's containers and images that the project's tests
 #     create (label toolscope.test or toolscope.managed, or an image named
 #     toolscope-test-*; nothing else is touched): removed;
-#   - ~/.cache/toolscope (the Kubernetes binaries): moved aside for the run,
+#   - ~/.cache/toolscope (the Kubernetes binaries, the git root file system
+#     of the workspace tests): moved aside for the run,
 #     put back after it (the run's own copy is removed);
 #   - the Go build and module caches and npm's cache: the run gets empty
 #     ones of its own (GOCACHE, GOMODCACHE, npm_config_cache), removed after;

@@ -21,87 +21,128 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
-// GitImage is the image of the workspace cases: agentctl runs git where
-// it runs. It is Debian's minimal root file system with git and
-// ca-certificates, made by mmdebstrap (Debian's packages are reachable,
-// an image registry is not) and imported into the engine, where it stays
-// as this machine's cache: a fresh machine builds it once (about a minute).
+// GitImage is the image of the docker and remote workspace cases: agentctl
+// runs git where it runs. It is GitRootfs imported into the engine, where
+// it stays as this machine's cache.
 const GitImage = "toolscope-test-git:1"
 
-// gitImageSuite is the Debian release of GitImage.
-const gitImageSuite = "bookworm"
+// gitRootfsName is GitRootfs's file in the machine's toolscope cache
+// directory: Debian's minimal root file system with git and
+// ca-certificates, made by mmdebstrap (Debian's packages are reachable,
+// an image registry is not). The name changes with what it holds.
+const (
+	gitRootfsSuite = "bookworm"
+	gitRootfsName  = "test-git-rootfs-" + gitRootfsSuite + "-1.tar"
+)
 
 var (
+	gitRootfsOnce sync.Once
+	gitRootfsPath string
+	gitRootfsErr  error
+
 	gitImageOnce sync.Once
 	gitImageErr  error
 )
 
-// BuildGitImage returns GitImage, built unless the engine has it. Test
-// processes of several packages may ask at once: one builds, the others
-// wait for it (a lock in the machine's toolscope cache directory).
-func BuildGitImage(t testing.TB, cli *client.Client) string {
+// GitRootfs returns the path of a root file system (a tar) with git, for
+// the images of the workspace cases (docker's GitImage, the kubernetes
+// test cluster's). It is made once per machine (about a minute) and kept
+// in ~/.cache/toolscope, like the Kubernetes binaries; test processes of
+// several packages asking at once wait for the one that makes it.
+func GitRootfs(t testing.TB) string {
 	t.Helper()
-	gitImageOnce.Do(func() { gitImageErr = buildGitImage(cli) })
-	if gitImageErr != nil {
-		t.Fatalf("build the image with git: %v", gitImageErr)
+	gitRootfsOnce.Do(func() {
+		var unlock func()
+		if unlock, gitRootfsErr = cacheLock(); gitRootfsErr == nil {
+			defer unlock()
+			gitRootfsPath, gitRootfsErr = makeGitRootfs()
+		}
+	})
+	if gitRootfsErr != nil {
+		t.Fatalf("the root file system with git: %v", gitRootfsErr)
 	}
-	return GitImage
+	return gitRootfsPath
 }
 
-func buildGitImage(cli *client.Client) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if _, err := cli.ImageInspect(ctx, GitImage); err == nil {
-		return nil
-	}
+// cacheDir is the machine's toolscope cache directory.
+func cacheDir() (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return err
+		return "", err
 	}
-	if err := os.MkdirAll(filepath.Join(cache, "toolscope"), 0o755); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(filepath.Join(cache, "toolscope", "test-images.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	dir := filepath.Join(cache, "toolscope")
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// cacheLock holds the cache's images lock (across processes) until the
+// returned function is called.
+func cacheLock() (func(), error) {
+	dir, err := cacheDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer lock.Close()
+	lock, err := os.OpenFile(filepath.Join(dir, "test-images.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return err
+		lock.Close()
+		return nil, err
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if _, err := cli.ImageInspect(ctx, GitImage); err == nil {
-		return nil // another package's tests built it meanwhile
+	return func() { lock.Close() }, nil
+}
+
+func makeGitRootfs() (string, error) {
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, gitRootfsName)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
 	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return fmt.Errorf("mmdebstrap is needed to build %s (apt-get install mmdebstrap; .ci/run installs it): %w", GitImage, err)
+		return "", fmt.Errorf("mmdebstrap is needed to make %s (apt-get install mmdebstrap; .ci/run installs it): %w", path, err)
 	}
-	// The root file system as a tar stream on stdout, straight into the
-	// engine: nothing is written to disk but the image.
-	cmd := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include=git,ca-certificates",
-		"--format=tar", gitImageSuite, "-")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+	tmp := path + ".new"
+	defer os.Remove(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include=git,ca-certificates",
+		"--format=tar", gitRootfsSuite, tmp).CombinedOutput()
 	if err != nil {
-		return err
+		return "", fmt.Errorf("mmdebstrap %s: %v: %s", gitRootfsSuite, err, strings.TrimSpace(string(out)))
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	resp, importErr := cli.ImageImport(ctx, image.ImportSource{Source: out, SourceName: "-"}, GitImage,
-		image.ImportOptions{Changes: []string{"LABEL " + testutil.LabelTest + "=image", `CMD ["/bin/sh"]`, "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
-	if importErr == nil {
-		importErr = readProgress(resp)
-	}
-	_, _ = io.Copy(io.Discard, out) // mmdebstrap never blocks on a refused import
-	if err := cmd.Wait(); err != nil {
-		if importErr == nil { // a whole-looking stream of a failed run: not the image
-			_, _ = cli.ImageRemove(ctx, GitImage, image.RemoveOptions{Force: true})
+	return path, os.Rename(tmp, path)
+}
+
+// BuildGitImage returns GitImage, imported from GitRootfs unless the
+// engine has it.
+func BuildGitImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	gitImageOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := cli.ImageInspect(ctx, GitImage); err == nil {
+			return
 		}
-		return fmt.Errorf("mmdebstrap %s: %v: %s", gitImageSuite, err, strings.TrimSpace(stderr.String()))
+		rootfs := GitRootfs(t)
+		var f *os.File
+		if f, gitImageErr = os.Open(rootfs); gitImageErr != nil {
+			return
+		}
+		defer f.Close()
+		resp, err := cli.ImageImport(ctx, image.ImportSource{Source: f, SourceName: "-"}, GitImage,
+			image.ImportOptions{Changes: []string{"LABEL " + testutil.LabelTest + "=image", `CMD ["/bin/sh"]`,
+				"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
+		if gitImageErr = err; err == nil {
+			gitImageErr = readProgress(resp)
+		}
+	})
+	if gitImageErr != nil {
+		t.Fatalf("import %s: %v", GitImage, gitImageErr)
 	}
-	return importErr
+	return GitImage
 }
 
 // readProgress reads an engine's JSON progress stream to its end and

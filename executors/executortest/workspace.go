@@ -56,7 +56,9 @@ func (w *Workspaces) serve(t *testing.T) (*gittest.Host, string) {
 // is measured, delivered (only the session's branch) and kept by a stop;
 // the session launched again finds its workspace, and a second session of
 // the repository fetches nothing again; a removed workspace is made anew
-// from the delivered branch.
+// from the delivered branch. On a backend whose stop ends the workspace
+// (executors.WorkspaceDropper), the session launched again starts from
+// its delivered branch.
 func (w *Workspaces) workspace(t *testing.T, e executors.Executor, s executors.Spec,
 	launch func(*testing.T, executors.Executor, executors.Spec) (executors.Handle, executors.Status), ctx func(*testing.T) context.Context) {
 	host, url := w.serve(t)
@@ -128,6 +130,15 @@ echo in "$(pwd)"`, branch, gitToken[:10], gitToken[10:]))
 	require.NotNil(t, stopped.Checkouts[0].Work, "a stop measures the work")
 	assert.Equal(t, 1, stopped.Checkouts[0].Work.Uncommitted)
 	require.NoError(t, e.Stop(ctx(t), h))
+
+	if dr, ok := e.(executors.WorkspaceDropper); ok && dr.DropsWorkspaces() {
+		// The workspace ended with the stop (the service allows that only
+		// once the work is delivered, or discarded): launched again, the
+		// session's checkout is made anew, from the branch it delivered.
+		_, st2 := agentRuns(t, s, `test ! -e api/agent-was-here; git -C api log -1 --format=head=%H`)
+		assert.Contains(t, st2.AgentOutput, "head="+d.Commit, "the delivered branch is continued")
+		return
+	}
 
 	// Launched again (a resume), the session finds its workspace with the
 	// work in it; the mirror fetched nothing new.

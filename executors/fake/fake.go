@@ -24,7 +24,10 @@ import (
 type Executor struct {
 	name string
 	// Events, if set, receives the EventLost of a session Lose ends.
-	Events     executors.EventHandler
+	Events executors.EventHandler
+	// Drops says its Stop ends a session's workspace
+	// (executors.WorkspaceDropper), as the kubernetes executor's does.
+	Drops      bool
 	inspecting atomic.Pointer[func(ctx context.Context, sessionID string)] // SetInspecting
 
 	mu       sync.Mutex
@@ -44,6 +47,7 @@ type session struct {
 	pushes    int
 	failed    int
 	notes     []string
+	work      map[string]executors.Work // by checkout key: SetWork
 }
 
 // New returns a fake backend called name ("local", say, so that sessions
@@ -82,9 +86,39 @@ func (x *Executor) Launch(_ context.Context, spec executors.Spec, progress execu
 	return executors.Handle{Backend: x.name, Version: 1, State: []byte(spec.SessionID)}, s.status(), nil
 }
 
+// status is the session's status. A session launched with checkouts has
+// a workspace, /fake/<session>, holding each (made, never fetched), with
+// the work SetWork gave it.
 func (s *session) status() executors.Status {
-	return executors.Status{Phase: executors.PhaseRunning, MCPURL: "http://127.0.0.1:1/mcp", MCPToken: "session-token",
+	st := executors.Status{Phase: executors.PhaseRunning, MCPURL: "http://127.0.0.1:1/mcp", MCPToken: "session-token",
 		StdioCommand: []string{"agentctl", "mcp"}, Providers: s.providers, Generation: s.gen, ExternalGeneration: s.extGen}
+	if len(s.spec.Checkouts) > 0 {
+		st.WorkspaceDir = "/fake/" + s.spec.SessionID
+	}
+	for _, c := range s.spec.Checkouts {
+		cs := executors.CheckoutState{Key: c.Key, Path: st.WorkspaceDir + "/" + c.Path, Branch: c.Branch}
+		if w, ok := s.work[c.Key]; ok {
+			cs.Work = &w
+		}
+		st.Checkouts = append(st.Checkouts, cs)
+	}
+	return st
+}
+
+// DropsWorkspaces implements executors.WorkspaceDropper: Drops.
+func (x *Executor) DropsWorkspaces() bool { return x.Drops }
+
+// SetWork makes a session's checkout of key hold w, as agentctl would
+// measure it.
+func (x *Executor) SetWork(sessionID, key string, w executors.Work) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s, ok := x.sessions[sessionID]; ok {
+		if s.work == nil {
+			s.work = map[string]executors.Work{}
+		}
+		s.work[key] = w
+	}
 }
 
 // Reattach implements executors.Executor: a session launched here and
@@ -267,7 +301,7 @@ func (a *agentctl) State(ctx context.Context, id string) (st executors.Status, e
 	return st, err
 }
 
-// Work: a fake session has no workspace, so its status is all there is.
+// Work: the status, with the work SetWork gave the checkouts.
 func (a *agentctl) Work(ctx context.Context, id string) (executors.Status, error) {
 	return a.State(ctx, id)
 }

@@ -23,6 +23,13 @@
 // orchestrator's pods reports a deleted, evicted or failed pod lost at
 // once; pods carry toolscope.* labels, so a restarted orchestrator finds,
 // re-attaches or sweeps them.
+//
+// A session's workspace (ADR 0038) is an emptyDir of its pod
+// (/toolscope/workspaces), made by agentctl before the agent starts; the
+// fetch credential reaches agentctl over the link, never the pod spec or
+// a file. It ends with the pod: the executor is an
+// executors.WorkspaceDropper, so the orchestrator stops a session only
+// once its work is delivered, or discarded on purpose.
 package kubernetes
 
 import (
@@ -103,6 +110,7 @@ const (
 	binDir        = "/toolscope/bin"
 	tlsDir        = "/toolscope/tls"
 	stateDir      = "/toolscope/state"
+	workspacesDir = "/toolscope/workspaces"
 	envPrefix     = "env."
 	certValidity  = 90 * 24 * time.Hour
 )
@@ -283,6 +291,10 @@ func loadCA(dir string) (*pki.CA, error) {
 // Name implements executors.Executor.
 func (e *Executor) Name() string { return Name }
 
+// DropsWorkspaces implements executors.WorkspaceDropper: a session's
+// workspace is its pod's volume.
+func (e *Executor) DropsWorkspaces() bool { return true }
+
 // serverName is the name agentctl's certificate is issued for, checked
 // by the orchestrator: a certificate of another session's pod fails.
 func serverName(pod string) string { return pod + ".agentctl.toolscope" }
@@ -377,7 +389,7 @@ func (e *Executor) pod(meta metav1.ObjectMeta, spec executors.Spec, env map[stri
 	mode := int32(0o400)
 	args := append([]string{"serve", "--listen", "0.0.0.0:" + strconv.Itoa(GRPCPort),
 		"--tls-cert", tlsDir + "/tls.crt", "--tls-key", tlsDir + "/tls.key", "--client-ca", tlsDir + "/ca.crt",
-		"--state-dir", stateDir, "--mcp-host", "127.0.0.1", "--mcp-port", strconv.Itoa(MCPPort),
+		"--state-dir", stateDir, "--workspaces-dir", workspacesDir, "--mcp-host", "127.0.0.1", "--mcp-port", strconv.Itoa(MCPPort),
 		"--agent-uids", agentuid.Single(agentuid.Default.First).String()}, e.opts.AgentctlFlags.Args()...)
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	return &corev1.Pod{
@@ -405,6 +417,7 @@ func (e *Executor) pod(meta metav1.ObjectMeta, spec executors.Spec, env map[stri
 					{Name: "bin", MountPath: binDir, ReadOnly: true},
 					{Name: "tls", MountPath: tlsDir, ReadOnly: true},
 					{Name: "state", MountPath: stateDir},
+					{Name: "workspaces", MountPath: workspacesDir},
 					{Name: "tmp", MountPath: "/tmp"},
 				},
 				// agentctl is root in the container, whatever the image's
@@ -419,6 +432,7 @@ func (e *Executor) pod(meta metav1.ObjectMeta, spec executors.Spec, env map[stri
 				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: meta.Name, DefaultMode: &mode,
 					Items: []corev1.KeyToPath{{Key: "tls.crt", Path: "tls.crt"}, {Key: "tls.key", Path: "tls.key"}, {Key: "ca.crt", Path: "ca.crt"}}}}},
 				{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "workspaces", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},

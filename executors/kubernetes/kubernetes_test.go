@@ -42,6 +42,7 @@ const (
 	agentctlImage = "toolscope.test/agentctl:1"
 	scratchImage  = "toolscope.test/scratch:1"
 	probeImage    = "toolscope.test/probe:1"
+	gitImage      = "toolscope.test/git:1" // executortest.GitRootfs
 )
 
 // Rules is the orchestrator's Role in its sessions' namespace: the least
@@ -160,8 +161,11 @@ func TestConformance(t *testing.T) {
 		},
 		Prepare:     func(s *executors.Spec) { s.Image = scratchImage },
 		ReportsLoss: true,
-		Agent:       []string{"/toolscope/bin/agentctl", "version"},
-		Printed:     "contract toolscope.agentctl.v1.AgentctlService",
+		// A pod reaches the host at the cluster link's host end.
+		Workspaces: &executortest.Workspaces{Host: f.cluster.HostIP,
+			Prepare: func(s *executors.Spec) { s.Image = f.cluster.RootfsImage(t, gitImage, executortest.GitRootfs(t), nil) }},
+		Agent:   []string{"/toolscope/bin/agentctl", "version"},
+		Printed: "contract toolscope.agentctl.v1.AgentctlService",
 		Control: func(t *testing.T, h executors.Handle) executortest.Controller {
 			grpcAddr, mcpAddr, cfg, err := kubernetes.Reach(current, h)
 			require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"maps"
 	"os"
 	"path"
@@ -13,9 +14,9 @@ import (
 	"time"
 )
 
-// imageArchive is a `docker save` archive of a one-layer image holding
-// files, which `ctr images import` loads: no registry, no builder.
-func imageArchive(name string, files map[string]File, entrypoint []string) ([]byte, error) {
+// filesLayer is an image layer (a tar) holding files, by path in the
+// image.
+func filesLayer(files map[string]File) ([]byte, error) {
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	dirs := map[string]bool{}
@@ -49,34 +50,72 @@ func imageArchive(name string, files map[string]File, entrypoint []string) ([]by
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	diff := sha256.Sum256(layer.Bytes())
+	return layer.Bytes(), nil
+}
+
+// layer is one image layer: its tar's bytes, size and sha256.
+type layer struct {
+	r    io.Reader
+	size int64
+	diff string // "sha256:<hex>"
+}
+
+// writeArchive writes a `docker save` archive of a one-layer image to w,
+// which `ctr images import` loads: no registry, no builder.
+func writeArchive(w io.Writer, name string, l layer, entrypoint []string) error {
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": entrypoint, "Env": []string{"PATH=/usr/local/bin:/usr/bin:/bin"}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}},
+		"config": map[string]any{"Entrypoint": entrypoint, "Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{l.diff}},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	manifest, err := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{name}, "Layers": []string{"layer.tar"}}})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out bytes.Buffer
-	aw := tar.NewWriter(&out)
+	aw := tar.NewWriter(w)
+	if err := aw.WriteHeader(&tar.Header{Name: "layer.tar", Mode: 0o644, Size: l.size, ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	if _, err := io.Copy(aw, l.r); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{"layer.tar", layer.Bytes()}, {"config.json", config}, {"manifest.json", manifest}} {
+	}{{"config.json", config}, {"manifest.json", manifest}} {
 		if err := aw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := aw.Write(f.data); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := aw.Close(); err != nil {
-		return nil, err
+	return aw.Close()
+}
+
+// bytesLayer is a layer of b.
+func bytesLayer(b []byte) layer {
+	sum := sha256.Sum256(b)
+	return layer{r: bytes.NewReader(b), size: int64(len(b)), diff: "sha256:" + hex.EncodeToString(sum[:])}
+}
+
+// fileLayer is the layer a tar file holds, opened (the caller closes it).
+func fileLayer(path string) (layer, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return layer{}, nil, err
 	}
-	return out.Bytes(), nil
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return layer{}, nil, err
+	}
+	return layer{r: f, size: size, diff: "sha256:" + hex.EncodeToString(h.Sum(nil))}, f, nil
 }

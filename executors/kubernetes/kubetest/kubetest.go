@@ -14,7 +14,6 @@
 package kubetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -25,6 +24,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -72,8 +72,9 @@ type Cluster struct {
 	// CA signs the cluster's certificates: a test issues users with it.
 	CA *CA
 	// NodeIP is the node's address, reachable from the host; PodCIDR is
-	// routed to it.
-	NodeIP, PodCIDR string
+	// routed to it. HostIP is the host's end of that link, which pods
+	// reach: where a test serves what a pod must reach (a git server).
+	NodeIP, PodCIDR, HostIP string
 	// Started is how long the start took, to a schedulable node with its
 	// default ServiceAccount.
 	Started time.Duration
@@ -177,6 +178,7 @@ func start(t testing.TB) (c *Cluster, err error) {
 		}
 	}()
 	hostIP := fmt.Sprintf("10.231.%d.1", n)
+	c.HostIP = hostIP
 	serviceCIDR := fmt.Sprintf("10.233.%d.0/24", n)
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return c, err
@@ -579,15 +581,46 @@ type imageOnce struct {
 }
 
 func (c *Cluster) importImage(name string, files map[string]File, entrypoint []string) error {
-	archive, err := imageArchive(name, files, entrypoint)
+	b, err := filesLayer(files)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return c.importLayer(name, bytesLayer(b), entrypoint)
+}
+
+// RootfsImage imports a one-layer image of a root file system (a tar,
+// such as executortest.GitRootfs) with the given entrypoint into the
+// cluster's containerd, once per name.
+func (c *Cluster) RootfsImage(t testing.TB, name, rootfs string, entrypoint []string) string {
+	t.Helper()
+	v, _ := c.images.LoadOrStore(name, &imageOnce{})
+	o := v.(*imageOnce)
+	o.once.Do(func() {
+		l, f, err := fileLayer(rootfs)
+		if err != nil {
+			o.err = err
+			return
+		}
+		defer f.Close()
+		o.err = c.importLayer(name, l, entrypoint)
+	})
+	if o.err != nil {
+		t.Fatalf("import image %s: %v", name, o.err)
+	}
+	return name
+}
+
+// importLayer streams a one-layer image into `ctr images import`.
+func (c *Cluster) importLayer(name string, l layer, entrypoint []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ctr", "--address", filepath.Join(c.Dir, "containerd.sock"), "-n", "k8s.io", "images", "import", "-")
-	cmd.Stdin = bytes.NewReader(archive)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	pr, pw := io.Pipe()
+	cmd.Stdin = pr
+	go func() { pw.CloseWithError(writeArchive(pw, name, l, entrypoint)) }()
+	out, err := cmd.CombinedOutput()
+	pr.CloseWithError(io.ErrClosedPipe) // the writer never blocks on an importer that ended
+	if err != nil {
 		return fmt.Errorf("ctr images import: %v: %s", err, out)
 	}
 	return nil

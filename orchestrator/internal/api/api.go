@@ -262,7 +262,7 @@ func (h *sessions) AttachSession(ctx context.Context, req *pb.AttachSessionReque
 }
 
 func (h *sessions) StopSession(ctx context.Context, req *pb.StopSessionRequest) (*pb.StopSessionResponse, error) {
-	s, err := h.svc.StopSession(ctx, req.GetSessionId())
+	s, err := h.svc.StopSession(ctx, req.GetSessionId(), req.GetDiscard())
 	if err != nil {
 		return nil, err
 	}

@@ -371,7 +371,7 @@ func newFuzzEnv(tb testing.TB, root string) *fuzzEnv {
 	stopped, err := e.svc.LaunchSession(ctx, service.SessionInput{TaskID: local.ID, Executor: "remote", Mode: model.ModePlan,
 		AgentArgv: []string{"/usr/bin/agent", "--flag"}}, nil)
 	require.NoError(tb, err)
-	_, err = e.svc.StopSession(ctx, stopped.ID)
+	_, err = e.svc.StopSession(ctx, stopped.ID, false)
 	require.NoError(tb, err)
 	e.ids["@session.stopped"] = stopped.ID
 	// A pending source request: the workspace holds its agents' batches.

@@ -392,12 +392,13 @@ func (a *app) sessionCmd() *cobra.Command {
 			r, err := c.ResumeSession(ctx, &pb.ResumeSessionRequest{SessionId: id})
 			return r.GetSession(), err
 		})
-	stop := one("stop", "Stop a session (stopping a stopped session succeeds)",
+	var discard, discardStop bool
+	stop := one("stop", "Stop a session (stopping a stopped session succeeds); where the stop ends its workspace (kubernetes), refused while a checkout holds work its provider lacks, unless --discard",
 		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
-			r, err := c.StopSession(ctx, &pb.StopSessionRequest{SessionId: id})
+			r, err := c.StopSession(ctx, &pb.StopSessionRequest{SessionId: id, Discard: discardStop})
 			return r.GetSession(), err
 		})
-	var discard bool
+	stop.Flags().BoolVar(&discardStop, "discard", false, "stop even if the workspace that ends with the session holds uncommitted or unpushed work")
 	clean := one("clean", "Remove a stopped session's workspace; refused while a checkout holds work its provider lacks, unless --discard",
 		func(ctx context.Context, c pb.SessionServiceClient, id string) (*pb.Session, error) {
 			r, err := c.CleanSession(ctx, &pb.CleanSessionRequest{SessionId: id, Discard: discard})

@@ -112,7 +112,7 @@ func (c *Console) resumeSession(ctx context.Context, w http.ResponseWriter, r *h
 }
 
 func (c *Console) stopSession(ctx context.Context, w http.ResponseWriter, r *http.Request, me Me) {
-	if _, err := c.svc.StopSession(ctx, r.PathValue("id")); err != nil {
+	if _, err := c.svc.StopSession(ctx, r.PathValue("id"), false); err != nil {
 		c.failErr(w, r, me, err)
 		return
 	}

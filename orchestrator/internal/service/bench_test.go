@@ -54,7 +54,7 @@ func batchRound(b *testing.B, n int, dbOpts ...store.Options) {
 	} else {
 		exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(b), StateDir: b.TempDir(), OrchestratorID: b.Name()})
 		require.NoError(b, err)
-		l = newLiveOnStore(b, exec, service.Options{PushTimeout: 30 * time.Second}, dbOpts[0])
+		l = newLiveOnStore(b, exec, service.Options{PushTimeout: 30 * time.Second}, dbOpts[0], nil)
 	}
 	task := l.task(b, "local0")
 	clients := make([]*mcptest.Client, n)

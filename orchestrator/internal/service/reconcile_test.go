@@ -151,7 +151,7 @@ func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
 	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
 		AgentArgv: []string{"sh", "-c", "sleep 60"}, AgentPassEnv: names}, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID) })
+	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID, false) })
 	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
 	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the launch")
 	assert.Equal(t, names, f.session(t, sess.ID).AgentPassEnv, "stored")

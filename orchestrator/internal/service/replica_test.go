@@ -116,7 +116,7 @@ func TestReplicasShareTheWorkAndTakeOverFromEachOther(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", got.Owner)
 	for name, call := range map[string]func() error{
-		"stop":   func() error { _, err := b.svc.StopSession(ctx, sess.ID); return err },
+		"stop":   func() error { _, err := b.svc.StopSession(ctx, sess.ID, false); return err },
 		"resume": func() error { _, err := b.svc.ResumeSession(ctx, sess.ID); return err },
 		"mcp":    func() error { _, err := b.svc.GetSessionMCP(ctx, sess.ID); return err },
 	} {
@@ -172,7 +172,7 @@ func TestReplicasShareTheWorkAndTakeOverFromEachOther(t *testing.T) {
 	require.NoError(t, res.Pushes[0].Err)
 	assert.Equal(t, uint64(3), res.Pushes[0].Applied.Generation)
 	assert.Equal(t, 2, agentctls.Applied(sess.ID).Pushes)
-	stopped, err := b.svc.StopSession(ctx, sess.ID)
+	stopped, err := b.svc.StopSession(ctx, sess.ID, false)
 	require.NoError(t, err)
 	assert.Equal(t, model.SessionStopped, stopped.State)
 }

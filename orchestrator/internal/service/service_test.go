@@ -152,7 +152,7 @@ func TestInvalidRequestsNameTheField(t *testing.T) {
 			_, err := svc.LaunchSession(ctx, service.SessionInput{TaskID: w.task.ID, Executor: "local", AgentArgv: []string{"a", "b\x00"}}, nil)
 			return err
 		}},
-		{"session_id", func() error { _, err := svc.StopSession(ctx, ""); return err }},
+		{"session_id", func() error { _, err := svc.StopSession(ctx, "", false); return err }},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%d_%s", i, c.field), func(t *testing.T) {
@@ -450,10 +450,10 @@ func TestStopSessionIsIdempotent(t *testing.T) {
 	sess, err := st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: "local", Mode: model.ModeTask, State: model.SessionPending})
 	require.NoError(t, err)
 
-	stopped, err := svc.StopSession(ctx, sess.ID)
+	stopped, err := svc.StopSession(ctx, sess.ID, false)
 	require.NoError(t, err)
 	assert.Equal(t, model.SessionStopped, stopped.State)
-	again, err := svc.StopSession(ctx, sess.ID)
+	again, err := svc.StopSession(ctx, sess.ID, false)
 	require.NoError(t, err, "stopping a stopped session succeeds")
 	assert.Equal(t, stopped, again)
 
@@ -468,7 +468,7 @@ func TestStopSessionIsIdempotent(t *testing.T) {
 	}
 	assert.Equal(t, 1, ended, "one session.ended event, not one per stop")
 
-	_, err = svc.StopSession(ctx, "sess_nope")
+	_, err = svc.StopSession(ctx, "sess_nope", false)
 	assert.ErrorIs(t, err, errdefs.ErrNotFound)
 }
 
@@ -490,10 +490,10 @@ func TestStoppingAFailedSessionRecordsItStopped(t *testing.T) {
 		State: model.SessionFailed, Handle: model.Handle{Version: 1, State: []byte(`{"container_id":"gone"}`)}})
 	require.NoError(t, err)
 
-	stopped, err := svc.StopSession(ctx, sess.ID)
+	stopped, err := svc.StopSession(ctx, sess.ID, false)
 	require.NoError(t, err)
 	assert.Equal(t, model.SessionStopped, stopped.State)
-	again, err := svc.StopSession(ctx, sess.ID)
+	again, err := svc.StopSession(ctx, sess.ID, false)
 	require.NoError(t, err)
 	assert.Equal(t, stopped, again)
 	evs, err := st.Events(ctx, task.ID, 0, 100)

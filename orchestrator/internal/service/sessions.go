@@ -397,7 +397,7 @@ func (s *Service) repair(ctx context.Context, exec executors.Executor, sess mode
 // failed session is stopped too (its agentctl may still run: frozen, or
 // unreachable for a while) and recorded stopped. Stopping a stopped
 // session succeeds and changes nothing.
-func (s *Service) StopSession(ctx context.Context, id string) (model.Session, error) {
+func (s *Service) StopSession(ctx context.Context, id string, discard bool) (model.Session, error) {
 	sess, err := s.GetSession(ctx, id)
 	if err != nil {
 		return sess, err
@@ -407,6 +407,12 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 	}
 	if sess, err = s.act(ctx, sess); err != nil {
 		return sess, err
+	}
+	drops := s.dropsWorkspace(sess)
+	if drops && !discard {
+		if err := s.workDelivered(ctx, sess); err != nil {
+			return sess, err
+		}
 	}
 	// The agent ends first, and the work its checkouts hold is measured
 	// then (a session whose agentctl is gone keeps what was measured last).
@@ -444,6 +450,12 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 		if last != nil {
 			m.Checkouts = withWork(m.Checkouts, *last, time.Now().UTC())
 		}
+		if drops {
+			m.Checkouts.Removed = time.Now().UTC()
+			if lost := m.Checkouts.Undelivered(); lost != "" {
+				return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped; its workspace ended with it, discarding " + lost}}, nil
+			}
+		}
 		return []model.Event{{Kind: model.EventSessionEnded, Message: "stopped"}}, nil
 	})
 	if errors.Is(err, errStateChanged) {
@@ -456,6 +468,40 @@ func (s *Service) StopSession(ctx context.Context, id string) (model.Session, er
 }
 
 var errStateChanged = errors.New("session state changed")
+
+// dropsWorkspace reports whether stopping sess ends its workspace: its
+// executor's stop does (executors.WorkspaceDropper) and it has one.
+func (s *Service) dropsWorkspace(sess model.Session) bool {
+	exec, err := s.executor(sess.Executor)
+	if err != nil || sess.Checkouts.Dir == "" || !sess.Checkouts.Removed.IsZero() {
+		return false
+	}
+	d, ok := exec.(executors.WorkspaceDropper)
+	return ok && d.DropsWorkspaces()
+}
+
+// workDelivered refuses to stop a session whose stop ends its workspace
+// while a checkout holds work its provider lacks, measured now; a
+// session whose agentctl is gone has nothing left to lose.
+func (s *Service) workDelivered(ctx context.Context, sess model.Session) error {
+	if !s.inspectable(sess) {
+		return nil
+	}
+	checkouts := sess.Checkouts
+	st, err := s.ctl.Work(ctx, handleOf(sess))
+	switch {
+	case errors.Is(err, executors.ErrLost):
+		return nil
+	case err != nil:
+		return fmt.Errorf("measure session %s's work before its workspace ends with it: %w (stop it anyway with --discard)", sess.ID, err)
+	}
+	checkouts = withWork(checkouts, st, time.Now().UTC())
+	if lost := checkouts.Undelivered(); lost != "" {
+		return errdefs.FailedPrecondition("session %q's workspace ends with it on the %s executor, and holds work its provider lacks: %s; "+
+			"deliver it first (the agent's git_push), or stop it anyway with --discard", sess.ID, sess.Executor, lost)
+	}
+	return nil
+}
 
 // GetSession returns one session, with its state refreshed from its
 // executor: a running session whose agentctl is gone is recorded failed.

@@ -21,6 +21,8 @@ import (
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/catalog/catalogtest"
+	"github.com/toolscope/toolscope/orchestrator/internal/connections"
+	"github.com/toolscope/toolscope/orchestrator/internal/credentials"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -52,12 +54,13 @@ func newLive(t testing.TB, pushTimeout time.Duration) *live {
 // newLiveOn is a service whose "local" backend is exec.
 func newLiveOn(t testing.TB, exec executors.Executor, opts service.Options) *live {
 	t.Helper()
-	return newLiveOnStore(t, exec, opts, store.Options{})
+	return newLiveOnStore(t, exec, opts, store.Options{}, nil)
 }
 
 // newLiveOnStore is newLiveOn on the database dbOpts names (a new SQLite
-// database without a DatabaseURL).
-func newLiveOnStore(t testing.TB, exec executors.Executor, opts service.Options, dbOpts store.Options) *live {
+// database without a DatabaseURL); env, if set, is the environment the
+// connections' credentials are resolved in.
+func newLiveOnStore(t testing.TB, exec executors.Executor, opts service.Options, dbOpts store.Options, env map[string]string) *live {
 	t.Helper()
 	ctx := context.Background()
 	broker := &events.Broker{}
@@ -67,6 +70,12 @@ func newLiveOnStore(t testing.TB, exec executors.Executor, opts service.Options,
 	t.Cleanup(func() { _ = st.Close() })
 	l := &live{st: st, exec: exec, repos: map[string]model.Repository{}}
 	opts.Executors = map[string]executors.Executor{"local": exec}
+	if env != nil {
+		opts.Connections = connections.New(st, connections.Options{Credentials: credentials.Resolver{Env: func(k string) (string, bool) {
+			v, ok := env[k]
+			return v, ok
+		}}})
+	}
 	l.svc = service.New(st, broker, opts)
 	t.Cleanup(l.svc.Close)
 	l.ws, err = l.svc.CreateWorkspace(ctx, "acme")
@@ -95,7 +104,7 @@ func (l *live) launch(t testing.TB, taskID string) model.Session {
 	t.Helper()
 	sess, err := l.svc.LaunchSession(context.Background(), service.SessionInput{TaskID: taskID, Executor: "local"}, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = l.svc.StopSession(context.Background(), sess.ID) })
+	t.Cleanup(func() { _, _ = l.svc.StopSession(context.Background(), sess.ID, false) })
 	return sess
 }
 
@@ -160,7 +169,7 @@ func TestABatchIsOneRecomputeAndOnePushPerLiveSession(t *testing.T) {
 		sessions = append(sessions, l.launch(t, task.ID))
 	}
 	stopped := l.launch(t, task.ID)
-	_, err := l.svc.StopSession(ctx, stopped.ID)
+	_, err := l.svc.StopSession(ctx, stopped.ID, false)
 	require.NoError(t, err)
 	c := l.client(t, sessions[0])
 	require.Equal(t, toolapi.Surface("github"), c.Names(t))

@@ -2005,8 +2005,13 @@ func (x *ResumeSessionResponse) GetSession() *Session {
 }
 
 type StopSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// On an executor whose stop ends the workspace (kubernetes: the pod's
+	// volume), a stop is refused while a checkout holds work its provider
+	// lacks (or work that could not be measured), unless discard is set.
+	// Other executors keep the workspace: discard changes nothing there.
+	Discard       bool `protobuf:"varint,2,opt,name=discard,proto3" json:"discard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2046,6 +2051,13 @@ func (x *StopSessionRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *StopSessionRequest) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
 }
 
 type StopSessionResponse struct {
@@ -4352,10 +4364,11 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
 	"\x15ResumeSessionResponse\x12<\n" +
-	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"3\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"M\n" +
 	"\x12StopSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"S\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
+	"\adiscard\x18\x02 \x01(\bR\adiscard\"S\n" +
 	"\x13StopSessionResponse\x12<\n" +
 	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"N\n" +
 	"\x13CleanSessionRequest\x12\x1d\n" +
