@@ -20,6 +20,8 @@ type AgentctlFlags struct {
 	// AgentLogMax a running agent's log.
 	ExitTailLines, ExitTailBytes int
 	LogBacklog, AgentLogMax      int64
+	// WorkspacesMax bounds the disk a host's workspaces and mirrors use.
+	WorkspacesMax int64
 }
 
 // Args returns the flags of the fields set, in a fixed order.
@@ -47,5 +49,6 @@ func (f AgentctlFlags) Args() []string {
 	num("exit-tail-bytes", int64(f.ExitTailBytes))
 	num("log-backlog", f.LogBacklog)
 	num("agent-log-max-bytes", f.AgentLogMax)
+	num("workspaces-max-bytes", f.WorkspacesMax)
 	return args
 }

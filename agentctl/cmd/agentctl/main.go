@@ -120,7 +120,7 @@ func serveCmd(stdout, stderr io.Writer) *cobra.Command {
 		callTimeout, adoptWait, idleReclaim             time.Duration
 		mcpLimits                                       mcpserver.Limits
 		exitTailLines, exitTailBytes                    int
-		logBacklog, agentLogMax                         int64
+		logBacklog, agentLogMax, workspacesMax          int64
 		keptLogs                                        logdir.Bound
 	)
 	cmd := &cobra.Command{
@@ -179,7 +179,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			if gcPercent <= 0 {
 				return usageError{fmt.Errorf("--gc-percent %d: must be positive (default %d)", gcPercent, DefaultGCPercent)}
 			}
-			if err := checkLogBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, keptLogs); err != nil {
+			if err := checkDiskBounds(cmd, exitTailLines, exitTailBytes, logBacklog, agentLogMax, workspacesMax, keptLogs); err != nil {
 				return err
 			}
 			uids, err := agentuid.Parse(agentUIDs)
@@ -209,7 +209,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 			d, err := daemon.New(daemon.Options{
 				Secret: secret, TLSClientAuth: tlsOn, StateDir: stateDir, SessionsDir: sessionsDir, LogsDir: logsDir, WorkspacesDir: workspacesDir, MirrorsDir: mirrorsDir, AgentUIDs: uids, AllowSharedUID: allowSharedUID,
 				MCPHost: mcpHost, MCPPort: mcpPort, AgentctlPath: self,
-				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, MCPLimits: mcpLimits, Logger: log,
+				CallTimeout: callTimeout, AdoptWait: adoptWait, MaxSessions: maxSessions, WorkspacesMaxBytes: workspacesMax, MCPLimits: mcpLimits, Logger: log,
 				LogFile: logFile, ExitTailLines: exitTailLines, ExitTailBytes: exitTailBytes, LogBacklog: logBacklog, AgentLogMax: agentLogMax, KeptLogs: keptLogs,
 				Metrics: reg,
 			})
@@ -282,6 +282,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.IntVar(&gcPercent, "gc-percent", DefaultGCPercent, "once serving, collect garbage when the heap grew by this percentage of the live heap (the runtime's GOGC; GOGC in the environment wins over the default)")
 	f.DurationVar(&idleReclaim, "idle-reclaim", DefaultIdleReclaim, "check this often whether a burst of work ended, then return its memory to the system (0: leave it to the runtime)")
 	f.IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "most sessions hosted at once; more are refused with RESOURCE_EXHAUSTED")
+	f.Int64Var(&workspacesMax, "workspaces-max-bytes", daemon.DefaultWorkspacesMaxBytes, "bound on the disk --workspaces-dir and --mirrors-dir use together: no checkout is made once they use it (0: no bound)")
 	f.DurationVar(&mcpLimits.HeaderTimeout, "mcp-header-timeout", mcpserver.DefaultHeaderTimeout, "MCP endpoints: time for a request's headers to arrive")
 	f.DurationVar(&mcpLimits.BodyTimeout, "mcp-body-timeout", mcpserver.DefaultBodyTimeout, "MCP endpoints: time for a request's body to arrive once its headers are in")
 	f.DurationVar(&mcpLimits.IdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "MCP endpoints: a kept-alive connection with no request in progress is closed after this")
@@ -329,15 +330,17 @@ func checkBounds(cmd *cobra.Command, l mcpserver.Limits, adoptWait time.Duration
 	return nil
 }
 
-// checkLogBounds refuses a bound on agents' logs that is not positive
-// (the kept logs' bounds may be 0: none), naming the flag.
-func checkLogBounds(cmd *cobra.Command, lines, bytes int, backlog, agentLog int64, kept logdir.Bound) error {
+// checkDiskBounds refuses a bound on agents' logs that is not positive
+// (the kept logs' and the workspaces' bounds may be 0: none), naming the
+// flag.
+func checkDiskBounds(cmd *cobra.Command, lines, bytes int, backlog, agentLog, workspaces int64, kept logdir.Bound) error {
 	for _, c := range []struct {
 		flag string
 		ok   bool
 	}{
 		{"exit-tail-lines", lines > 0}, {"exit-tail-bytes", bytes > 0}, {"log-backlog", backlog > 0},
 		{"agent-log-max-bytes", agentLog > 0}, {"logs-max-bytes", kept.MaxBytes >= 0}, {"logs-max-age", kept.MaxAge >= 0},
+		{"workspaces-max-bytes", workspaces >= 0},
 	} {
 		if !c.ok {
 			return usageError{fmt.Errorf("--%s %s: out of range (default %s)", c.flag, cmd.Flag(c.flag).Value, cmd.Flag(c.flag).DefValue)}

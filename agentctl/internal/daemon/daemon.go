@@ -110,6 +110,11 @@ type Options struct {
 	// MaxSessions bounds the sessions hosted at once (stopped ones do not
 	// count); DefaultMaxSessions if zero.
 	MaxSessions int
+	// WorkspacesMaxBytes bounds the disk the host's workspaces and
+	// mirrors use (WorkspacesDir and MirrorsDir, a hard-linked file once):
+	// no checkout is made once they use it. Zero: no bound (agentctl
+	// serve's flag defaults to DefaultWorkspacesMaxBytes).
+	WorkspacesMaxBytes int64
 	// MCPLimits bound each session's MCP endpoint (connections, request
 	// bodies, MCP sessions); unset fields take mcpserver's defaults.
 	MCPLimits mcpserver.Limits
@@ -134,6 +139,10 @@ type Options struct {
 	// registered on (metrics.go); nil: none are kept.
 	Metrics *prometheus.Registry
 }
+
+// DefaultWorkspacesMaxBytes is agentctl serve's --workspaces-max-bytes:
+// 50 GiB.
+const DefaultWorkspacesMaxBytes = 50 << 30
 
 // DefaultMaxSessions is how many sessions one agentctl hosts at once
 // unless told otherwise: each runs an agent, an MCP endpoint and its

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
@@ -179,6 +181,11 @@ func (d *Daemon) checkout(ctx context.Context, r repo, dir string, c *agentctlv1
 	if err != nil {
 		return fmt.Errorf("the repositories' mirrors: %w", err)
 	}
+	if _, err := os.Lstat(dir); err != nil { // a kept checkout takes no room
+		if err := d.diskRoom(); err != nil {
+			return err
+		}
+	}
 	m, err := mirrors.Fetch(ctx, r.key, checkout.Remote{URL: r.url, User: c.GetFetchCredential().GetUsername(), Token: c.GetFetchCredential().GetToken()})
 	if err != nil {
 		return err
@@ -310,3 +317,63 @@ func (s *session) workdirLocked() string {
 	}
 	return ""
 }
+
+// diskRoom refuses a checkout once the host's workspaces and mirrors use
+// their bound (Options.WorkspacesMaxBytes), and records their use. One
+// fetch may go past the bound; the next checkout is refused.
+func (d *Daemon) diskRoom() error {
+	used, err := diskUse(d.opts.WorkspacesDir, d.opts.MirrorsDir)
+	if err != nil {
+		return fmt.Errorf("measure the workspaces' disk use: %w", err)
+	}
+	d.metrics.workspacesMeasured(used)
+	if bound := d.opts.WorkspacesMaxBytes; bound > 0 && used >= bound {
+		return fmt.Errorf("%w: the workspaces and mirrors on this host use %s of their %s bound "+
+			"(agentctl serve --workspaces-max-bytes, toolscope serve --workspaces-max-bytes): remove stopped sessions' workspaces "+
+			"(toolscope session clean) or raise the bound", errdefs.ErrResourceExhausted, mib(used), mib(bound))
+	}
+	return nil
+}
+
+// diskUse is the disk the files under dirs take (allocated blocks), a
+// file with several links once; a directory that does not exist takes
+// none.
+func diskUse(dirs ...string) (int64, error) {
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]bool{}
+	var total int64
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			info, err := e.Info()
+			if err != nil {
+				return nil // gone meanwhile
+			}
+			st, ok := info.Sys().(*syscall.Stat_t)
+			if !ok {
+				return nil
+			}
+			if st.Nlink > 1 && !e.IsDir() {
+				k := inode{uint64(st.Dev), st.Ino}
+				if seen[k] {
+					return nil
+				}
+				seen[k] = true
+			}
+			total += st.Blocks * 512
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// mib formats a size in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

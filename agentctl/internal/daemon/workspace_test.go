@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -45,7 +46,7 @@ git rev-parse --abbrev-ref HEAD > ../branch
 // workspaceHarness is an agentctl whose agents get a uid of their own
 // when the test runs as root (as CI does), and a git server on loopback
 // that takes only gitToken, with acme/api seeded.
-func workspaceHarness(t *testing.T) (*harness, *gittest.Host, string, int) {
+func workspaceHarness(t *testing.T, adjust ...func(*daemon.Options)) (*harness, *gittest.Host, string, int) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is needed (.ci/run installs it): %v", err)
@@ -55,6 +56,9 @@ func workspaceHarness(t *testing.T) (*harness, *gittest.Host, string, int) {
 		if os.Geteuid() == 0 {
 			uid = 1_601_000_000 + os.Getpid()%1_000_000 // one per test process, apart from the executors' tests'
 			o.AgentUIDs = agentuid.Single(uint32(uid))
+		}
+		for _, f := range adjust {
+			f(o)
 		}
 	})
 	if uid >= 0 {
@@ -357,4 +361,48 @@ func TestARepositoryAttachedWhileTheSessionRunsIsCheckedOutBeforeItsTools(t *tes
 		Checkouts:   []*agentctlv1.Checkout{checkout("github.com/acme/other", "api", gitToken)}}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 	assert.Contains(t, err.Error(), "surface.checkouts[0].path")
+}
+
+// TestWorkspacesStayWithinTheirDiskBound: once the host's workspaces and
+// mirrors use their bound, a checkout is not made: its error names the
+// use, the bound, the flag and what frees room; the session starts
+// without it. The use is a metric.
+func TestWorkspacesStayWithinTheirDiskBound(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	const bound = 64 << 10 // one checkout of acme/api with its mirror is more
+	h, _, url, _ := workspaceHarness(t, func(o *daemon.Options) { o.WorkspacesMaxBytes, o.Metrics = bound, reg })
+	used := func() float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == "toolscope_agentctl_workspaces_bytes" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no toolscope_agentctl_workspaces_bytes metric")
+		return 0
+	}
+
+	first := workspaceSpec("s1", url, gitToken, "x", h)
+	first.Agent = nil
+	st := h.create(t, first)
+	require.Len(t, st.GetCheckouts(), 1)
+	assert.Empty(t, st.GetCheckouts()[0].GetError(), "within the bound: nothing was on disk yet")
+	assert.Less(t, used(), float64(bound), "measured before the first checkout: its directories only")
+	// Stopped, its workspace stays, and its uid serves the next session.
+	_, err := h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+
+	second := workspaceSpec("s2", url, gitToken, "x", h)
+	second.Agent = nil
+	st = h.create(t, second)
+	require.Len(t, st.GetCheckouts(), 1)
+	refusal := st.GetCheckouts()[0].GetError()
+	assert.Contains(t, refusal, "of their 0.1 MiB bound")
+	assert.Contains(t, refusal, "--workspaces-max-bytes")
+	assert.Contains(t, refusal, "toolscope session clean")
+	assert.Greater(t, used(), float64(bound), "the first checkout and its mirror")
+	assert.NoDirExists(t, filepath.Join(h.stateDir, "workspaces", "s2", "api"), "nothing half-made")
+	assert.Equal(t, toolapi.Surface("github"), st.GetToolNames(), "the session starts without it: no git_push")
 }

@@ -181,6 +181,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	f.IntVar(&cfg.AgentctlFlags.ExitTailBytes, "exit-tail-bytes", 0, "most bytes of an agent's output its agent.exited event carries (0: agentctl's default, 4096)")
 	f.Int64Var(&cfg.AgentctlFlags.LogBacklog, "log-backlog", 0, "bytes of a log 'session logs' sends before following it (0: the default, 1 MiB)")
 	f.Int64Var(&cfg.AgentctlFlags.AgentLogMax, "agent-log-max-bytes", 0, "bound on a running agent's log, rotated at half of it (0: agentctl's default, 64 MiB)")
+	f.Int64Var(&cfg.AgentctlFlags.WorkspacesMax, "workspaces-max-bytes", 0, "bound on the disk an executor host's workspaces and mirrors use together; no checkout is made past it (0: agentctl's default, 50 GiB)")
 	f.DurationVar(&cfg.AgentctlFlags.MCPHeaderTimeout, "mcp-header-timeout", 0, "sessions' MCP endpoints: time for a request's headers (0: agentctl's default, "+mcpserver.DefaultHeaderTimeout.String()+")")
 	f.DurationVar(&cfg.AgentctlFlags.MCPBodyTimeout, "mcp-body-timeout", 0, "sessions' MCP endpoints: time for a request's body (0: agentctl's default, "+mcpserver.DefaultBodyTimeout.String()+")")
 	f.DurationVar(&cfg.AgentctlFlags.MCPIdleTimeout, "mcp-idle-timeout", 0, "sessions' MCP endpoints: idle kept-alive connections are closed after this (0: agentctl's default, "+mcpserver.DefaultIdleTimeout.String()+")")
@@ -224,7 +225,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 // it (0 is their "default" or "none").
 func checkServeBounds(cmd *cobra.Command) error {
 	for _, name := range []string{"logs-max-bytes", "logs-max-age", "docker-log-tail", "exit-tail-lines", "exit-tail-bytes",
-		"log-backlog", "agent-log-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
+		"log-backlog", "agent-log-max-bytes", "workspaces-max-bytes", "mcp-header-timeout", "mcp-body-timeout", "mcp-idle-timeout", "mcp-max-conns",
 		"mcp-max-sessions", "mcp-session-idle", "mcp-event-bytes", "mcp-event-age"} {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") {
 			return cli.Usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
