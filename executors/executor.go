@@ -179,6 +179,21 @@ type Surface struct {
 	Checkouts []Checkout
 }
 
+// Creating is the launch's progress line for the step that creates the
+// session in agentctl, which makes its checkouts first: a repository's
+// first checkout on a host downloads it, which may take minutes.
+func (s Spec) Creating() string {
+	line := fmt.Sprintf("creating the session with providers %q (generation %d)", s.Providers.String(), s.Generation)
+	switch n := len(s.Checkouts); n {
+	case 0:
+	case 1:
+		line += fmt.Sprintf("; checking out %s on branch %s first (a first checkout on this host downloads it)", s.Checkouts[0].Key, s.Checkouts[0].Branch)
+	default:
+		line += fmt.Sprintf("; checking out %d repositories on branch %s first (a first checkout on this host downloads the repository)", n, s.Checkouts[0].Branch)
+	}
+	return line
+}
+
 // Surface is the surface a session launches with.
 func (s Spec) Surface() Surface {
 	return Surface{Mode: s.Mode, Providers: s.Providers, Generation: s.Generation, External: s.External, ExternalGeneration: s.ExternalGeneration,

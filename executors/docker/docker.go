@@ -262,7 +262,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err != nil {
 		return fail(err)
 	}
-	progress.Report("agentctl ready; creating the session with providers %q (generation %d)", spec.Providers.String(), spec.Generation)
+	progress.Report("agentctl ready; %s", spec.Creating())
 	status, err := s.Link.CreateSession(ctx, spec)
 	if err != nil {
 		s.cancel()

@@ -352,7 +352,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	if err != nil {
 		return fail(err)
 	}
-	progress.Report("agentctl in pod %s reached (%s); creating the session with providers %q (generation %d)", name, e.opts.Connect, spec.Providers.String(), spec.Generation)
+	progress.Report("agentctl in pod %s reached (%s); %s", name, e.opts.Connect, spec.Creating())
 	// agentctl answers once its Attach stream is acknowledged: the link
 	// redials (100 ms, growing to 2 s) while agentctl is still starting.
 	ready, cancel := context.WithTimeout(ctx, e.opts.ReadyTimeout)

@@ -247,7 +247,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 		e.kill(s)
 		return executors.Handle{}, executors.Status{}, err
 	}
-	progress.Report("agentctl ready on %s; creating the session with providers %q (generation %d)", s.st.Addr, spec.Providers.String(), spec.Generation)
+	progress.Report("agentctl ready on %s; %s", s.st.Addr, spec.Creating())
 	status, err := s.Link.CreateSession(ctx, spec)
 	if err != nil {
 		return fail(fmt.Errorf("create session in agentctl: %w", err))

@@ -146,7 +146,7 @@ func (e *Executor) Launch(ctx context.Context, spec executors.Spec, progress exe
 	}
 	// A relaunch replaces what is left of the session on the daemon.
 	_, _ = l.StopSession(ctx, spec.SessionID)
-	progress.Report("creating the session with providers %q (generation %d)", spec.Providers.String(), spec.Generation)
+	progress.Report("%s", spec.Creating())
 	status, err := l.CreateSession(ctx, spec)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
 		return executors.Handle{}, executors.Status{}, err
