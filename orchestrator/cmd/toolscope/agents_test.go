@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -605,15 +604,7 @@ func TestClaudeCodeDeliversAPullRequest(t *testing.T) {
 	require.True(t, ok, "the pull request is open")
 	assert.Equal(t, branch, pr.Head)
 
-	require.NoError(t, filepath.WalkDir(filepath.Join(workspaces, sid), func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			assert.NotContains(t, string(b), e2eGitHubToken, p)
-		}
-		return nil
-	}))
+	noTokenIn(t, filepath.Join(workspaces, sid))
 	for _, turn := range model.Turns() {
 		assert.NotContains(t, string(turn.Body), e2eGitHubToken, "model request %d", turn.N)
 	}

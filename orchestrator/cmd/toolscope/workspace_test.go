@@ -161,15 +161,7 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 
 	// The credential is in no file of the workspace, nor in what the
 	// agent was told.
-	require.NoError(t, filepath.WalkDir(filepath.Join(workspaces, sid), func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			assert.NotContains(t, string(b), e2eGitHubToken, p)
-		}
-		return nil
-	}))
+	noTokenIn(t, filepath.Join(workspaces, sid))
 	assert.NotContains(t, text, e2eGitHubToken)
 	audit := watchEvents(t, srv, task, func(seen []map[string]any) bool { return len(seen) >= 4 }, "--kind", "tool.called")
 	var pushes []string
@@ -226,6 +218,21 @@ func TestTheAgentDeliversItsBranchWithoutACredential(t *testing.T) {
 
 // workCounts is the uncommitted paths and unpushed commits session get
 // shows for the session's one checkout.
+// noTokenIn checks that no file under dir holds the GitHub stand-in's
+// token.
+func noTokenIn(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), e2eGitHubToken, p)
+		}
+		return nil
+	}))
+}
+
 func workCounts(t *testing.T, srv *orchestrator, sid string) [2]float64 {
 	t.Helper()
 	checkouts := srv.session(t, sid)["checkouts"].([]any)
