@@ -145,7 +145,8 @@ BENCHES := \
 	./orchestrator/internal/service:PostgresBatchNotifiesEveryLiveSession:1x \
 	./orchestrator/internal/lifecycle:PollingCalls:50x \
 	./orchestrator/internal/scrub:Scrub:2000x \
-	./orchestrator/internal/toolcalls:ToolCallAudit:500x
+	./orchestrator/internal/toolcalls:ToolCallAudit:500x \
+	./internal/checkout:Workspace:5x
 
 .PHONY: bench
 bench: ## run the benchmarks against their floors; writes docs/benchmarks.md and bench/results.json
