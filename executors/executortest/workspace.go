@@ -52,7 +52,8 @@ func (w *Workspaces) serve(t *testing.T) (*gittest.Host, string) {
 
 // workspace is the workspace case: a session starts in a workspace
 // holding its task's repository on its own branch; its agent (its own
-// uid) changes and commits there and never finds the credential; the work
+// uid) changes and commits there, never finds the credential and cannot
+// push itself (the default branch, another, its own forced); the work
 // is measured, delivered (only the session's branch) and kept by a stop;
 // the session launched again finds its workspace, and a second session of
 // the repository fetches nothing again; a removed workspace is made anew
@@ -106,8 +107,12 @@ t=%s; t="$t"%s
 if grep -rqsF "$t" /proc/self/environ /proc/1/environ /proc/1/cmdline . ; then echo the credential is within reach; exit 3; fi
 echo change >> README.md
 git -c user.name=agent -c user.email=agent@localhost commit -qam "the agent's change"
+export GIT_TERMINAL_PROMPT=0
+for ref in HEAD:refs/heads/main HEAD:refs/heads/other +HEAD:refs/heads/%s; do
+  if git push -q origin "$ref" 2>/dev/null; then echo pushed "$ref" without a credential; exit 4; fi
+done
 echo new > agent-was-here
-echo in "$(pwd)"`, branch, gitToken[:10], gitToken[10:]))
+echo in "$(pwd)"`, branch, gitToken[:10], gitToken[10:], branch))
 	require.NotEmpty(t, st.WorkspaceDir)
 	require.Len(t, st.Checkouts, 1)
 	assert.Equal(t, executors.CheckoutState{Key: key, Path: "api", Branch: branch}, executors.CheckoutState{Key: st.Checkouts[0].Key, Path: st.Checkouts[0].Path, Branch: st.Checkouts[0].Branch, Error: st.Checkouts[0].Error})
@@ -122,6 +127,8 @@ echo in "$(pwd)"`, branch, gitToken[:10], gitToken[10:]))
 	assert.Equal(t, d.Commit, pushed)
 	now, _ := host.Head("acme/api", "main")
 	assert.Equal(t, main, now, "the default branch is untouched")
+	_, other := host.Head("acme/api", "other")
+	assert.False(t, other, "the agent's own pushes reached nothing")
 	assert.Equal(t, executors.Work{Head: d.Commit, Uncommitted: 1}, work(t, h), "delivered: only the untracked file is left")
 
 	stopped, err := control(e).StopSession(ctx(t), h)
