@@ -146,7 +146,7 @@ func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
 // README's tool table are derived from.
 var table = []Tool{
 	{Name: TaskInfoTool, Group: GroupTask, Title: "Task info", ReadOnly: true, Idempotent: true, Result: typeOf[TaskInfo](),
-		Description: "Show this task: title, description, attached repositories, the review providers whose tools you have, and why expected tools are missing or failing (orientation), with what to do."},
+		Description: "Call first, and whenever a tool you expect is missing or fails: this task's title, description, repositories, the review providers whose tools you have, and why tools are missing, with what to do."},
 	{Name: SessionInfoTool, Group: GroupTask, Title: "Session info", ReadOnly: true, Idempotent: true, Result: typeOf[SessionInfo](),
 		Description: "Show who this session acts as: task, workspace, agent, providers, and the username authenticated with each provider. Never includes credentials."},
 	{Name: TaskInboxTool, Group: GroupTask, Title: "Task inbox", ReadOnly: true, Result: typeOf[Inbox](),

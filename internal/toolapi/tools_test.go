@@ -3,6 +3,7 @@ package toolapi_test
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,4 +139,15 @@ func TestSurfaceAndReadOnlyComeFromTheTable(t *testing.T) {
 	p, ok := toolapi.GroupGitLab.Provider()
 	assert.True(t, ok)
 	assert.Equal(t, providers.GitLab, p)
+}
+
+// TestTaskInfoSaysWhenToCallIt: many clients skip the server
+// instructions, so task_info's own description tells the model to call it
+// first and whenever a tool it expects is missing (issue 32).
+func TestTaskInfoSaysWhenToCallIt(t *testing.T) {
+	i := slices.IndexFunc(toolapi.Tools(), func(tl toolapi.Tool) bool { return tl.Name == toolapi.TaskInfoTool })
+	require.GreaterOrEqual(t, i, 0)
+	d := toolapi.Tools()[i].Description
+	assert.True(t, strings.HasPrefix(d, "Call first"), d)
+	assert.Contains(t, d, "whenever a tool you expect is missing")
 }

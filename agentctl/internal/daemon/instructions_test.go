@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +83,27 @@ func TestInstructionsFollowTheSurfaceAndOrientation(t *testing.T) {
 			assert.NotContains(t, got, toolapi.NoRepository("gitlab").Message)
 		})
 	}
+}
+
+// TestAgentctlServesTheColocatedSurface pins agentctl's transport (issue
+// 32): it serves next to the agent's files, so task_info's schema has
+// local_path and the instructions say where the tools are served. Switched
+// to the hosted surface, both change and this test fails.
+func TestAgentctlServesTheColocatedSurface(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st := h.create(t, spec("colo", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github"))
+	c := mcptest.Connect(t, mcptest.HTTP(st.GetMcpUrl(), h.token(t, "colo")), "")
+	assert.Contains(t, c.Session.InitializeResult().Instructions, "served next to your files")
+	res, err := c.Session.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var schema []byte
+	for _, tool := range res.Tools {
+		if tool.Name == toolapi.TaskInfoTool {
+			schema, err = json.Marshal(tool.OutputSchema)
+			require.NoError(t, err)
+		}
+	}
+	require.NotEmpty(t, schema, "task_info is listed")
+	assert.Contains(t, string(schema), `"local_path"`, "the colocated task_info schema names the checkout's path")
 }
