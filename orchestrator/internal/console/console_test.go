@@ -339,12 +339,7 @@ func TestSessionWorkspace(t *testing.T) {
 	local := &remover{Executor: fake.New("local")}
 	srv, svc, _, st := consoleOver(t, console.Options{}, service.Options{Executors: map[string]executors.Executor{"local": local}})
 	ctx := context.Background()
-	ws, err := svc.CreateWorkspace(ctx, "w")
-	require.NoError(t, err)
-	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
-	require.NoError(t, err)
-	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
-	require.NoError(t, err)
+	task, repo := githubTask(t, svc, "acme/api")
 
 	measured := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	commit := "0123456789abcdef0123456789abcdef01234567"
@@ -445,12 +440,7 @@ func TestSessionWithoutWorkspace(t *testing.T) {
 	t.Parallel()
 	srv, svc, _, st := consoleOver(t, console.Options{}, service.Options{})
 	ctx := context.Background()
-	ws, err := svc.CreateWorkspace(ctx, "w")
-	require.NoError(t, err)
-	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: "acme/api"})
-	require.NoError(t, err)
-	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
-	require.NoError(t, err)
+	task, _ := githubTask(t, svc, "acme/api")
 	hosted, err := st.CreateSession(ctx, model.Session{TaskID: task.ID, Executor: model.ExecutorHosted, Mode: model.ModeTask,
 		State: model.SessionStopped, Owner: svc.Replica()})
 	require.NoError(t, err)
@@ -460,4 +450,17 @@ func TestSessionWithoutWorkspace(t *testing.T) {
 	require.Equal(t, http.StatusOK, shown.status)
 	assert.Contains(t, shown.body, "This session has no workspace: a hosted session's agent works elsewhere.")
 	assert.NotContains(t, shown.body, `data-action="clean-session"`)
+}
+
+// githubTask is a task of a new workspace on one GitHub repository, path.
+func githubTask(t *testing.T, svc *service.Service, path string) (model.Task, model.Repository) {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := svc.CreateWorkspace(ctx, "w")
+	require.NoError(t, err)
+	repo, err := svc.CreateRepository(ctx, service.RepositoryInput{WorkspaceID: ws.ID, Provider: "github", Host: "github.com", Path: path})
+	require.NoError(t, err)
+	task, err := svc.CreateTask(ctx, service.TaskInput{WorkspaceID: ws.ID, Title: "t", RepositoryID: repo.ID})
+	require.NoError(t, err)
+	return task, repo
 }
