@@ -155,11 +155,7 @@ func printSession(w io.Writer, s *pb.Session) {
 	}
 	fmt.Fprintln(w, "  REPOSITORY\tBRANCH\tCHECKOUT\tDELIVERED\tUNDELIVERED WORK")
 	for _, c := range s.GetCheckouts() {
-		where := c.GetPath()
-		if c.GetError() != "" {
-			where = "not checked out: " + c.GetError()
-		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), where, formatDelivered(c), formatWork(c.GetWork()))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.GetKey(), c.GetBranch(), checkoutWhere(c), formatDelivered(c), formatWork(c.GetWork()))
 	}
 }
 
@@ -210,16 +206,21 @@ func printTaskCheckouts(w io.Writer, t *pb.Task, sessions []*pb.Session) {
 		if name == "" {
 			name = r.c.GetKey()
 		}
-		where := r.c.GetPath()
-		switch {
-		case r.c.GetError() != "":
-			where = "not checked out: " + r.c.GetError()
-		case r.s.GetWorkspaceRemoveTime() != nil:
-			where = "removed at " + r.s.GetWorkspaceRemoveTime().AsTime().Local().Format(time.DateTime)
+		where := checkoutWhere(r.c)
+		if rm := r.s.GetWorkspaceRemoveTime(); rm != nil && r.c.GetError() == "" {
+			where = "removed at " + rm.AsTime().Local().Format(time.DateTime)
 		}
 		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.s.GetId(), sessionStates[r.s.GetState()], r.c.GetBranch(),
 			orDash(where), formatDelivered(r.c), formatWork(r.c.GetWork()))
 	}
+}
+
+// checkoutWhere is where a checkout is, or why it was not made.
+func checkoutWhere(c *pb.SessionCheckout) string {
+	if c.GetError() != "" {
+		return "not checked out: " + c.GetError()
+	}
+	return c.GetPath()
 }
 
 // formatDelivered is a checkout's last delivery: the commit the
