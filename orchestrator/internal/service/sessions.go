@@ -487,7 +487,6 @@ func (s *Service) workDelivered(ctx context.Context, sess model.Session) error {
 	if !s.inspectable(sess) {
 		return nil
 	}
-	checkouts := sess.Checkouts
 	st, err := s.ctl.Work(ctx, handleOf(sess))
 	switch {
 	case errors.Is(err, executors.ErrLost):
@@ -495,8 +494,7 @@ func (s *Service) workDelivered(ctx context.Context, sess model.Session) error {
 	case err != nil:
 		return fmt.Errorf("measure session %s's work before its workspace ends with it: %w (stop it anyway with --discard)", sess.ID, err)
 	}
-	checkouts = withWork(checkouts, st, time.Now().UTC())
-	if lost := checkouts.Undelivered(); lost != "" {
+	if lost := withWork(sess.Checkouts, st, time.Now().UTC()).Undelivered(); lost != "" {
 		return errdefs.FailedPrecondition("session %q's workspace ends with it on the %s executor, and holds work its provider lacks: %s; "+
 			"deliver it first (the agent's git_push), or stop it anyway with --discard", sess.ID, sess.Executor, lost)
 	}
