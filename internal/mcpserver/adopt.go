@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,42 +17,98 @@ import (
 // for at most AdoptWait, until:
 //
 //   - the publisher serves every tool it names;
-//   - each client of the session was sent list_changed for that surface
-//     (or listed it, or connected after it);
-//   - the caller itself, if it re-lists on a notification, has listed it:
-//     an agent then builds its very next model turn with the new tools.
+//   - every client that is notified at all was sent list_changed for that
+//     surface (or listed it, or connected after it): the sessions of
+//     2025-06-18 and 2025-11-25 clients (stdio, or HTTP with a GET stream),
+//     and every subscriptions/listen stream of 2026-07-28 clients — on
+//     stdio one session, over HTTP a request of its own;
+//   - the caller, unless it is known not to re-list, listed that surface
+//     after the notification: an agent then builds its very next model
+//     turn with the new tools.
 //
 // A result released at the bound is released as it is: the change still
 // reaches the clients, one turn later.
 //
-// Clients that never re-list (NeverRelists: Codex today) are offered
-// call_tool, an entry point that calls any tool of the session by name, and
-// a self-triggered result tells them to use it, with each new tool's input
-// schema.
+// Whether a client re-lists is learnt from what it does, never from its
+// name (a habit): a 2026-07-28 client that subscribes to list_changed, or
+// any client that lists after a notification, re-lists; a client whose
+// re-list did not come within AdoptWait does not. Clients not known to
+// re-list (a 2025 client before its first change, one that did not) are
+// offered call_tool, an entry point that calls any tool of the session by
+// name, and a self-triggered result that was not re-listed tells them to
+// use it, with each new tool's input schema. The per-request sessions of a
+// stateless (2026-07-28 HTTP) client cannot be told apart: they share one
+// peer, the publisher's stateless one.
 
 // DefaultAdoptWait bounds how long a self-triggered change's result waits
-// for the session's clients to adopt the change.
+// for the session's clients to adopt the change, and so how long a client
+// may take to re-list before it is taken for one that does not.
 const DefaultAdoptWait = 2 * time.Second
 
-// NeverRelists lists the MCP client names (clientInfo.name at
-// initialization) of clients known to ignore notifications/tools/list_changed.
-var NeverRelists = []string{"codex-mcp-client"}
+// habit is whether a client re-lists on list_changed, as far as is known.
+type habit int8
 
-// relists reports whether the client of ss is expected to re-list on a
-// notification: unknown clients are.
-func relists(ss *mcp.ServerSession) bool {
-	init := ss.InitializeParams()
-	if init == nil || init.ClientInfo == nil {
-		return true
-	}
-	return !slices.Contains(NeverRelists, init.ClientInfo.Name)
+const (
+	habitUnknown habit = iota
+	habitRelists
+	habitStatic // a re-list did not come within AdoptWait
+)
+
+// peer is what the publisher knows of one client session (or, for
+// stateless, of all per-request sessions together). Epochs are those of
+// applications (Publisher.epoch).
+type peer struct {
+	started   bool   // it initialized here (initialize, or server/discover)
+	joined    uint64 // the epoch at its start
+	modern    bool   // 2026-07-28 or later: notified only while it listens
+	listening uint64 // the epoch it subscribed to list_changed at; 0 while it does not listen
+	notified  uint64 // the epoch of the last list_changed let through (oneNotificationPerEpoch), set before it is sent
+	sent      uint64 // the epoch of the last list_changed sent
+	listed    uint64 // the epoch of its last listing
+	habit     habit
 }
 
-// modern reports whether ss speaks 2026-07-28 or later, where a session is
-// notified only while it listens (subscriptions/listen).
-func modern(ss *mcp.ServerSession) bool {
-	init := ss.InitializeParams()
-	return init != nil && init.ProtocolVersion >= "2026-07-28"
+// reached reports whether the peer has the surface of epoch, or was told
+// of it: it was sent list_changed for it, listed it, or started or
+// subscribed after it.
+func (e *peer) reached(epoch uint64) bool {
+	return e.sent >= epoch || e.listed >= epoch || (e.started && e.joined >= epoch) || e.listening >= epoch
+}
+
+// notifiable reports whether the SDK notifies the peer at all.
+func (e *peer) notifiable() bool {
+	if e.started && !e.modern {
+		return true
+	}
+	return e.listening > 0
+}
+
+// relistPending reports whether the peer was notified of epoch (or later)
+// and has not listed it since, and may yet re-list.
+func (e *peer) relistPending(epoch uint64) bool {
+	return e.habit != habitStatic && e.sent >= epoch && e.listed < epoch && !(e.started && e.joined >= epoch)
+}
+
+// peerLocked returns the peer of ss, creating it; a session that did not
+// start here is a per-request one, whose client is the stateless peer,
+// except for its own listen stream. notifiedMu is held.
+func (p *Publisher) peerLocked(ss *mcp.ServerSession) *peer {
+	e := p.peers[ss]
+	if e == nil {
+		e = &peer{}
+		p.peers[ss] = e
+	}
+	return e
+}
+
+// clientLocked returns the peer that stands for the client of ss: its own
+// if it started here, the stateless peer if it is one request of a
+// stateless client. notifiedMu is held.
+func (p *Publisher) clientLocked(ss *mcp.ServerSession) *peer {
+	if e := p.peers[ss]; e != nil && e.started {
+		return e
+	}
+	return &p.stateless
 }
 
 // wakeLocked wakes every adopt waiting. notifiedMu is held.
@@ -68,15 +123,12 @@ func (p *Publisher) wakeAll() {
 	p.notifiedMu.Unlock()
 }
 
-// record notes, for ss, the epoch of its last list_changed sent, listing,
-// or start. Every pruneEvery records, the entries of closed sessions are
-// dropped (applications drop them too): a stateless HTTP client makes a
-// session per request.
-func (p *Publisher) record(m map[*mcp.ServerSession]uint64, ss *mcp.ServerSession, epoch uint64) {
+// update applies f to the peers of ss under notifiedMu and wakes every
+// adopt waiting. Every pruneEvery updates, the peers of closed sessions
+// are dropped (applications drop them too).
+func (p *Publisher) update(f func()) {
 	p.notifiedMu.Lock()
-	if epoch > m[ss] || m[ss] == 0 {
-		m[ss] = epoch
-	}
+	f()
 	p.wakeLocked()
 	p.records++
 	prune := p.records%pruneEvery == 0
@@ -86,23 +138,65 @@ func (p *Publisher) record(m map[*mcp.ServerSession]uint64, ss *mcp.ServerSessio
 	}
 }
 
-// recordListed notes that ss listed the surface of epoch, if ss is a
-// session that started here. A stateless (2026-07-28 over HTTP) client
-// makes a session per request, which adopted never looks at; recording
-// each one held it, and what it pinned, until the next pruning: with 64
-// sessions listing in a loop, ~90 MB.
-func (p *Publisher) recordListed(ss *mcp.ServerSession, epoch uint64) {
-	p.notifiedMu.Lock()
-	_, started := p.joined[ss]
-	p.notifiedMu.Unlock()
-	if started {
-		p.record(p.listed, ss, epoch)
-	}
+// pruneEvery is how many updates go between two prunings of closed
+// sessions' peers.
+const pruneEvery = 256
+
+// joinedAt notes that ss started at epoch.
+func (p *Publisher) joinedAt(ss *mcp.ServerSession, epoch uint64) {
+	init := ss.InitializeParams()
+	p.update(func() {
+		e := p.peerLocked(ss)
+		e.started, e.joined = true, epoch
+		e.modern = init != nil && init.ProtocolVersion >= modernProtocol
+	})
 }
 
-// pruneEvery is how many records go between two prunings of closed
-// sessions' entries.
-const pruneEvery = 256
+// subscribed notes that ss listens for list_changed from epoch on (on
+// false, that it stopped): a client that asks for the notification is
+// taken to re-list on it until it shows otherwise.
+func (p *Publisher) subscribed(ss *mcp.ServerSession, epoch uint64, on bool) {
+	p.update(func() {
+		e := p.peerLocked(ss)
+		if !on {
+			e.listening = 0
+			return
+		}
+		e.listening = max(epoch, 1)
+		if c := p.clientLocked(ss); c.habit == habitUnknown {
+			c.habit = habitRelists
+		}
+	})
+}
+
+// sentTo notes that ss was sent list_changed for epoch.
+func (p *Publisher) sentTo(ss *mcp.ServerSession, epoch uint64) {
+	p.update(func() {
+		e := p.peerLocked(ss)
+		e.sent = max(e.sent, epoch)
+		if c := p.clientLocked(ss); c != e {
+			c.sent = max(c.sent, epoch)
+		}
+	})
+}
+
+// listedBy notes that ss listed the surface of epoch, and whether its
+// client has just shown it re-lists, and reports whether the client is
+// known to re-list. A per-request session adds no peer: 64 stateless
+// clients listing in a loop would pin one each until the next pruning.
+func (p *Publisher) listedBy(ss *mcp.ServerSession, epoch uint64) (relists bool) {
+	p.update(func() {
+		c := p.clientLocked(ss)
+		if c.notified > c.listed {
+			// It lists after a notification. notified, not sent: a client
+			// may re-list before the send returns here.
+			c.habit = habitRelists
+		}
+		c.listed = max(c.listed, epoch)
+		relists = c.habit == habitRelists
+	})
+	return relists
+}
 
 // servedAt returns the epoch of the published surface if it serves every
 // one of names, and 0 if it does not (yet).
@@ -118,10 +212,10 @@ func (p *Publisher) servedAt(names []string) uint64 {
 	return epoch
 }
 
-// adopted reports whether the session's clients adopted the surface of
-// epoch (see the comment at the top): later changes do not count, so a
-// change is adopted once its own notification went out, however busy the
-// session is with others.
+// adopted reports whether the surface of epoch was adopted (see the
+// comment at the top): later changes do not count, so a change is adopted
+// once its own notification went out, however busy the session is with
+// others.
 func (p *Publisher) adopted(caller *mcp.ServerSession, epoch uint64) bool {
 	var sessions []*mcp.ServerSession
 	for ss := range p.server.Sessions() {
@@ -130,29 +224,20 @@ func (p *Publisher) adopted(caller *mcp.ServerSession, epoch uint64) bool {
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
 	for _, ss := range sessions {
-		joined, known := p.joined[ss]
-		if !known {
-			continue // a session that never started here (one stateless request)
-		}
-		if _, listens := p.listening[ss]; modern(ss) && !listens {
-			continue // a 2026-07-28 session that does not listen is never notified
-		}
-		if p.sent[ss] < epoch && p.listed[ss] < epoch && joined < epoch {
+		if e := p.peers[ss]; e != nil && e.notifiable() && !e.reached(epoch) {
 			return false
 		}
 	}
-	if _, known := p.joined[caller]; known && caller != nil && relists(caller) {
-		if _, listens := p.listening[caller]; modern(caller) && !listens {
-			return true // never notified, so it has nothing to re-list on
-		}
-		return p.listed[caller] >= epoch || p.joined[caller] >= epoch
-	}
-	return true
+	return !p.clientLocked(caller).relistPending(epoch)
 }
 
-// adopt waits, at most p.adoptWait, until names are adopted.
-func (p *Publisher) adopt(ctx context.Context, caller *mcp.ServerSession, names []string) bool {
+// adopt waits, at most p.adoptWait, until names are adopted, and reports
+// whether the caller's client is known to re-list: if its re-list did not
+// come within the bound, it is known not to from then on.
+func (p *Publisher) adopt(ctx context.Context, caller *mcp.ServerSession, names []string) (relists bool) {
+	p.notifiedMu.Lock()
 	timer := time.NewTimer(p.adoptWait)
+	p.notifiedMu.Unlock()
 	defer timer.Stop()
 	var target uint64
 	for {
@@ -164,48 +249,61 @@ func (p *Publisher) adopt(ctx context.Context, caller *mcp.ServerSession, names 
 			target = p.servedAt(names)
 		}
 		if target != 0 && p.adopted(caller, target) {
-			return true
+			break
 		}
 		select {
 		case <-wake:
+			continue
 		case <-timer.C:
-			return false
 		case <-ctx.Done():
-			return false
 		}
+		if target != 0 && ctx.Err() == nil {
+			p.update(func() {
+				if c := p.clientLocked(caller); c.relistPending(target) {
+					c.habit = habitStatic
+				}
+			})
+		}
+		break
 	}
+	p.notifiedMu.Lock()
+	defer p.notifiedMu.Unlock()
+	return p.clientLocked(caller).habit == habitRelists
 }
 
-// selfChanges is the receiving middleware of tools/call: it routes
-// call_tool for clients that never re-list, and holds a self-triggered
+// selfChanges is the receiving middleware that follows each client's
+// start and subscriptions, routes call_tool, and holds a self-triggered
 // result until the change is adopted.
 func (p *Publisher) selfChanges(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss == nil {
+			return next(ctx, method, req)
+		}
 		switch method {
 		case "notifications/initialized", "server/discover":
 			res, err := next(ctx, method, req)
-			if ss != nil {
-				p.record(p.joined, ss, p.epoch.Load())
-			}
+			p.joinedAt(ss, p.epoch.Load())
 			return res, err
 		case "subscriptions/listen":
-			// A 2026-07-28 session is notified only once it listens (the
+			// A 2026-07-28 client is notified only while it listens (the
 			// request lasts as long as the subscription).
-			if ss != nil {
-				p.record(p.listening, ss, p.epoch.Load())
+			listen, _ := req.(*mcp.SubscriptionsListenRequest)
+			if listen == nil || listen.Params == nil || listen.Params.Notifications == nil || !listen.Params.Notifications.ToolsListChanged {
+				return next(ctx, method, req)
 			}
+			p.subscribed(ss, p.epoch.Load(), true)
+			defer p.subscribed(ss, 0, false)
 			return next(ctx, method, req)
 		case "tools/call":
 		default:
 			return next(ctx, method, req)
 		}
 		call, ok := req.(*mcp.CallToolRequest)
-		if !ok || ss == nil {
+		if !ok {
 			return next(ctx, method, req)
 		}
-		static := !relists(ss)
-		if static && call.Params.Name == toolapi.CallTool {
+		if call.Params.Name == toolapi.CallTool {
 			if refused := p.route(ctx, call); refused != nil {
 				return refused, nil
 			}
@@ -220,9 +318,9 @@ func (p *Publisher) selfChanges(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		start := time.Now()
-		adopted := p.adopt(ctx, ss, change.ToolsAdded)
-		p.log.Debug("self-triggered change", "tools_added", change.ToolsAdded, "adopted", adopted, "waited", time.Since(start))
-		if static {
+		relists := p.adopt(ctx, ss, change.ToolsAdded)
+		p.log.Debug("self-triggered change", "tools_added", change.ToolsAdded, "relists", relists, "waited", time.Since(start))
+		if !relists {
 			p.hintCallTool(out, change.ToolsAdded)
 		}
 		return out, nil
@@ -290,8 +388,8 @@ func compactJSON(raw json.RawMessage) string {
 // callToolDefinition is call_tool as listed to clients that never re-list.
 var callToolDefinition = &mcp.Tool{
 	Name: toolapi.CallTool,
-	Description: "Calls a tool of this toolscope session by name. Use it for tools that became available after your " +
-		"tool list was loaded (task_add_sources names them, with their input schemas); call every other tool directly.",
+	Description: "Calls a tool of this session by name: use it for tools added after your tool list was loaded " +
+		"(task_add_sources names them, with their input schemas); call other tools directly.",
 	InputSchema: json.RawMessage(toolapi.InputSchema[toolapi.CallToolArgs]()),
 	Annotations: &mcp.ToolAnnotations{Title: "Call a session tool by name"},
 }

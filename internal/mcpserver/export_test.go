@@ -15,12 +15,11 @@ func (p *Publisher) SetBetweenSDKCalls(f func()) {
 	p.betweenSDKCalls = f
 }
 
-// Tracked returns how many sessions the publisher keeps adoption entries
-// for.
+// Tracked returns how many sessions the publisher keeps peers for.
 func (p *Publisher) Tracked() int {
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
-	return max(len(p.sent), len(p.listed), len(p.joined))
+	return len(p.peers)
 }
 
 // ToMCP is the whole MCP definition of t.
@@ -47,4 +46,11 @@ func SetRefusalClock(p *Publisher, now func() time.Time) {
 	p.refusals.mu.Lock()
 	defer p.refusals.mu.Unlock()
 	p.refusals.now = now
+}
+
+// SetAdoptWait changes p's AdoptWait for the calls that start later.
+func SetAdoptWait(p *Publisher, wait time.Duration) {
+	p.notifiedMu.Lock()
+	defer p.notifiedMu.Unlock()
+	p.adoptWait = wait
 }

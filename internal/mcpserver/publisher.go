@@ -100,18 +100,17 @@ type Publisher struct {
 	released atomic.Uint64
 
 	notifiedMu sync.Mutex
-	notified   map[*mcp.ServerSession]uint64 // the epoch of each session's last list_changed
-	// What adopt waits on (adopt.go), per session: the epoch of its last
-	// list_changed sent, of its last listing, and of its start; wake is
+	// peers holds what adoption knows of each session (adopt.go), and
+	// stateless of a stateless client's per-request sessions; wake is
 	// closed and replaced whenever one of them or the published registry
 	// moves.
-	sent, listed, joined map[*mcp.ServerSession]uint64
-	listening            map[*mcp.ServerSession]uint64 // 2026-07-28 sessions that subscribed
-	wake                 chan struct{}
-	records              int // records since the start, for pruning
-	adoptWait            time.Duration
-	onListChanged        func()
-	refusals             *refusals // nil without Options.OnRefused
+	peers         map[*mcp.ServerSession]*peer
+	stateless     peer
+	wake          chan struct{}
+	records       int           // updates since the start, for pruning
+	adoptWait     time.Duration // read under notifiedMu (tests change it)
+	onListChanged func()
+	refusals      *refusals // nil without Options.OnRefused
 
 	mu              sync.Mutex
 	desired         *registry.Registry // the latest snapshot handed to Publish
@@ -133,9 +132,8 @@ func New(initial *registry.Registry, opts Options) *Publisher {
 	if opts.AdoptWait <= 0 {
 		opts.AdoptWait = DefaultAdoptWait
 	}
-	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, notified: map[*mcp.ServerSession]uint64{},
-		sent: map[*mcp.ServerSession]uint64{}, listed: map[*mcp.ServerSession]uint64{}, joined: map[*mcp.ServerSession]uint64{},
-		listening: map[*mcp.ServerSession]uint64{}, wake: make(chan struct{}), adoptWait: opts.AdoptWait, onListChanged: opts.OnListChanged,
+	p := &Publisher{handler: opts.Handler, every: opts.MinInterval, log: opts.Logger, peers: map[*mcp.ServerSession]*peer{},
+		wake: make(chan struct{}), adoptWait: opts.AdoptWait, onListChanged: opts.OnListChanged,
 		refusals: newRefusals(opts.OnRefused, opts.RefusalReports)}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
@@ -314,9 +312,11 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 				epoch := p.epoch.Load()
 				p.notifiedMu.Lock()
-				seen := p.notified[ss] >= epoch
-				if !seen {
-					p.notified[ss] = epoch
+				e := p.peerLocked(ss)
+				seen := e.notified >= epoch
+				e.notified = max(e.notified, epoch)
+				if c := p.clientLocked(ss); c != e {
+					c.notified = max(c.notified, epoch)
 				}
 				p.notifiedMu.Unlock()
 				if seen {
@@ -324,7 +324,7 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 				}
 				res, err := next(ctx, method, req)
 				if err == nil {
-					p.record(p.sent, ss, epoch)
+					p.sentTo(ss, epoch)
 					if p.onListChanged != nil {
 						p.onListChanged()
 					}
@@ -339,8 +339,8 @@ func (p *Publisher) oneNotificationPerEpoch(next mcp.MethodHandler) mcp.MethodHa
 
 const notificationToolListChanged = "notifications/tools/list_changed"
 
-// forgetClosedSessions drops the notification epochs of sessions the SDK
-// no longer holds.
+// forgetClosedSessions drops the peers of sessions the SDK no longer
+// holds.
 func (p *Publisher) forgetClosedSessions() {
 	live := map[*mcp.ServerSession]bool{}
 	for ss := range p.server.Sessions() {
@@ -348,18 +348,16 @@ func (p *Publisher) forgetClosedSessions() {
 	}
 	p.notifiedMu.Lock()
 	defer p.notifiedMu.Unlock()
-	for _, m := range []map[*mcp.ServerSession]uint64{p.notified, p.sent, p.listed, p.joined, p.listening} {
-		for ss := range m {
-			if !live[ss] {
-				delete(m, ss)
-			}
+	for ss := range p.peers {
+		if !live[ss] {
+			delete(p.peers, ss)
 		}
 	}
 }
 
 // gateListing holds listMu for reading around tools/list, notes which
-// surface (epoch) each session listed, and offers call_tool to clients
-// that never re-list (adopt.go).
+// surface (epoch) each client listed, and offers call_tool to clients not
+// known to re-list (adopt.go).
 func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/list" {
@@ -381,10 +379,9 @@ func (p *Publisher) gateListing(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || ss == nil {
 			return res, err
 		}
-		if list != nil && !relists(ss) && list.NextCursor == "" {
+		if !p.listedBy(ss, epoch) && list != nil && list.NextCursor == "" {
 			list.Tools = append(list.Tools, callToolDefinition)
 		}
-		p.recordListed(ss, epoch)
 		return res, err
 	}
 }

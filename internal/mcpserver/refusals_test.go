@@ -115,7 +115,7 @@ func TestCallsRefusedHereAreReported(t *testing.T) {
 func TestCallToolRefusalsNameTheirTarget(t *testing.T) {
 	t.Parallel()
 	p, got := refusingPublisher(t, 1000)
-	codex := connectClient(t, transports["stdio"](t, p), "", "codex-mcp-client", false)
+	codex := connectClient(t, transports["stdio"](t, p), "", "some-client", false)
 	for _, args := range []map[string]any{
 		{"name": "deploy_prod"},
 		{"arguments": map[string]any{}},

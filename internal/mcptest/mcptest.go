@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolscope/toolscope/internal/toolapi"
 )
 
 // ProtocolVersions are the MCP versions every server must serve; "" is
@@ -140,8 +142,22 @@ func (b bearer) CloseIdleConnections() {
 	}
 }
 
-// Names lists the session's tools, sorted.
+// Names lists the session's tools, sorted. call_tool, which a server
+// offers a client until it has seen it re-list (ADR 0019), is an entry
+// point, not one of the session's tools: Names leaves it out, and
+// ListsCallTool reports it.
 func (c *Client) Names(t testing.TB) []string {
+	names, _ := c.list(t)
+	return names
+}
+
+// ListsCallTool reports whether the client's tool list holds call_tool.
+func (c *Client) ListsCallTool(t testing.TB) bool {
+	_, callTool := c.list(t)
+	return callTool
+}
+
+func (c *Client) list(t testing.TB) (names []string, callTool bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Hang)
 	defer cancel()
@@ -149,12 +165,16 @@ func (c *Client) Names(t testing.TB) []string {
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
-	names := make([]string, 0, len(res.Tools))
+	names = make([]string, 0, len(res.Tools))
 	for _, tool := range res.Tools {
+		if tool.Name == toolapi.CallTool {
+			callTool = true
+			continue
+		}
 		names = append(names, tool.Name)
 	}
 	sort.Strings(names)
-	return names
+	return names, callTool
 }
 
 // Subscribe makes sure the client's list_changed subscription is live:

@@ -331,6 +331,9 @@ func TestStdioBridgeMirrorsExternalTools(t *testing.T) {
 		require.NoError(t, err)
 		out := map[string]string{}
 		for _, tl := range res.Tools {
+			if tl.Name == toolapi.CallTool {
+				continue // offered to a 2025 client not yet seen re-listing (ADR 0019), not a tool of the session
+			}
 			b, err := json.Marshal(tl)
 			require.NoError(t, err)
 			out[tl.Name] = string(b)
