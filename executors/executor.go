@@ -45,9 +45,9 @@ type AgentCommand struct {
 	Argv    []string
 	Env     map[string]string
 	WorkDir string
-	// Profile, Model and CredentialEnv select an agent profile (package
-	// profiles); Argv then holds extra arguments.
-	Profile, Model, CredentialEnv string
+	// Profile, Model, CredentialEnv and Auth select an agent profile
+	// (package profiles); Argv then holds extra arguments.
+	Profile, Model, CredentialEnv, Auth string
 	// PassEnv names more variables of the executor's environment the
 	// agent gets (`session launch --env NAME`). The agent's environment is
 	// the allowlist profiles.Allowed of the command (see ProfileSpec);
@@ -68,7 +68,7 @@ func (a *AgentCommand) ProfileSpec() profiles.Spec {
 	if a == nil {
 		return profiles.Spec{}
 	}
-	return profiles.Spec{Profile: a.Profile, Args: a.Argv, Model: a.Model, CredentialEnv: a.CredentialEnv, PassEnv: a.PassEnv}
+	return profiles.Spec{Profile: a.Profile, Args: a.Argv, Model: a.Model, CredentialEnv: a.CredentialEnv, PassEnv: a.PassEnv, Auth: a.Auth}
 }
 
 // AgentctlEnv is the environment an executor starts agentctl with, from

@@ -372,9 +372,17 @@ func (l *Link) CheckAgent(ctx context.Context, agent *executors.AgentCommand) er
 	if agent == nil {
 		return nil
 	}
-	_, err := l.Client.CheckAgent(ctx, &agentctlv1.CheckAgentRequest{Agent: &agentctlv1.AgentCommand{Argv: agent.Argv, Env: agent.Env,
-		WorkingDir: agent.WorkDir, Profile: agent.Profile, Model: agent.Model, CredentialEnv: agent.CredentialEnv, PassEnv: agent.PassEnv}})
+	_, err := l.Client.CheckAgent(ctx, &agentctlv1.CheckAgentRequest{Agent: commandOf(agent)})
 	return err
+}
+
+// commandOf converts an agent command to the wire (nil to nil).
+func commandOf(a *executors.AgentCommand) *agentctlv1.AgentCommand {
+	if a == nil {
+		return nil
+	}
+	return &agentctlv1.AgentCommand{Argv: a.Argv, Env: a.Env, WorkingDir: a.WorkDir,
+		Profile: a.Profile, Model: a.Model, CredentialEnv: a.CredentialEnv, PassEnv: a.PassEnv, Auth: a.Auth}
 }
 
 // SurfaceOf converts a surface to the wire: a part of generation 0 is
@@ -561,10 +569,7 @@ func LaunchSpec(s executors.Spec) *agentctlv1.LaunchSpec {
 	}
 	out.Orientation = OrientationOf(s.Orientation)
 	out.Checkouts = checkoutsOf(s.Checkouts)
-	if s.Agent != nil {
-		out.Agent = &agentctlv1.AgentCommand{Argv: s.Agent.Argv, Env: s.Agent.Env, WorkingDir: s.Agent.WorkDir,
-			Profile: s.Agent.Profile, Model: s.Agent.Model, CredentialEnv: s.Agent.CredentialEnv, PassEnv: s.Agent.PassEnv}
-	}
+	out.Agent = commandOf(s.Agent)
 	return out
 }
 

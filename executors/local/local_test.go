@@ -144,6 +144,52 @@ func TestWorkdirTheAgentCannotEnterIsAClearError(t *testing.T) {
 	assert.Contains(t, err.Error(), private)
 }
 
+// TestAnAgentThatCannotReachItsToolsIsAClearError (issue 32): a Codex
+// agent under a uid of its own that cannot run its stdio MCP server
+// (`agentctl mcp`, with agentctl installed in a private directory) would
+// start and silently have none of its tools. The launch fails instead,
+// naming the path and the directory that stops it; with agentctl
+// reachable, the same launch starts (an agent that exits at once, in
+// place of the real CLI). (The local executor's session directories are
+// always reachable; agentctl's own test covers a state directory that is
+// not.)
+func TestAnAgentThatCannotReachItsToolsIsAClearError(t *testing.T) {
+	executortest.RequireRoot(t)
+	private := t.TempDir() // 0700, root's
+	open := testutil.TraversableDir(t)
+	install := func(dir string) string {
+		b, err := os.ReadFile(executortest.Agentctl(t))
+		require.NoError(t, err)
+		path := filepath.Join(dir, "agentctl")
+		require.NoError(t, os.WriteFile(path, b, 0o755))
+		return path
+	}
+	closed, reachable := install(private), install(open)
+	bin := filepath.Join(open, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	require.NoError(t, os.Symlink("/bin/true", filepath.Join(bin, "codex")))
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	launch := func(agentctl, state, profile string) error {
+		e, err := local.New(local.Options{Agentctl: agentctl, StateDir: state, OrchestratorID: t.Name()})
+		require.NoError(t, err)
+		defer e.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		h, _, err := e.Launch(ctx, executors.Spec{SessionID: profile, TaskID: "t", Mode: executors.ModeTask,
+			Agent: &executors.AgentCommand{Profile: profile, WorkDir: open}}, nil)
+		if err == nil {
+			_ = e.Stop(context.Background(), h)
+		}
+		return err
+	}
+	err := launch(closed, filepath.Join(open, "state"), "codex")
+	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	assert.ErrorContains(t, err, "the agent would have none of its tools: it runs "+closed)
+	assert.ErrorContains(t, err, "may not enter "+filepath.Dir(private)+" ", "the directory that stops it")
+
+	assert.NoError(t, launch(reachable, filepath.Join(open, "state-2"), "codex"), "reachable: it starts")
+}
+
 // TestLinksToDeadAgentctlsAreNeverRedialed is the issue's case: after
 // agentctls were killed, their links were redialed forever, still after
 // the sessions were resumed. Each dead agentctl's address is taken over

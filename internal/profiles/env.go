@@ -19,13 +19,20 @@ import (
 // shell basics, never a credential.
 var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ"}
 
-// ModelEnv lists, per profile, the variables that carry the profile's
-// model credentials and endpoints: passed through by name, so the agent
-// can reach its model; their values are never stored or shown.
+// ModelEnv lists, per profile, the variables that say which model
+// endpoint the agent uses and how (never a key): passed through by name
+// whatever the auth.
 var ModelEnv = map[string][]string{
-	ClaudeCode: {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
-		"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
-	Codex: {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+	ClaudeCode: {"ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+	Codex:      {"OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+}
+
+// KeyEnv lists, per profile, the variables that carry a model API key:
+// passed through by name with --auth api-key, never with --auth
+// subscription (even when set). Their values are never stored or shown.
+var KeyEnv = map[string][]string{
+	ClaudeCode: {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"},
+	Codex:      {"OPENAI_API_KEY"},
 }
 
 // TracingEnv names the OTEL_* variables that configure tracing
@@ -89,12 +96,16 @@ func ValidateEnvName(name string) error {
 
 // Allowed returns the names of the variables passed through from the
 // executor's environment for spec, sorted and without repeats: BaseEnv,
-// the profile's ModelEnv, the spec's CredentialEnv and its PassEnv names.
-// agentctl's own variables (TOOLSCOPE_*) are never among them.
+// the profile's ModelEnv, with --auth api-key its KeyEnv, the spec's
+// CredentialEnv (never with --auth subscription), and its PassEnv names. agentctl's own variables
+// (TOOLSCOPE_*) are never among them.
 func Allowed(s Spec) []string {
 	names := slices.Clone(BaseEnv)
 	names = append(names, ModelEnv[s.Profile]...)
-	if s.CredentialEnv != "" {
+	if s.AuthOf() == AuthAPIKey {
+		names = append(names, KeyEnv[s.Profile]...)
+	}
+	if s.CredentialEnv != "" && s.AuthOf() != AuthSubscription {
 		names = append(names, s.CredentialEnv)
 	}
 	names = append(names, s.PassEnv...)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -13,8 +14,9 @@ import (
 
 // Launch checks, made before anything is recorded or spawned (issue 19):
 // a profile/model pair that cannot work, an agent binary the agent's PATH
-// does not hold, a credential variable the user named but the executor's
-// environment does not set. Each error names what the user typed.
+// does not hold, an --auth api-key launch whose key variable the
+// executor's environment does not set. Each error names what the user
+// typed.
 
 // modelFamily says which harness a model name belongs to, by its shape:
 // the two vendors' public names do not overlap. A name of neither family
@@ -43,6 +45,36 @@ func (s Spec) checkModel() error {
 	return nil
 }
 
+// knownModels are, per profile, the model names a launch takes without
+// --model-unchecked: the aliases the agent resolves itself, and the shape
+// of its vendor's model ids (versions come faster than releases).
+var knownModels = map[string]struct {
+	aliases []string
+	ids     *regexp.Regexp
+	shapes  string
+}{
+	ClaudeCode: {[]string{"default", "sonnet", "opus", "haiku", "opusplan", "sonnet[1m]"},
+		regexp.MustCompile(`^claude-((opus|sonnet|haiku)-[0-9]|[0-9])[a-z0-9.-]*(\[1m\])?$`), "claude-<opus|sonnet|haiku>-<version>"},
+	Codex: {[]string{"codex-mini-latest"},
+		regexp.MustCompile(`^(gpt-[0-9]+(\.[0-9]+)?|o[0-9])(-[a-z0-9]+)*$`), "gpt-<version>[-<variant>], o<n>[-<variant>]"},
+}
+
+// ErrUnknownModel reports a model name the launch's profile does not know.
+var ErrUnknownModel = fmt.Errorf("unknown model: %w", errdefs.ErrInvalidArgument)
+
+// CheckModel refuses a model name that profile does not know, naming the
+// ones it does. A launch with --model-unchecked skips it (a gateway's
+// model, or one newer than this build); the vendor check of Validate
+// still holds.
+func CheckModel(profile, model string) error {
+	known, ok := knownModels[profile]
+	if !ok || model == "" || slices.Contains(known.aliases, model) || known.ids.MatchString(model) {
+		return nil
+	}
+	return fmt.Errorf("model %q is not one profile %q knows (%s, or %s); check the name, or launch with --model-unchecked to pass it as it is: %w",
+		model, profile, strings.Join(known.aliases, ", "), known.shapes, ErrUnknownModel)
+}
+
 func familyOf(profile string) string {
 	if profile == ClaudeCode {
 		return "Claude"
@@ -61,8 +93,9 @@ var (
 // Preflight checks, on the machine that will spawn the agent, that spec
 // can start there: its command is found on the PATH of environ (the
 // filtered environment agentctl gets, see Allowed and Filter; a relative
-// path is taken from workDir) and the CredentialEnv the user named is set
-// in environ. It says nothing of any value.
+// path is taken from workDir) and, with --auth api-key, the key variable
+// (CredentialEnv, or one of the profile's KeyEnv) is set in environ. It
+// says nothing of any value.
 func Preflight(s Spec, workDir string, environ []string) error {
 	return PreflightWith(s, workDir, environ, executable)
 }
@@ -92,9 +125,22 @@ func PreflightWith(s Spec, workDir string, environ []string, exists func(path st
 				plan.Argv[0], env["PATH"], profileName(s.Profile), ErrAgentNotFound)
 		}
 	}
-	if s.CredentialEnv != "" && env[s.CredentialEnv] == "" {
-		return fmt.Errorf("credential_env %q is not set in the executor's environment; export it where the orchestrator runs, or name another variable: %w",
-			s.CredentialEnv, ErrCredentialUnset)
+	if s.CredentialEnv != "" {
+		if env[s.CredentialEnv] == "" {
+			return fmt.Errorf("credential_env %q is not set in the executor's environment; export it where the orchestrator runs, or name another variable: %w",
+				s.CredentialEnv, ErrCredentialUnset)
+		}
+		return nil
+	}
+	if s.AuthOf() != AuthAPIKey {
+		return nil
+	}
+	keys := KeyEnv[s.Profile]
+	if !slices.ContainsFunc(keys, func(k string) bool { return env[k] != "" }) {
+		return fmt.Errorf("--auth %s (the default) needs a model API key in the executor's environment, and none of %s is set: "+
+			"export one where the orchestrator runs, name another variable with --credential-env, "+
+			"or launch with --auth %s to use the agent's own login: %w",
+			AuthAPIKey, strings.Join(keys, ", "), AuthSubscription, ErrCredentialUnset)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,6 +39,28 @@ const ClaudeCodeGrant = "mcp__" + ServerName
 // Names lists the profiles.
 var Names = []string{ClaudeCode, Codex, Command}
 
+// Auth is how a profile's agent pays for its model.
+const (
+	// AuthAPIKey passes the profile's key variables (KeyEnv) and
+	// CredentialEnv from the executor's environment; a launch without one
+	// set is refused.
+	AuthAPIKey = "api-key"
+	// AuthSubscription passes no key variable, even one that is set: the
+	// agent uses its own login (CLAUDE_CONFIG_DIR, CODEX_HOME, passed with
+	// --env).
+	AuthSubscription = "subscription"
+	// DefaultAuth is the auth of a claude-code or codex launch that names
+	// none.
+	DefaultAuth = AuthAPIKey
+)
+
+// Auths lists the auths.
+var Auths = []string{AuthAPIKey, AuthSubscription}
+
+// paid reports whether profile runs a model the launch pays for (and so
+// takes an auth).
+func paid(profile string) bool { return profile == ClaudeCode || profile == Codex }
+
 // Spec is what the user chose.
 type Spec struct {
 	Profile string
@@ -47,8 +70,11 @@ type Spec struct {
 	// Model, if set, is passed to the agent's model flag or setting.
 	Model string
 	// CredentialEnv is the environment variable holding the model API key;
-	// empty means the profile's default (ANTHROPIC_API_KEY, OPENAI_API_KEY).
+	// empty means the profile's (KeyEnv). Only with AuthAPIKey.
 	CredentialEnv string
+	// Auth is AuthAPIKey or AuthSubscription (empty: DefaultAuth), for the
+	// claude-code and codex profiles.
+	Auth string
 	// PassEnv names more variables to pass through from the executor's
 	// environment (`session launch --env NAME`): names, never values. (A
 	// Plan's PassEnv is the whole list: these and the rest of Allowed.)
@@ -80,9 +106,32 @@ type Plan struct {
 	// only, never values.
 	PassEnv []string `json:"pass_env"`
 	Files   []File   `json:"files"`
+	// Reach is what the agent must reach to find its tools: an agent
+	// under a uid of its own that cannot would run without them, so
+	// agentctl refuses to start it.
+	Reach []Reach `json:"reach"`
+}
+
+// Reach is a path the agent reads (its MCP configuration) or runs (the
+// stdio MCP server it spawns) to find its tools.
+type Reach struct {
+	Path string `json:"path"`
+	Run  bool   `json:"run,omitempty"`
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// AuthOf returns the spec's auth: its own, the default for a profile
+// that takes one, or "" for one that does not.
+func (s Spec) AuthOf() string {
+	if !paid(s.Profile) {
+		return s.Auth
+	}
+	if s.Auth == "" {
+		return DefaultAuth
+	}
+	return s.Auth
+}
 
 // Validate checks a spec before anything is rendered or started.
 func (s Spec) Validate() error {
@@ -98,6 +147,9 @@ func (s Spec) Validate() error {
 	if err := s.checkModel(); err != nil {
 		return err
 	}
+	if err := s.checkAuth(); err != nil {
+		return err
+	}
 	if s.CredentialEnv != "" && !envName.MatchString(s.CredentialEnv) {
 		return fmt.Errorf("credential_env must be an environment variable name (the value is not shown)")
 	}
@@ -107,6 +159,27 @@ func (s Spec) Validate() error {
 	for _, n := range s.PassEnv {
 		if err := ValidateEnvName(n); err != nil {
 			return fmt.Errorf("--env: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkAuth refuses an auth the profile does not take, and a key named
+// for a launch that passes none.
+func (s Spec) checkAuth() error {
+	switch {
+	case s.Auth != "" && !slices.Contains(Auths, s.Auth):
+		return fmt.Errorf("unknown --auth %q; use %s (the default) or %s", s.Auth, AuthAPIKey, AuthSubscription)
+	case s.Auth != "" && !paid(s.Profile):
+		return fmt.Errorf("--auth is for the %s and %s profiles, not %q", ClaudeCode, Codex, profileName(s.Profile))
+	case s.AuthOf() != AuthSubscription:
+		return nil
+	case s.CredentialEnv != "":
+		return fmt.Errorf("--credential-env names an API key, and --auth %s passes none: drop one of them", AuthSubscription)
+	}
+	for _, n := range s.PassEnv {
+		if slices.Contains(KeyEnv[s.Profile], n) {
+			return fmt.Errorf("--env %s passes an API key, and --auth %s passes none: drop one of them", n, AuthSubscription)
 		}
 	}
 	return nil
@@ -129,6 +202,7 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 			"type": "http", "url": ep.URL, "headers": map[string]string{"Authorization": "Bearer " + ep.Token},
 		}}})
 		p.Files = append(p.Files, File{Path: cfg, Content: b.String()})
+		p.Reach = []Reach{{Path: cfg}}
 		// Headless runs (-p) refuse every tool not granted in advance, and
 		// --dangerously-skip-permissions is refused as root: grant the
 		// session's own server, and only it. --strict-mcp-config ignores
@@ -150,11 +224,14 @@ func Render(s Spec, ep Endpoint) (Plan, error) {
 			// approval fails. The session's own tools are approved, and
 			// only they; the orchestrator checks every call again.
 			"-c", "mcp_servers." + ServerName + `.default_tools_approval_mode="approve"`}
+		p.Reach = []Reach{{Path: ep.Agentctl, Run: true}, {Path: ep.Bridge}}
 		if s.Model != "" {
 			p.Argv = append(p.Argv, "-c", "model="+strconv.Quote(s.Model))
 		}
 		p.Argv = append(p.Argv, s.Args...)
 	case Command, "":
+		// What a command reaches its tools by (TOOLSCOPE_MCP_URL, or
+		// mcp.json, or none at all) is its own: nothing is required.
 		p.Argv = append([]string(nil), s.Args...)
 	}
 	return p, nil

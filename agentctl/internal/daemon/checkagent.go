@@ -15,7 +15,7 @@ import (
 // allowlist, as startAgent does). The remote executor's preflight.
 func (d *Daemon) CheckAgent(_ context.Context, req *agentctlv1.CheckAgentRequest) (*agentctlv1.CheckAgentResponse, error) {
 	a := req.GetAgent()
-	spec := profiles.Spec{Profile: a.GetProfile(), Args: a.GetArgv(), Model: a.GetModel(), CredentialEnv: a.GetCredentialEnv(), PassEnv: a.GetPassEnv()}
+	spec := profileSpec(a)
 	if len(spec.Args) == 0 && spec.Profile == "" {
 		return &agentctlv1.CheckAgentResponse{}, nil
 	}
@@ -26,4 +26,10 @@ func (d *Daemon) CheckAgent(_ context.Context, req *agentctlv1.CheckAgentRequest
 		return nil, err
 	}
 	return &agentctlv1.CheckAgentResponse{}, nil
+}
+
+// profileSpec is the agent command as package profiles sees it.
+func profileSpec(a *agentctlv1.AgentCommand) profiles.Spec {
+	return profiles.Spec{Profile: a.GetProfile(), Args: a.GetArgv(), Model: a.GetModel(), CredentialEnv: a.GetCredentialEnv(),
+		PassEnv: a.GetPassEnv(), Auth: a.GetAuth()}
 }

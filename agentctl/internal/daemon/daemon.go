@@ -366,7 +366,7 @@ func (d *Daemon) CreateSession(ctx context.Context, req *agentctlv1.CreateSessio
 		return nil, errdefs.InvalidField("spec.agent.argv", "is empty; leave agent out to only serve MCP")
 	}
 	if a := spec.GetAgent(); a.GetProfile() != "" {
-		if err := (profiles.Spec{Profile: a.GetProfile(), Args: a.GetArgv(), CredentialEnv: a.GetCredentialEnv()}).Validate(); err != nil {
+		if err := profileSpec(a).Validate(); err != nil {
 			return nil, errdefs.InvalidField("spec.agent.profile", "%v", err)
 		}
 	}

@@ -271,8 +271,7 @@ func (s *session) writeFile(path string, b []byte) error {
 // its session directory as HOME and its tmp as TMPDIR. It runs in its own
 // process group.
 func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string, opts Options, onExit func(code int32, tail string)) error {
-	plan, err := profiles.Render(profiles.Spec{Profile: spec.GetProfile(), Args: spec.GetArgv(), Model: spec.GetModel(),
-		CredentialEnv: spec.GetCredentialEnv(), PassEnv: spec.GetPassEnv()},
+	plan, err := profiles.Render(profileSpec(spec),
 		profiles.Endpoint{URL: s.url, Token: s.token, Bridge: filepath.Join(s.dir, "bridge.json"), Agentctl: agentctlPath, Dir: s.dir})
 	if err != nil {
 		return err
@@ -288,6 +287,9 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	argv, extraEnv := plan.Argv, plan.Env
 	if len(argv) == 0 {
 		return fmt.Errorf("no agent command")
+	}
+	if err := s.reachesItsTools(plan.Reach); err != nil {
+		return err
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -377,6 +379,29 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 		<-copied
 		_ = logFile.Close()
 	}()
+	return nil
+}
+
+// reachesItsTools refuses to start an agent, under a uid of its own, that
+// could not reach its MCP configuration or server: it would run, and
+// silently have none of its tools.
+func (s *session) reachesItsTools(paths []profiles.Reach) error {
+	if s.uid == noUID {
+		return nil
+	}
+	for _, r := range paths {
+		if r.Run {
+			if err := agentuid.Reaches(uint32(s.uid), r.Path, agentuid.Run); err != nil {
+				return errdefs.FailedPrecondition("the agent would have none of its tools: it runs %s to reach them (its MCP server), and %v; "+
+					"install agentctl where every user may run it (mode o+x along its path, e.g. /usr/local/bin)", r.Path, err)
+			}
+			continue
+		}
+		if err := agentuid.Reaches(uint32(s.uid), r.Path, agentuid.Read); err != nil {
+			return errdefs.FailedPrecondition("the agent would have none of its tools: it reads %s to find them, and %v; "+
+				"give agentctl a state directory whose parents other users may traverse (mode o+x: agentctl serve --state-dir)", r.Path, err)
+		}
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
+	"github.com/toolscope/toolscope/internal/agentuid"
 	"github.com/toolscope/toolscope/internal/checkout"
 	"github.com/toolscope/toolscope/internal/errdefs"
 )
@@ -151,28 +152,15 @@ func (d *Daemon) prepareWorkspace(s *session) error {
 		return err
 	}
 	if s.uid != noUID {
-		if closed := closedAncestor(d.opts.WorkspacesDir); closed != "" {
-			return fmt.Errorf("the agent's uid %d cannot reach the workspaces directory %s: %s lets no other user through "+
-				"(give it a workspaces directory whose parents others may traverse, mode o+x: toolscope serve --workspaces-dir, agentctl serve --workspaces-dir)", s.uid, d.opts.WorkspacesDir, closed)
+		if err := agentuid.Reaches(uint32(s.uid), d.opts.WorkspacesDir, agentuid.Enter); err != nil {
+			return fmt.Errorf("the agent cannot reach the workspaces directory %s: %v "+
+				"(give it a workspaces directory whose parents others may traverse, mode o+x: toolscope serve --workspaces-dir, agentctl serve --workspaces-dir)", d.opts.WorkspacesDir, err)
 		}
 	}
 	if err := os.Mkdir(s.workspace, 0o700); err != nil && !os.IsExist(err) {
 		return err
 	}
 	return s.own(s.workspace)
-}
-
-// closedAncestor returns the first directory above dir that other users
-// may not traverse (no o+x), or "".
-func closedAncestor(dir string) string {
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		if info, err := os.Stat(p); err != nil || info.Mode().Perm()&0o001 == 0 {
-			return fmt.Sprintf("%s (mode %v)", p, info.Mode().Perm())
-		}
-		if p == filepath.Dir(p) {
-			return ""
-		}
-	}
 }
 
 // checkout makes (or takes over) one checkout.

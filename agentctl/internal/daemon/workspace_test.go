@@ -406,3 +406,31 @@ func TestWorkspacesStayWithinTheirDiskBound(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(h.stateDir, "workspaces", "s2", "api"), "nothing half-made")
 	assert.Equal(t, toolapi.Surface("github"), st.GetToolNames(), "the session starts without it: no git_push")
 }
+
+// TestAnAgentThatCannotReadItsMCPConfigurationIsAClearError (issue 32):
+// agentctl with agent uids and a state directory they may not enter (the
+// default 0700 of a remote daemon): Claude Code, under its own uid, could
+// not read its claude-mcp.json, and would run with none of its tools. The
+// session is refused, naming the file and the directory that stops it;
+// with the state directory opened, the same session starts.
+func TestAnAgentThatCannotReadItsMCPConfigurationIsAClearError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.SkipOrFailUnderCI(t, "agents under uids of their own need root (uid %d)", os.Geteuid())
+	}
+	bin := testutil.TraversableDir(t)
+	require.NoError(t, os.Symlink("/bin/true", filepath.Join(bin, "claude"))) // an agent that exits at once
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	uid := uint32(1_602_000_000 + os.Getpid()%1_000_000)
+	h := newHarnessWith(t, func(o *daemon.Options) { o.AgentUIDs = agentuid.Single(uid) })
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
+	sp.Agent = &agentctlv1.AgentCommand{Profile: "claude-code", WorkingDir: bin}
+	_, err := h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: sp})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	assert.Contains(t, err.Error(), "the agent would have none of its tools: it reads "+filepath.Join(h.stateDir, "sessions", "s1", "claude-mcp.json"))
+	assert.Contains(t, err.Error(), "may not enter "+filepath.Dir(h.stateDir)+" ", "the directory that stops it")
+	assert.Contains(t, err.Error(), "--state-dir", "what to do")
+
+	require.NoError(t, os.Chmod(filepath.Dir(h.stateDir), 0o711))
+	require.NoError(t, os.Chmod(h.stateDir, 0o711))
+	h.create(t, sp)
+}

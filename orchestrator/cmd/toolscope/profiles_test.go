@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,7 +80,7 @@ func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 
 	r := srv.run(t, "session", "launch", task, "--agent", "aider", "--dry-run")
 	assert.Equal(t, 2, r.code)
-	assert.Contains(t, r.stderr, "unknown agent profile")
+	assert.Contains(t, r.stderr, `unknown --agent "aider": not a profile (claude-code, codex, command)`)
 
 	// --env takes names: a value, a reserved name or a bad name is
 	// refused, naming what was typed and nothing else.
@@ -108,4 +110,67 @@ func TestDryRunReportsThePreflightRefusal(t *testing.T) {
 	ok := srv.ok(t, "session", "launch", task, "--executor", "local", "--dry-run", "--", "/bin/sh", "-c", "true")
 	assert.NotContains(t, ok, "would be refused")
 	assert.NotContains(t, srv.ok(t, "session", "list", task), "sess_", "a dry run records nothing")
+}
+
+// TestNamedAgentsAndExplicitAuth (issue 32): a named agent of the config
+// file (profile, model, auth, credential variable) is launched by its
+// name, flags overriding its fields; --auth subscription passes no key
+// variable; a model the profile does not know is refused with the names
+// it knows, unless --model-unchecked; an unknown name is refused naming
+// the config file and its agents.
+func TestNamedAgentsAndExplicitAuth(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	task := newTask(t, srv)
+	config := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.WriteFile(config, []byte(`{"agents": {
+		"sub": {"profile": "claude-code", "model": "sonnet", "auth": "subscription"},
+		"work": {"profile": "codex", "model": "gpt-5", "credential_env": "WORK_OPENAI_KEY"},
+		"typo": {"profile": "claude-code", "model": "sonet"}}}`), 0o600))
+	run := func(args ...string) result {
+		return runEnv(t, []string{"TOOLSCOPE_CONFIG=" + config}, append([]string{"--server", srv.addr, "session", "launch", task, "--dry-run"}, args...)...)
+	}
+	dry := func(args ...string) plan {
+		r := run(append([]string{"--json"}, args...)...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		var p plan
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
+		return p
+	}
+
+	sub := dry("--agent", "sub", "--", "-p", "hi")
+	assert.Equal(t, []string{"--model", "sonnet"}, sub.Argv[6:8], "the named agent's model")
+	assert.NotContains(t, sub.PassEnv, "ANTHROPIC_API_KEY", "subscription: no key variable")
+	assert.NotContains(t, sub.PassEnv, "ANTHROPIC_AUTH_TOKEN")
+	assert.Contains(t, sub.PassEnv, "ANTHROPIC_BASE_URL", "the endpoint still passes")
+	assert.Equal(t, []string{"--model", "opus"}, dry("--agent", "sub", "--model", "opus").Argv[6:8], "a flag overrides the named agent")
+	assert.Contains(t, dry("--agent", "sub", "--auth", "api-key").PassEnv, "ANTHROPIC_API_KEY")
+
+	work := dry("--agent", "work", "--", "exec", "hi")
+	assert.Contains(t, work.Argv, `model="gpt-5"`)
+	assert.Contains(t, work.PassEnv, "WORK_OPENAI_KEY")
+	assert.Contains(t, work.PassEnv, "OPENAI_API_KEY", "api-key, the default")
+
+	r := run("--agent", "typo")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `model "sonet" is not one profile "claude-code" knows (default, sonnet, opus`)
+	assert.Contains(t, r.stderr, "--model-unchecked")
+	assert.Contains(t, dry("--agent", "typo", "--model-unchecked").Argv, "sonet", "passed as it is when asked")
+	r = run("--agent", "claude-code", "--model", "gpt-5", "--model-unchecked")
+	assert.Equal(t, 2, r.code, "the other vendor's model stays refused")
+
+	r = run("--agent", "nosuch")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, `unknown --agent "nosuch": not a profile (claude-code, codex, command) nor a named agent of `+config+" (sub, typo, work)")
+
+	for _, bad := range [][]string{
+		{"--agent", "claude-code", "--auth", "subscription", "--credential-env", "MY_KEY"},
+		{"--agent", "codex", "--auth", "subscription", "--env", "OPENAI_API_KEY"},
+		{"--agent", "codex", "--auth", "oauth"},
+		{"--auth", "subscription", "--", "/bin/agent"},
+	} {
+		r := run(bad...)
+		assert.Equal(t, 2, r.code, "%v: %s", bad, r.stderr)
+		assert.Contains(t, r.stderr, "--auth", "%v", bad)
+	}
 }

@@ -237,7 +237,7 @@ func sessionInput(req *pb.LaunchSessionRequest) (service.SessionInput, error) {
 		TaskID: req.GetTaskId(), Executor: req.GetExecutor(), Mode: mode, Image: req.GetImage(),
 		AgentArgv: req.GetAgent().GetArgv(), AgentWorkDir: req.GetAgent().GetWorkingDir(),
 		AgentProfile: req.GetAgent().GetProfile(), AgentModel: req.GetAgent().GetModel(), AgentCredentialEnv: req.GetAgent().GetCredentialEnv(),
-		AgentPassEnv: req.GetAgent().GetPassEnv(),
+		AgentPassEnv: req.GetAgent().GetPassEnv(), AgentAuth: req.GetAgent().GetAuth(), ModelUnchecked: req.GetModelUnchecked(),
 	}, nil
 }
 

@@ -109,7 +109,7 @@ func toSession(s model.Session) *pb.Session {
 		AgentExitCode: exitCode,
 		Id:            s.ID, TaskId: s.TaskID, Executor: s.Executor, Mode: modes[s.Mode], State: states[s.State],
 		Agent: &pb.AgentSpec{Argv: s.AgentArgv, WorkingDir: s.AgentWorkDir, Profile: s.AgentProfile, Model: s.AgentModel,
-			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv},
+			CredentialEnv: s.AgentCredentialEnv, PassEnv: s.AgentPassEnv, Auth: s.AgentAuth},
 		PushedProviderSet: toProviderSet(s.Applied), NeedsRepair: s.NeedsRepair, StatusMessage: s.StatusMessage,
 		CreateTime: ts(s.CreatedAt), UpdateTime: ts(s.UpdatedAt), Transport: string(s.Transport()), Owner: s.Owner,
 		WorkspaceDir: s.Checkouts.Dir, Checkouts: toCheckouts(s.Checkouts), WorkspaceRemoveTime: ts(s.Checkouts.Removed),

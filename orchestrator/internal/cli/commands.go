@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/profiles"
 )
 
 func (a *app) workspaceCmd() *cobra.Command {
@@ -305,8 +306,9 @@ func (a *app) sessionCmd() *cobra.Command {
 	var (
 		executor, mode, workdir, image string
 		profile, modelName, credEnv    string
+		auth                           string
 		passEnv                        []string
-		dryRun                         bool
+		dryRun, modelUnchecked         bool
 	)
 	launch := &cobra.Command{
 		Use:   "launch TASK --executor local|docker|remote|kubernetes [--mode task|plan] [-- AGENT COMMAND...]",
@@ -326,8 +328,13 @@ func (a *app) sessionCmd() *cobra.Command {
 			if !ok {
 				return Usagef("invalid --mode %q: use task or plan", mode)
 			}
-			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image, DryRun: dryRun,
-				Agent: &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv, PassEnv: passEnv}}
+			agent := &pb.AgentSpec{Argv: args[1:], WorkingDir: workdir, Profile: profile, Model: modelName, CredentialEnv: credEnv, PassEnv: passEnv, Auth: auth}
+			unchecked, err := resolveAgent(cmd, agent, modelUnchecked)
+			if err != nil {
+				return err
+			}
+			req := &pb.LaunchSessionRequest{TaskId: args[0], Executor: executor, Mode: m, Image: image, DryRun: dryRun, Agent: agent,
+				ModelUnchecked: unchecked}
 			if dryRun {
 				return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
 					resp, err := a.sessions(conn).LaunchSession(ctx, req)
@@ -365,12 +372,15 @@ func (a *app) sessionCmd() *cobra.Command {
 	launch.Flags().StringVar(&mode, "mode", "", "task (default) or plan")
 	launch.Flags().StringVar(&workdir, "workdir", "", "agent working directory")
 	launch.Flags().StringVar(&image, "image", "", "container image (docker and kubernetes executors)")
-	launch.Flags().StringVar(&profile, "agent", "", "agent profile: claude-code, codex or command (writes the MCP config that agent reads)")
-	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile")
-	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key (default per profile)")
+	launch.Flags().StringVar(&profile, "agent", "", "agent profile: claude-code, codex or command (writes the MCP config that agent reads), or a named agent of the config file")
+	launch.Flags().StringVar(&modelName, "model", "", "model for the agent profile (a name the profile knows, unless --model-unchecked)")
+	launch.Flags().BoolVar(&modelUnchecked, "model-unchecked", false, "pass --model as it is, even a name the profile does not know (a gateway's, or a newer model)")
+	launch.Flags().StringVar(&auth, "auth", "", "how the agent pays for its model: "+profiles.AuthAPIKey+" (the default: a key variable of the executor's environment, which must be set) "+
+		"or "+profiles.AuthSubscription+" (the agent's own login: no key variable passes, even one that is set)")
+	launch.Flags().StringVar(&credEnv, "credential-env", "", "name of the environment variable holding the model API key, with --auth api-key (default per profile)")
 	launch.Flags().StringArrayVar(&passEnv, "env", nil, "NAME of a variable of the executor's environment the agent gets as well; repeatable (the value is never stored or shown)")
 	mapFields(launch, "agent.pass_env", "--env", "agent.working_dir", "--workdir", "agent.profile", "--agent", "agent.model", "--model",
-		"agent.credential_env", "--credential-env", "agent.argv", "AGENT COMMAND")
+		"agent.credential_env", "--credential-env", "agent.auth", "--auth", "agent.argv", "AGENT COMMAND")
 	launch.Flags().BoolVar(&dryRun, "dry-run", false, "print exactly what would be started and the whole environment allowlist, and start nothing")
 
 	one := func(use, short string, rpc func(context.Context, pb.SessionServiceClient, string) (*pb.Session, error)) *cobra.Command {

@@ -41,6 +41,19 @@ const (
 type config struct {
 	CurrentContext string          `json:"current-context,omitempty"`
 	Contexts       []clientContext `json:"contexts"`
+	// Agents are named agents: `session launch TASK --agent NAME` with
+	// NAME one of them launches its profile with its model and auth.
+	Agents map[string]agentAlias `json:"agents,omitempty"`
+}
+
+// agentAlias is a named agent: a profile, the model it runs and how it
+// pays for it. Flags given with --agent NAME override its fields.
+type agentAlias struct {
+	Profile        string `json:"profile"`
+	Model          string `json:"model,omitempty"`
+	Auth           string `json:"auth,omitempty"`
+	CredentialEnv  string `json:"credential_env,omitempty"` // a variable's name, never a key
+	ModelUnchecked bool   `json:"model_unchecked,omitempty"`
 }
 
 // clientContext is one orchestrator and how to authenticate to it.

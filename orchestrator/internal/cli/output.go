@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/toolscope/toolscope/gen/toolscope/orchestrator/v1"
+	"github.com/toolscope/toolscope/internal/profiles"
 )
 
 // emit prints msg as JSON with --json, else calls human.
@@ -141,10 +143,15 @@ func printSessions(w io.Writer, list []*pb.Session) {
 	}
 }
 
-// printSession prints one session as a row of the sessions table, then
-// its workspace: each repository's checkout, branch and last delivery.
+// printSession prints one session as a row of the sessions table, its
+// agent's profile, then its workspace: each repository's checkout, branch
+// and last delivery.
 func printSession(w io.Writer, s *pb.Session) {
 	printSessions(w, []*pb.Session{s})
+	if a := s.GetAgent(); a.GetProfile() == profiles.ClaudeCode || a.GetProfile() == profiles.Codex {
+		auth := profiles.Spec{Profile: a.GetProfile(), Auth: a.GetAuth()}.AuthOf()
+		fmt.Fprintf(w, "\nagent\t%s (model: %s; auth: %s)\n", a.GetProfile(), cmp.Or(a.GetModel(), "the agent's default"), auth)
+	}
 	if s.GetWorkspaceDir() == "" && len(s.GetCheckouts()) == 0 {
 		return
 	}

@@ -220,6 +220,9 @@ type Session struct {
 	// AgentProfile, AgentModel and AgentCredentialEnv select an agent
 	// profile (package profiles); the credential is a variable name.
 	AgentProfile, AgentModel, AgentCredentialEnv string
+	// AgentAuth is how the agent pays for its model (profiles.Auths;
+	// empty: profiles.DefaultAuth).
+	AgentAuth string
 	// AgentPassEnv names more variables of the executor's environment the
 	// agent gets (`session launch --env NAME`); names, never values. They
 	// are stored with the session, so a relaunch by resume passes them

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/fake"
+	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
 	"github.com/toolscope/toolscope/orchestrator/internal/metrics"
@@ -163,6 +164,30 @@ func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
 	assert.Equal(t, model.SessionRunning, resumed.State)
 	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
 	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the relaunch by resume")
+}
+
+// TestResumeRelaunchesTheAgentWithItsAuth: a launch's --auth is stored
+// with the session and given to the executor at the launch and at a
+// resume's relaunch: a subscription agent never gets a key variable back.
+func TestResumeRelaunchesTheAgentWithItsAuth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{})
+	task := f.task(t, "github")
+	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
+		AgentProfile: profiles.ClaudeCode, AgentAuth: profiles.AuthSubscription}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID, false) })
+	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
+	assert.Equal(t, profiles.AuthSubscription, f.exec.Spec(sess.ID).Agent.Auth, "the launch")
+	assert.Equal(t, profiles.AuthSubscription, f.session(t, sess.ID).AgentAuth, "stored")
+
+	f.exec.Lose(sess.ID, "agentctl (pid 7) exited: signal: killed")
+	require.Eventually(t, func() bool { return f.session(t, sess.ID).State == model.SessionFailed }, time.Minute, 5*time.Millisecond)
+	_, err = f.svc.ResumeSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, profiles.AuthSubscription, f.exec.Spec(sess.ID).Agent.Auth, "the relaunch by resume")
+	assert.NotContains(t, profiles.Allowed(f.exec.Spec(sess.ID).Agent.ProfileSpec()), "ANTHROPIC_API_KEY")
 }
 
 // TestAListingInspectsBoundedlyAtOnce: ListSessions asks the running

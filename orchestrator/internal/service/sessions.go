@@ -30,9 +30,13 @@ type SessionInput struct {
 	Mode         model.Mode // "" means model.ModeTask
 	AgentArgv    []string
 	AgentWorkDir string
-	// AgentProfile ("claude-code", "codex", "command"), AgentModel and
-	// AgentCredentialEnv (a variable name) select an agent profile.
-	AgentProfile, AgentModel, AgentCredentialEnv string
+	// AgentProfile ("claude-code", "codex", "command"), AgentModel,
+	// AgentCredentialEnv (a variable name) and AgentAuth select an agent
+	// profile.
+	AgentProfile, AgentModel, AgentCredentialEnv, AgentAuth string
+	// ModelUnchecked passes AgentModel even if its profile does not know
+	// it (profiles.CheckModel); it is a launch's choice, not stored.
+	ModelUnchecked bool
 	// AgentPassEnv names more variables of the executor's environment the
 	// agent gets (--env NAME): names, never values.
 	AgentPassEnv []string
@@ -41,7 +45,8 @@ type SessionInput struct {
 
 // profileSpec is the launch as package profiles sees it.
 func (in SessionInput) profileSpec(profile string) profiles.Spec {
-	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
+	return profiles.Spec{Profile: profile, Args: in.AgentArgv, Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv,
+		Auth: in.AgentAuth}
 }
 
 // LaunchPlan is what a launch would start (profiles.Plan) and, if it
@@ -141,7 +146,7 @@ func (s *Service) LaunchSession(ctx context.Context, in SessionInput, progress e
 		TaskID: task.ID, Executor: in.Executor, Mode: in.Mode, State: model.SessionPending, Owner: s.replica.id,
 		AgentArgv: in.AgentArgv, AgentWorkDir: in.AgentWorkDir, Image: strings.TrimSpace(in.Image),
 		AgentProfile: in.AgentProfile, AgentModel: in.AgentModel, AgentCredentialEnv: in.AgentCredentialEnv,
-		AgentPassEnv: in.AgentPassEnv,
+		AgentPassEnv: in.AgentPassEnv, AgentAuth: in.AgentAuth,
 	})
 	if err != nil {
 		return model.Session{}, err
@@ -173,7 +178,7 @@ func (in SessionInput) preflightSpec() executors.Spec {
 	spec := executors.Spec{TaskID: in.TaskID, Mode: in.Mode, Image: strings.TrimSpace(in.Image)}
 	if len(in.AgentArgv) > 0 || in.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: in.AgentArgv, WorkDir: in.AgentWorkDir, Profile: in.AgentProfile,
-			Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv}
+			Model: in.AgentModel, CredentialEnv: in.AgentCredentialEnv, PassEnv: in.AgentPassEnv, Auth: in.AgentAuth}
 	}
 	return spec
 }
@@ -221,9 +226,14 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 			return in, errdefs.InvalidField(field, "%v", err)
 		}
 	}
-	if in.AgentProfile != "" {
+	if in.AgentProfile != "" || in.AgentAuth != "" {
 		if err := in.profileSpec(in.AgentProfile).Validate(); err != nil {
 			return in, errdefs.InvalidField("agent.profile", "%v", err)
+		}
+		if !in.ModelUnchecked {
+			if err := profiles.CheckModel(in.AgentProfile, in.AgentModel); err != nil {
+				return in, errdefs.InvalidField("agent.model", "%v", err)
+			}
 		}
 	}
 	if _, err := s.store.TaskProviders(ctx, in.TaskID); err != nil {
@@ -276,7 +286,7 @@ func (s *Service) start(ctx context.Context, exec executors.Executor, sess model
 	}
 	if len(sess.AgentArgv) > 0 || sess.AgentProfile != "" {
 		spec.Agent = &executors.AgentCommand{Argv: sess.AgentArgv, WorkDir: sess.AgentWorkDir,
-			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv}
+			Profile: sess.AgentProfile, Model: sess.AgentModel, CredentialEnv: sess.AgentCredentialEnv, PassEnv: sess.AgentPassEnv, Auth: sess.AgentAuth}
 	}
 	handle, status, launchErr := exec.Launch(ctx, spec, progress)
 	if launchErr != nil && verb == verbLaunched {
@@ -362,7 +372,8 @@ func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess mo
 			"attach a new one (toolscope session attach %s)", sess.ID, sess.State, sess.TaskID)
 	}
 	in := SessionInput{TaskID: sess.TaskID, Mode: sess.Mode, Image: sess.Image, AgentArgv: sess.AgentArgv, AgentWorkDir: sess.AgentWorkDir,
-		AgentProfile: sess.AgentProfile, AgentModel: sess.AgentModel, AgentCredentialEnv: sess.AgentCredentialEnv}
+		AgentProfile: sess.AgentProfile, AgentModel: sess.AgentModel, AgentCredentialEnv: sess.AgentCredentialEnv,
+		AgentPassEnv: sess.AgentPassEnv, AgentAuth: sess.AgentAuth}
 	if err := preflight(ctx, exec, in.preflightSpec(), "resume", "session "+sess.ID+" left as it was"); err != nil {
 		return sess, err
 	}

@@ -14,7 +14,7 @@ import (
 
 const sessionColumns = `id, task_id, executor, mode, state, agent_argv, agent_work_dir, handle_version, handle_state,
 	pushed_providers, pushed_generation, needs_repair, status_message, created_at, updated_at, image,
-	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner, agent_pass_env, checkouts`
+	agent_profile, agent_model, agent_credential_env, external_generation, agent_exit_code, owner, agent_pass_env, checkouts, agent_auth`
 
 // CreateSession records a new session of an existing task; its ID and
 // timestamps are assigned.
@@ -38,11 +38,12 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 			return err
 		}
 		_, err = t.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.TaskID, sess.Executor, string(sess.Mode), string(sess.State), string(argv), sess.AgentWorkDir,
 			sess.Handle.Version, sess.Handle.State, sess.Applied.Set.String(), sess.Applied.Generation,
 			sess.NeedsRepair, sess.StatusMessage, formatTime(t.now), formatTime(t.now), sess.Image,
-			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner, string(passEnv), string(checkouts))
+			sess.AgentProfile, sess.AgentModel, sess.AgentCredentialEnv, sess.ExternalGeneration, agentExitCode(sess), sess.Owner, string(passEnv), string(checkouts),
+			sess.AgentAuth)
 		return err
 	})
 	return sess, err
@@ -201,7 +202,7 @@ func scanSession(sc scanner) (model.Session, error) {
 	err := sc.Scan(&sess.ID, &sess.TaskID, &sess.Executor, &mode, &state, &argv, &sess.AgentWorkDir,
 		&sess.Handle.Version, &sess.Handle.State, &pushed, &sess.Applied.Generation, &sess.NeedsRepair,
 		&sess.StatusMessage, &created, &upd, &sess.Image, &sess.AgentProfile, &sess.AgentModel, &sess.AgentCredentialEnv,
-		&sess.ExternalGeneration, &exitCode, &sess.Owner, &passEnv, &checkouts)
+		&sess.ExternalGeneration, &exitCode, &sess.Owner, &passEnv, &checkouts, &sess.AgentAuth)
 	if err != nil {
 		return sess, err
 	}

@@ -303,7 +303,7 @@ func TestDataSurvivesARestart(t *testing.T) {
 		assert.Equal(t, events, gotEvents)
 		v, err := s2.SchemaVersion(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(13), v)
+		assert.Equal(t, int64(14), v)
 	})
 }
 

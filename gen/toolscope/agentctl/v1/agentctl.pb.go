@@ -626,7 +626,11 @@ type AgentCommand struct {
 	// environment, by name (`session launch --env NAME`). With the base set,
 	// the profile's model variables and credential_env, they are the whole
 	// allowlist: nothing else of agentctl's environment reaches the agent.
-	PassEnv       []string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	PassEnv []string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	// How the agent pays for its model: "api-key" (empty: the default; the
+	// profile's key variables and credential_env pass through) or
+	// "subscription" (no key variable passes, even one that is set).
+	Auth          string `protobuf:"bytes,8,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +712,13 @@ func (x *AgentCommand) GetPassEnv() []string {
 		return x.PassEnv
 	}
 	return nil
+}
+
+func (x *AgentCommand) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
 }
 
 // LaunchSpec is everything agentctl needs to start a session.
@@ -3185,7 +3196,7 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xad\x02\n" +
+	"generation\"\xc1\x02\n" +
 	"\fAgentCommand\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12>\n" +
 	"\x03env\x18\x02 \x03(\v2,.toolscope.agentctl.v1.AgentCommand.EnvEntryR\x03env\x12\x1f\n" +
@@ -3194,7 +3205,8 @@ const file_toolscope_agentctl_v1_agentctl_proto_rawDesc = "" +
 	"\aprofile\x18\x04 \x01(\tR\aprofile\x12\x14\n" +
 	"\x05model\x18\x05 \x01(\tR\x05model\x12%\n" +
 	"\x0ecredential_env\x18\x06 \x01(\tR\rcredentialEnv\x12\x19\n" +
-	"\bpass_env\x18\a \x03(\tR\apassEnv\x1a6\n" +
+	"\bpass_env\x18\a \x03(\tR\apassEnv\x12\x12\n" +
+	"\x04auth\x18\b \x01(\tR\x04auth\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\x03\n" +

@@ -947,7 +947,13 @@ type AgentSpec struct {
 	// never stored or shown. Nothing else of that environment reaches the
 	// agent but a small base, the profile's model variables and
 	// credential_env (see LaunchPlan.pass_env).
-	PassEnv       []string `protobuf:"bytes,6,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	PassEnv []string `protobuf:"bytes,6,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	// How the agent pays for its model, for the claude-code and codex
+	// profiles: "api-key" (the default: the profile's key variables, or
+	// credential_env, must be set in the executor's environment) or
+	// "subscription" (the agent's own login: no key variable passes, even
+	// one that is set).
+	Auth          string `protobuf:"bytes,7,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1022,6 +1028,13 @@ func (x *AgentSpec) GetPassEnv() []string {
 		return x.PassEnv
 	}
 	return nil
+}
+
+func (x *AgentSpec) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
 }
 
 // LaunchPlan is what a launch would start: the agent command, the
@@ -2676,7 +2689,7 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"repository\x18\x01 \x01(\v2%.toolscope.orchestrator.v1.RepositoryR\n" +
 	"repository\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\rR\bposition\x12\x18\n" +
-	"\aprimary\x18\x03 \x01(\bR\aprimary\"\xb2\x01\n" +
+	"\aprimary\x18\x03 \x01(\bR\aprimary\"\xc6\x01\n" +
 	"\tAgentSpec\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x1f\n" +
 	"\vworking_dir\x18\x02 \x01(\tR\n" +
@@ -2684,7 +2697,8 @@ const file_toolscope_orchestrator_v1_resources_proto_rawDesc = "" +
 	"\aprofile\x18\x03 \x01(\tR\aprofile\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12%\n" +
 	"\x0ecredential_env\x18\x05 \x01(\tR\rcredentialEnv\x12\x19\n" +
-	"\bpass_env\x18\x06 \x03(\tR\apassEnv\"\x8a\x02\n" +
+	"\bpass_env\x18\x06 \x03(\tR\apassEnv\x12\x12\n" +
+	"\x04auth\x18\a \x01(\tR\x04auth\"\x8a\x02\n" +
 	"\n" +
 	"LaunchPlan\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12@\n" +

@@ -1657,9 +1657,12 @@ type LaunchSessionRequest struct {
 	Image string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
 	// Only say what would be started (the plan), through the same code as a
 	// real launch, with placeholders for the session's endpoint.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Pass agent.model as it is, even a name its profile does not know (a
+	// gateway's model, or one newer than this build).
+	ModelUnchecked bool `protobuf:"varint,7,opt,name=model_unchecked,json=modelUnchecked,proto3" json:"model_unchecked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LaunchSessionRequest) Reset() {
@@ -1730,6 +1733,13 @@ func (x *LaunchSessionRequest) GetImage() string {
 func (x *LaunchSessionRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *LaunchSessionRequest) GetModelUnchecked() bool {
+	if x != nil {
+		return x.ModelUnchecked
 	}
 	return false
 }
@@ -4343,14 +4353,15 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x15GetSessionMCPResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12!\n" +
 	"\fbearer_token\x18\x02 \x01(\tR\vbearerToken\x12#\n" +
-	"\rstdio_command\x18\x03 \x03(\tR\fstdioCommand\"\xf2\x01\n" +
+	"\rstdio_command\x18\x03 \x03(\tR\fstdioCommand\"\x9b\x02\n" +
 	"\x14LaunchSessionRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x12:\n" +
 	"\x04mode\x18\x03 \x01(\x0e2&.toolscope.orchestrator.v1.SessionModeR\x04mode\x12:\n" +
 	"\x05agent\x18\x04 \x01(\v2$.toolscope.orchestrator.v1.AgentSpecR\x05agent\x12\x14\n" +
 	"\x05image\x18\x05 \x01(\tR\x05image\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x90\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12'\n" +
+	"\x0fmodel_unchecked\x18\a \x01(\bR\x0emodelUnchecked\"\x90\x01\n" +
 	"\x15LaunchSessionResponse\x12<\n" +
 	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\x129\n" +
 	"\x04plan\x18\x02 \x01(\v2%.toolscope.orchestrator.v1.LaunchPlanR\x04plan\"^\n" +
