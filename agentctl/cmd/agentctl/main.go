@@ -195,6 +195,13 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 					return err
 				}
 				defer os.RemoveAll(stateDir)
+				if uids.Set() {
+					// Agents under their own uids enter it, to their session
+					// directories; they list nothing.
+					if err := os.Chmod(stateDir, 0o711); err != nil {
+						return err
+					}
+				}
 			}
 			var reg *prometheus.Registry
 			var metricsLis net.Listener

@@ -185,6 +185,11 @@ func New(opts Options) (*Daemon, error) {
 	if opts.AgentUIDs.Set() && os.Geteuid() != 0 {
 		return nil, errdefs.InvalidField("agent_uids", "needs agentctl to run as root (it runs as uid %d), to start agents under other uids", os.Geteuid())
 	}
+	if opts.AgentUIDs.Set() {
+		if err := reachableSessions(opts); err != nil {
+			return nil, err
+		}
+	}
 	if opts.MCPHost == "" {
 		opts.MCPHost = "127.0.0.1"
 	}
@@ -216,6 +221,20 @@ func New(opts Options) (*Daemon, error) {
 	d.retireLeftovers()
 	d.pruneLogs()
 	return d, nil
+}
+
+// reachableSessions refuses a sessions directory the agents' uids could
+// not enter: each agent's HOME and MCP configuration are in it, and an
+// agent that cannot reach them runs with none of its tools.
+func reachableSessions(opts Options) error {
+	if err := os.MkdirAll(opts.SessionsDir, 0o711); err != nil {
+		return err
+	}
+	if err := agentuid.Reaches(opts.AgentUIDs.First, opts.SessionsDir, agentuid.Enter); err != nil {
+		return errdefs.InvalidField("state_dir", "the agents' uids (--agent-uids %s) could not reach their session directories in %s: %v; "+
+			"give it and every directory above it mode o+x (0711 is enough: entered, never listed), or choose another --state-dir", opts.AgentUIDs, opts.SessionsDir, err)
+	}
+	return nil
 }
 
 // retireLeftovers removes the sessions' directories a previous run of the

@@ -123,6 +123,12 @@ func newHarnessWith(t testing.TB, adjust func(*daemon.Options)) *harness {
 	if adjust != nil {
 		adjust(&opts)
 	}
+	if opts.AgentUIDs.Set() {
+		// The agents walk through the state directory (a test's TempDir
+		// is 0700 on its way) to their sessions' directories.
+		require.NoError(t, os.Chmod(filepath.Dir(h.stateDir), 0o711))
+		require.NoError(t, os.Chmod(h.stateDir, 0o711))
+	}
 	d, err := daemon.New(opts)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

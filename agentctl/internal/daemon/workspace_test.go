@@ -21,6 +21,7 @@ import (
 	"github.com/toolscope/toolscope/agentctl/internal/daemon"
 	agentctlv1 "github.com/toolscope/toolscope/gen/toolscope/agentctl/v1"
 	"github.com/toolscope/toolscope/internal/agentuid"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/gittest"
 	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/testutil"
@@ -61,12 +62,7 @@ func workspaceHarness(t *testing.T, adjust ...func(*daemon.Options)) (*harness, 
 			f(o)
 		}
 	})
-	if uid >= 0 {
-		// The agent walks through the state directory (a test's TempDir
-		// is 0700 on its way) to its session and workspace.
-		require.NoError(t, os.Chmod(filepath.Dir(h.stateDir), 0o711))
-		require.NoError(t, os.Chmod(h.stateDir, 0o711))
-	} else {
+	if uid < 0 {
 		testutil.SkipOrFailUnderCI(t, "the workspace tests run the agent under a uid of its own, which needs root (uid %d)", os.Geteuid())
 	}
 	host := gittest.New(gitToken, nil)
@@ -407,30 +403,30 @@ func TestWorkspacesStayWithinTheirDiskBound(t *testing.T) {
 	assert.Equal(t, toolapi.Surface("github"), st.GetToolNames(), "the session starts without it: no git_push")
 }
 
-// TestAnAgentThatCannotReadItsMCPConfigurationIsAClearError (issue 32):
-// agentctl with agent uids and a state directory they may not enter (the
-// default 0700 of a remote daemon): Claude Code, under its own uid, could
-// not read its claude-mcp.json, and would run with none of its tools. The
-// session is refused, naming the file and the directory that stops it;
-// with the state directory opened, the same session starts.
-func TestAnAgentThatCannotReadItsMCPConfigurationIsAClearError(t *testing.T) {
+// TestAgentUIDsNeedReachableSessionDirectories (issue 33): agentctl
+// with agent uids and a state directory they may not enter (a remote
+// daemon's 0700 directory) would start agents that reach neither their
+// HOME nor their MCP configuration, with none of their tools. It refuses
+// to start instead, naming the directory that stops them and the flag;
+// with the state directory opened, it starts, and an agent's session
+// directory is its own.
+func TestAgentUIDsNeedReachableSessionDirectories(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.SkipOrFailUnderCI(t, "agents under uids of their own need root (uid %d)", os.Geteuid())
 	}
-	bin := testutil.TraversableDir(t)
-	require.NoError(t, os.Symlink("/bin/true", filepath.Join(bin, "claude"))) // an agent that exits at once
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	uid := uint32(1_602_000_000 + os.Getpid()%1_000_000)
-	h := newHarnessWith(t, func(o *daemon.Options) { o.AgentUIDs = agentuid.Single(uid) })
-	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
-	sp.Agent = &agentctlv1.AgentCommand{Profile: "claude-code", WorkingDir: bin}
-	_, err := h.client.CreateSession(context.Background(), &agentctlv1.CreateSessionRequest{Spec: sp})
-	require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
-	assert.Contains(t, err.Error(), "the agent would have none of its tools: it reads "+filepath.Join(h.stateDir, "sessions", "s1", "claude-mcp.json"))
-	assert.Contains(t, err.Error(), "may not enter "+filepath.Dir(h.stateDir)+" ", "the directory that stops it")
-	assert.Contains(t, err.Error(), "--state-dir", "what to do")
+	state := t.TempDir() // 0700, under a 0700 directory
+	opts := daemon.Options{Secret: secret, StateDir: state, AgentUIDs: agentuid.Single(uid)}
+	_, err := daemon.New(opts)
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "could not reach their session directories in "+filepath.Join(state, "sessions"))
+	assert.ErrorContains(t, err, "may not enter "+filepath.Dir(state)+" ", "the directory that stops them")
+	assert.ErrorContains(t, err, "--state-dir", "what to do")
 
-	require.NoError(t, os.Chmod(filepath.Dir(h.stateDir), 0o711))
-	require.NoError(t, os.Chmod(h.stateDir, 0o711))
-	h.create(t, sp)
+	require.NoError(t, os.Chmod(filepath.Dir(state), 0o711))
+	require.NoError(t, os.Chmod(state, 0o711))
+	d, err := daemon.New(opts)
+	require.NoError(t, err)
+	d.Close()
+	require.NoError(t, agentuid.Reaches(uid, filepath.Join(state, "sessions"), agentuid.Enter))
 }
