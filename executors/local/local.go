@@ -173,11 +173,10 @@ func (e *Executor) agentUID() (uint32, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	uid, err := agentuid.Claim(r, binary.BigEndian.Uint32(b[:]))
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", err, errdefs.ErrResourceExhausted)
-	}
-	return uid, nil
+	// Every uid held is errdefs.ErrResourceExhausted (the local session
+	// limit), a directory of claims that cannot be trusted
+	// errdefs.ErrFailedPrecondition.
+	return agentuid.Claim(r, binary.BigEndian.Uint32(b[:]))
 }
 
 // Name implements executors.Executor.

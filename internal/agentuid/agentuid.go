@@ -6,15 +6,12 @@
 package agentuid
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/toolscope/toolscope/internal/procs"
 )
 
 // Range is the uids agentctl runs agents under, one per live session
@@ -99,77 +96,6 @@ func Kill(uid uint32) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// Claims are host-wide: every orchestrator and agentctl on a host that
-// picks agent uids from a range records the uid it holds as a file in
-// ClaimDir, created exclusively, so two of them never give one uid to two
-// sessions. A claim whose holder is gone (its pid is dead and no process
-// runs under the uid) is stale and taken over.
-var ClaimDir = filepath.Join(os.TempDir(), "toolscope-agent-uids")
-
-// Claim takes a uid of r no one on the host holds, trying from a
-// pseudo-random offset start, and records pid (the agentctl that will run
-// under it, or the caller until then) as its holder.
-func Claim(r Range, start uint32) (uint32, error) {
-	size := uint32(r.Size())
-	for i := range size {
-		uid := r.First + (start+i)%size
-		path := claimPath(uid)
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if errors.Is(err, os.ErrNotExist) {
-			// No claims yet, or the last Release removed the directory.
-			if err := os.MkdirAll(ClaimDir, 0o700); err != nil {
-				return 0, fmt.Errorf("agent uid claims: %w", err)
-			}
-			f, err = os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		}
-		if os.IsExist(err) {
-			if !stale(path, uid) {
-				continue
-			}
-			_ = os.Remove(path)
-			f, err = os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		}
-		if err != nil {
-			continue // another claimer won the race
-		}
-		_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
-		_ = f.Close()
-		return uid, nil
-	}
-	return 0, fmt.Errorf("every uid of the agent range %s is held on this host", r)
-}
-
-// Hold records pid as the holder of uid's claim (the agentctl running
-// under it outlives the orchestrator that claimed it).
-func Hold(uid uint32, pid int) {
-	_ = os.WriteFile(claimPath(uid), []byte(strconv.Itoa(pid)+"\n"), 0o600)
-}
-
-// Release gives uid's claim back, and removes the directory of claims
-// when it was the last.
-func Release(uid uint32) {
-	_ = os.Remove(claimPath(uid))
-	_ = os.Remove(ClaimDir) // fails while it holds claims
-}
-
-func claimPath(uid uint32) string {
-	return filepath.Join(ClaimDir, strconv.FormatUint(uint64(uid), 10))
-}
-
-// stale reports a claim whose holder is gone and under whose uid nothing
-// runs.
-func stale(path string, uid uint32) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err == nil && procs.Alive(pid) {
-		return false
-	}
-	return !running(uid)
 }
 
 // running reports whether a process runs under uid.

@@ -3,13 +3,14 @@ package agentuid_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolscope/toolscope/internal/agentuid"
-
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/testutil"
 )
 
@@ -37,9 +38,11 @@ func TestParse(t *testing.T) {
 	assert.Greater(t, agentuid.Default.First, uint32(165535), "above the usual /etc/subuid ranges")
 }
 
-// TestClaimsAreHostWide: two claimers never get the same uid; a claim
-// whose holder is gone is taken over; the last release removes the
-// directory of claims.
+// TestClaimsAreHostWide: two claimers never get the same uid; a released
+// uid is claimed again; a claim whose holder is gone is taken over — but
+// not this process's own before it releases it, and a release does not
+// free a claim another live process took over; the directory of claims is
+// kept, private, after the last release.
 func TestClaimsAreHostWide(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.SkipOrFailUnderCI(t, "claims live in a root directory: the test needs root (uid %d)", os.Geteuid())
@@ -55,14 +58,40 @@ func TestClaimsAreHostWide(t *testing.T) {
 	assert.NotEqual(t, a, b)
 	_, err = agentuid.Claim(r, 0)
 	assert.Error(t, err, "both uids are held")
+	assert.ErrorIs(t, err, errdefs.ErrResourceExhausted)
 
-	agentuid.Hold(a, 1<<22+12345) // a holder that is not running
+	const dead = 1<<22 + 12345 // a holder that is not running
+	agentuid.Hold(a, dead)
+	_, err = agentuid.Claim(r, 0)
+	assert.Error(t, err, "this process's own claim is not taken over before it releases it")
+
+	agentuid.Release(b)
+	again, err := agentuid.Claim(r, 1)
+	require.NoError(t, err)
+	assert.Equal(t, b, again, "a released uid is claimed again")
+
+	// A claim left behind by a holder that died (an orchestrator that
+	// crashed): stale, taken over.
+	agentuid.Release(a)
+	claim := filepath.Join(agentuid.ClaimDir, strconv.FormatUint(uint64(a), 10))
+	require.NoError(t, os.WriteFile(claim, []byte(strconv.Itoa(dead)+"\n"), 0o600))
 	c, err := agentuid.Claim(r, 0)
 	require.NoError(t, err)
 	assert.Equal(t, a, c, "a stale claim is taken over")
 
-	agentuid.Release(b)
+	// Another process took the claim over (pid 1 holds it): releasing the
+	// uid here leaves its claim.
+	require.NoError(t, os.WriteFile(claim, []byte("1\n"), 0o600))
 	agentuid.Release(c)
-	_, err = os.Stat(agentuid.ClaimDir)
-	assert.True(t, os.IsNotExist(err), "the last release removes the directory")
+	assert.FileExists(t, claim, "a claim another live process holds is not released")
+	require.NoError(t, os.Remove(claim))
+
+	agentuid.Release(again)
+	fi, err := os.Lstat(agentuid.ClaimDir)
+	require.NoError(t, err, "the directory of claims is kept after the last release")
+	assert.True(t, fi.IsDir())
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	left, err := os.ReadDir(agentuid.ClaimDir)
+	require.NoError(t, err)
+	assert.Empty(t, left, "every claim was released")
 }
