@@ -473,7 +473,7 @@ func (st state) sessionsDir() string {
 // directories (retire), and frees the uid.
 func (e *Executor) releaseAgent(st state) {
 	if st.AgentUID != 0 {
-		agentuid.Kill(st.AgentUID)
+		agentuid.End(st.AgentUID)
 		// The session's workspace outlives it; its agentctl took it back
 		// from the uid at a stop, but not if it ended otherwise: the uid
 		// serves later sessions, which must not reach it.

@@ -74,14 +74,27 @@ var Default = Range{First: 1_500_000_000, Last: 1_500_065_535}
 // Single is the range of one uid.
 func Single(uid uint32) Range { return Range{First: uid, Last: uid} }
 
-// Kill ends every process running under uid (never root's): whatever an
-// agent left behind — a daemonized child outside its process group, or an
-// agent whose agentctl died — must not outlive its session, nor meet the
-// next session given the uid.
-func Kill(uid uint32) {
+// End ends what a session's agent leaves under uid (never root's): every
+// process running under it — a daemonized child outside its process group,
+// or an agent whose agentctl died — and every file or directory it owns at
+// the top of the host's shared temporary directories (SharedTemp). None
+// must outlive its session, nor meet the next session given the uid: the
+// agent's own TMPDIR ends with its session directory, but /tmp stays
+// writable to it.
+func End(uid uint32) {
 	if uid == 0 {
 		return
 	}
+	kill(uid)
+	for _, dir := range SharedTemp {
+		sweep(dir, uid)
+	}
+}
+
+// SharedTemp are the directories every uid may write on a Linux host.
+var SharedTemp = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+func kill(uid uint32) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -94,6 +107,23 @@ func Kill(uid uint32) {
 		var st syscall.Stat_t
 		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) == nil && st.Uid == uid {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// sweep removes the entries of dir that uid owns (links are removed, never
+// followed; a directory of uid's goes with everything in it, whoever made
+// it: it was uid's to let in).
+func sweep(dir string, uid uint32) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		var st syscall.Stat_t
+		if syscall.Lstat(path, &st) == nil && st.Uid == uid {
+			_ = os.RemoveAll(path)
 		}
 	}
 }

@@ -548,7 +548,7 @@ func (d *Daemon) StopSession(ctx context.Context, req *agentctlv1.StopSessionReq
 	// measure is ended with it.
 	d.measureWork(ctx, s)
 	if s.uid != noUID {
-		agentuid.Kill(uint32(s.uid))
+		agentuid.End(uint32(s.uid))
 	}
 	d.retire(s)
 	// A stopped session is forgotten, so a long-running daemon does not

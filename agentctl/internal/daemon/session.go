@@ -297,7 +297,10 @@ func (s *session) startAgent(spec *agentctlv1.AgentCommand, agentctlPath string,
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	s.mu.Lock()
-	cmd.Dir = cmp.Or(spec.GetWorkingDir(), s.workdirLocked())
+	// The launch's, else the workspace, else the session's own directory
+	// (its HOME): never agentctl's, which on the local executor is the
+	// orchestrator's.
+	cmd.Dir = cmp.Or(spec.GetWorkingDir(), s.workdirLocked(), s.dir)
 	s.mu.Unlock()
 	env := profiles.Filter(os.Environ(), plan.PassEnv)
 	if s.uid != noUID {
@@ -451,7 +454,7 @@ func (s *session) stop(grace time.Duration) {
 		}
 	}
 	if s.uid != noUID {
-		agentuid.Kill(uint32(s.uid))
+		agentuid.End(uint32(s.uid))
 	}
 	s.pub.Close()
 	// Every connection is closed, notification streams included: they

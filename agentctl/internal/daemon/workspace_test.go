@@ -430,3 +430,50 @@ func TestAgentUIDsNeedReachableSessionDirectories(t *testing.T) {
 	d.Close()
 	require.NoError(t, agentuid.Reaches(uid, filepath.Join(state, "sessions"), agentuid.Enter))
 }
+
+// TestAnAgentStartsInItsOwnDirectoryAndLeavesNothingInSharedTemp (issue
+// 33, item 8): an agent under its own uid, launched without a working
+// directory or a checkout, starts in its session's directory, not in
+// agentctl's (on the local executor, the orchestrator's); what it leaves
+// in /tmp, /var/tmp and /dev/shm is removed when its session stops, before
+// its uid serves another session; another uid's files there stay.
+func TestAnAgentStartsInItsOwnDirectoryAndLeavesNothingInSharedTemp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testutil.SkipOrFailUnderCI(t, "agents under uids of their own need root (uid %d)", os.Geteuid())
+	}
+	uid := uint32(1_603_000_000 + os.Getpid()%1_000_000)
+	h := newHarnessWith(t, func(o *daemon.Options) { o.AgentUIDs = agentuid.Single(uid) })
+	id := strconv.Itoa(os.Getpid())
+	left := []string{"/tmp/toolscope-test-leak-" + id, "/var/tmp/toolscope-test-leak-" + id, "/dev/shm/toolscope-test-leak-" + id}
+	others := filepath.Join("/tmp", "toolscope-test-other-"+id)
+	require.NoError(t, os.WriteFile(others, []byte("another uid's"), 0o644))
+	require.NoError(t, os.Chown(others, int(uid)+1, int(uid)+1))
+	t.Cleanup(func() {
+		_ = os.Remove(others)
+		for _, p := range left {
+			_ = os.RemoveAll(p)
+		}
+	})
+	sp := spec("s1", agentctlv1.SessionMode_SESSION_MODE_TASK, 1, "github")
+	sp.Agent = &agentctlv1.AgentCommand{Argv: []string{"/bin/sh", "-c",
+		`pwd > "$HOME/pwd.tmp" && mv "$HOME/pwd.tmp" "$HOME/pwd"; echo x > "$1"; echo y > "$2"; mkdir "$3" && echo z > "$3/f"; exec sleep 600`,
+		"sh", left[0], left[1], left[2]}}
+	h.create(t, sp)
+	home := filepath.Join(h.stateDir, "sessions", "s1")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(left[2], "f"))
+		_, err2 := os.Stat(filepath.Join(home, "pwd"))
+		return err == nil && err2 == nil
+	}, time.Minute, 10*time.Millisecond, "the agent ran")
+	pwd, err := os.ReadFile(filepath.Join(home, "pwd"))
+	require.NoError(t, err)
+	assert.Equal(t, home, strings.TrimSpace(string(pwd)), "it starts in its own directory")
+
+	_, err = h.client.StopSession(context.Background(), &agentctlv1.StopSessionRequest{SessionId: "s1"})
+	require.NoError(t, err)
+	for _, p := range left {
+		assert.NoFileExists(t, p, "what the agent left is gone with its session")
+		assert.NoDirExists(t, p)
+	}
+	assert.FileExists(t, others, "another uid's file stays")
+}
