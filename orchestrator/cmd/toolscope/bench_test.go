@@ -54,7 +54,8 @@ func BenchmarkSessionLaunchToFirstList(b *testing.B) {
 	cli := commandLine.Path(b) // the toolscope binary, as installed: without the server (ADR 0035)
 	require.NoError(b, os.Chmod(filepath.Dir(agent), 0o755))
 	dataDir := filepath.Join(b.TempDir(), "data")
-	srv := startServerEnv(b, dataDir, []string{"LISTAGENT_REPORT=" + reports.Addr().String()}, "--agentctl", executortest.Agentctl(b))
+	srv := startServerEnv(b, dataDir, []string{"LISTAGENT_REPORT=" + reports.Addr().String()}, "--agentctl", executortest.Agentctl(b),
+		"--agent-env", "LISTAGENT_REPORT")
 	ws := srv.id(b, "workspace", "workspace", "create", "acme")
 	gh := srv.id(b, "repository", "repo", "add", "--workspace", ws, "--provider", "github", "--host", "github.com", "--path", "acme/api")
 	srv.ok(b, "repo", "add", "--workspace", ws, "--provider", "gitlab", "--host", "gitlab.com", "--path", "acme/web")

@@ -17,7 +17,7 @@ import (
 func TestLaunchChecksAtTheCLI(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t))
+	srv := startServer(t, dataDir, "--agentctl", executortest.Agentctl(t), "--agent-env", "ORIENT_KEY_NEVER_SET")
 	task := newTask(t, srv)
 	cases := []struct {
 		args  []string

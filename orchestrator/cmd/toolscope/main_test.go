@@ -303,7 +303,7 @@ func TestCLIErrorsNameTheCauseAndSetTheExitCode(t *testing.T) {
 		{[]string{"events", "watch", task, "--kind", "tool.called", "--kind", "tool.caled"}, cli.ExitUsage, `invalid --kind #2: "tool.caled" is not an event kind; kinds: `},
 		{[]string{"--server", "127.0.0.1:1", "workspace", "list"}, cli.ExitUnavailable, "cannot reach the toolscope server at 127.0.0.1:1"},
 		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "t", "--description", strings.Repeat("d", 100_000)}, cli.ExitUsage,
-			"invalid --description: is 100000 characters long; the limit is 65536"},
+			"invalid --description: is 100000 bytes long; the limit is 65536 bytes"},
 		{[]string{"task", "create", "--workspace", ws, "--repo", gh, "--title", "fix \x1b[2Jlogin"}, cli.ExitUsage,
 			"invalid --title: contains a control character (U+001B)"},
 		{[]string{"serve", "--data-dir", t.TempDir(), "--db-max-readers", "0"}, cli.ExitUsage, "invalid --db-max-readers 0: give at least 1"},

@@ -28,7 +28,7 @@ type plan struct {
 // Claude Code and for Codex; nothing is started or recorded.
 func TestDryRunPinsTheAgentConfigurations(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
+	srv := startServer(t, t.TempDir(), "--agent-env", "MY_OPENAI_KEY,GOPROXY,NPM_CONFIG_REGISTRY")
 	task := newTask(t, srv)
 
 	var claude plan
@@ -120,7 +120,7 @@ func TestDryRunReportsThePreflightRefusal(t *testing.T) {
 // the config file and its agents.
 func TestNamedAgentsAndExplicitAuth(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
+	srv := startServer(t, t.TempDir(), "--agent-env", "WORK_OPENAI_KEY,MY_KEY")
 	task := newTask(t, srv)
 	config := filepath.Join(t.TempDir(), "config.json")
 	require.NoError(t, os.WriteFile(config, []byte(`{"agents": {
@@ -172,5 +172,51 @@ func TestNamedAgentsAndExplicitAuth(t *testing.T) {
 		r := run(bad...)
 		assert.Equal(t, 2, r.code, "%v: %s", bad, r.stderr)
 		assert.Contains(t, r.stderr, "--auth", "%v", bad)
+	}
+}
+
+// TestAgentsGetOnlyTheVariablesTheAdministratorAllows (issue 33, item 2):
+// a launch naming a connection's credential variable (GH_TOKEN,
+// GITLAB_TOKEN) with --env or --credential-env, to read it back from the
+// agent's output, is refused, even when the administrator's list would
+// allow every name; so is a name the list does not hold, naming the list
+// and the flag that extends it; nothing is recorded. A listed name passes.
+func TestAgentsGetOnlyTheVariablesTheAdministratorAllows(t *testing.T) {
+	t.Parallel()
+	env := []string{"GH_TOKEN=ghp_" + strings.Repeat("a", 36), "GITLAB_TOKEN=glpat-" + strings.Repeat("b", 20), "DEPLOY_REGION=eu"}
+	for _, list := range [][]string{{"DEPLOY_REGION"}, {"*"}} {
+		t.Run(strings.Join(list, ","), func(t *testing.T) {
+			t.Parallel()
+			srv := startServerEnv(t, t.TempDir(), env, "--agent-env", strings.Join(list, ","))
+			task := newTask(t, srv)
+			ws := srv.id(t, "workspace", "workspace", "create", "other")
+			srv.ok(t, "workspace", "connect", ws, "--provider", "github", "--token-env", "GH_TOKEN", "--no-validate")
+			srv.ok(t, "workspace", "connect", ws, "--provider", "gitlab", "--token-env", "GITLAB_TOKEN", "--no-validate")
+			for _, attack := range [][]string{
+				{"--env", "GH_TOKEN", "--", "sh", "-c", "echo $GH_TOKEN | rev"},
+				{"--credential-env", "GITLAB_TOKEN", "--", "sh", "-c", "echo $GITLAB_TOKEN | rev"},
+				{"--env", "OTEL_EXPORTER_OTLP_HEADERS", "--", "sh", "-c", "env"},
+			} {
+				for _, dry := range []bool{true, false} {
+					args := append([]string{"session", "launch", task}, attack...)
+					if dry {
+						args = append([]string{"session", "launch", task, "--dry-run"}, attack...)
+					}
+					r := srv.run(t, args...)
+					assert.Equal(t, 2, r.code, "%v: %s", attack, r.stderr)
+					assert.Contains(t, r.stderr, "a variable the orchestrator reads itself", "%v", attack)
+					assert.NotContains(t, r.stderr, "ghp_")
+				}
+			}
+			r := srv.run(t, "session", "launch", task, "--dry-run", "--env", "NPM_TOKEN", "--", "sh")
+			if list[0] == "*" {
+				assert.Equal(t, 0, r.code, r.stderr)
+			} else {
+				assert.Equal(t, 2, r.code)
+				assert.Contains(t, r.stderr, "NPM_TOKEN is not a variable this orchestrator lets agents have (DEPLOY_REGION); an administrator adds it with toolscope serve --agent-env NPM_TOKEN")
+			}
+			assert.Equal(t, 0, srv.run(t, "session", "launch", task, "--dry-run", "--env", "DEPLOY_REGION", "--", "sh").code, "a listed name passes")
+			assert.NotContains(t, srv.ok(t, "session", "list", task), "sess_", "nothing recorded")
+		})
 	}
 }

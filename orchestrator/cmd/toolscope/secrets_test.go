@@ -162,7 +162,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	passed := randomToken(t, "passed", 32)
 	srv := startServerEnv(t, dataDir, []string{"SCAN_GH_TOKEN=" + ghToken, "GH_TOKEN=" + ghToken, "GITLAB_TOKEN=" + glToken,
 		"SCAN_CANARY=" + canary, "SCAN_PASSED=" + passed},
-		"--agentctl", executortest.Agentctl(t), "--poll-interval", "100ms", "--log-level", "debug")
+		"--agentctl", executortest.Agentctl(t), "--poll-interval", "100ms", "--log-level", "debug", "--agent-env", "SCAN_PASSED")
 
 	// The CLI, every output kept.
 	run := func(args ...string) result {

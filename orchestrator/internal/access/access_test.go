@@ -184,3 +184,15 @@ func TestClientCertificateRole(t *testing.T) {
 	_, err = a.Authorize(certCtx("member"), memberRPC)
 	assert.NoError(t, err, "another serial")
 }
+
+// TestAgentOutputIsReadByTheRoleOfReadSessionLog: who reads an agent's
+// output (the tail an agent.exited event records, as the session's log)
+// is stated once, by ReadSessionLog's role in the table: members and
+// admins, never a viewer or an unknown role.
+func TestAgentOutputIsReadByTheRoleOfReadSessionLog(t *testing.T) {
+	assert.Equal(t, pb.SessionService_ReadSessionLog_FullMethodName, access.AgentOutput)
+	assert.Equal(t, model.RoleMember, access.Table[access.AgentOutput])
+	for role, may := range map[model.Role]bool{model.RoleViewer: false, model.RoleMember: true, model.RoleAdmin: true, "": false, "guest": false} {
+		assert.Equal(t, may, access.MayReadAgentOutput(role), "%q", role)
+	}
+}

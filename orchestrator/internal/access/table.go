@@ -53,6 +53,8 @@ var Table = map[string]model.Role{
 	// AttachSession is member: it returns a hosted session's bearer token.
 	pb.SessionService_AttachSession_FullMethodName: model.RoleMember,
 	// ReadSessionLog is member: an agent's output may hold what it read.
+	// Its role is also the one that reads the output an agent.exited
+	// event carries (AgentOutput).
 	pb.SessionService_ReadSessionLog_FullMethodName: model.RoleMember,
 
 	// Events.
@@ -107,4 +109,18 @@ var Open = map[string]bool{
 	healthpb.Health_Check_FullMethodName: true,
 	healthpb.Health_Watch_FullMethodName: true,
 	healthpb.Health_List_FullMethodName:  true,
+}
+
+// AgentOutput is the RPC whose role reads an agent's output wherever the
+// orchestrator holds it: the session's log (ReadSessionLog), and the last
+// lines of output an agent.exited event records. An agent's output may
+// hold what it read, so a caller whose role does not reach it learns that
+// the agent exited, and its code, never what it printed.
+const AgentOutput = pb.SessionService_ReadSessionLog_FullMethodName
+
+// MayReadAgentOutput reports whether role reaches the role Table gives
+// AgentOutput: the one statement of who reads an agent's output.
+func MayReadAgentOutput(role model.Role) bool {
+	least, ok := Table[AgentOutput]
+	return ok && role.AtLeast(least)
 }

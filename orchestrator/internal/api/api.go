@@ -14,6 +14,7 @@ import (
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
 )
 
 // Register registers every public service on s.
@@ -61,16 +62,18 @@ func (h *workspaces) GetWorkspace(ctx context.Context, req *pb.GetWorkspaceReque
 	return &pb.GetWorkspaceResponse{Workspace: toWorkspace(ws)}, nil
 }
 
-func (h *workspaces) ListWorkspaces(ctx context.Context, _ *pb.ListWorkspacesRequest) (*pb.ListWorkspacesResponse, error) {
-	list, err := h.svc.ListWorkspaces(ctx)
+func (h *workspaces) ListWorkspaces(ctx context.Context, req *pb.ListWorkspacesRequest) (*pb.ListWorkspacesResponse, error) {
+	list, next, err := listing[model.Workspace, *pb.Workspace]{
+		name:     "workspaces",
+		list:     h.svc.ListWorkspacesPage,
+		cursor:   func(ws model.Workspace) store.Cursor { return store.Cursor{Created: ws.CreatedAt, ID: ws.ID} },
+		wire:     toWorkspace,
+		describe: func(ws model.Workspace) string { return "workspace " + ws.ID },
+	}.page(ctx, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ListWorkspacesResponse{}
-	for _, ws := range list {
-		out.Workspaces = append(out.Workspaces, toWorkspace(ws))
-	}
-	return out, nil
+	return &pb.ListWorkspacesResponse{Workspaces: list, NextPageToken: next}, nil
 }
 
 func (h *workspaces) SetConnection(ctx context.Context, req *pb.SetConnectionRequest) (*pb.SetConnectionResponse, error) {
@@ -116,15 +119,20 @@ func (h *repositories) GetRepository(ctx context.Context, req *pb.GetRepositoryR
 }
 
 func (h *repositories) ListRepositories(ctx context.Context, req *pb.ListRepositoriesRequest) (*pb.ListRepositoriesResponse, error) {
-	list, err := h.svc.ListRepositories(ctx, req.GetWorkspaceId())
+	ws := req.GetWorkspaceId()
+	list, next, err := listing[model.Repository, *pb.Repository]{
+		name: "repositories", parent: ws,
+		list: func(ctx context.Context, p store.Page) ([]model.Repository, error) {
+			return h.svc.ListRepositoriesPage(ctx, ws, p)
+		},
+		cursor:   func(r model.Repository) store.Cursor { return store.Cursor{Created: r.CreatedAt, ID: r.ID} },
+		wire:     toRepository,
+		describe: func(r model.Repository) string { return "repository " + r.ID },
+	}.page(ctx, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ListRepositoriesResponse{}
-	for _, r := range list {
-		out.Repositories = append(out.Repositories, toRepository(r))
-	}
-	return out, nil
+	return &pb.ListRepositoriesResponse{Repositories: list, NextPageToken: next}, nil
 }
 
 type tasks struct {
@@ -152,15 +160,20 @@ func (h *tasks) GetTask(ctx context.Context, req *pb.GetTaskRequest) (*pb.GetTas
 }
 
 func (h *tasks) ListTasks(ctx context.Context, req *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
-	list, err := h.svc.ListTasks(ctx, req.GetWorkspaceId())
+	ws := req.GetWorkspaceId()
+	list, next, err := listing[model.Task, *pb.Task]{
+		name: "tasks", parent: ws,
+		list: func(ctx context.Context, p store.Page) ([]model.Task, error) {
+			return h.svc.ListTasksPage(ctx, ws, p)
+		},
+		cursor:   func(t model.Task) store.Cursor { return store.Cursor{Created: t.CreatedAt, ID: t.ID} },
+		wire:     toTask,
+		describe: func(t model.Task) string { return "task " + t.ID },
+	}.page(ctx, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ListTasksResponse{}
-	for _, t := range list {
-		out.Tasks = append(out.Tasks, toTask(t))
-	}
-	return out, nil
+	return &pb.ListTasksResponse{Tasks: list, NextPageToken: next}, nil
 }
 
 func (h *tasks) AddSources(ctx context.Context, req *pb.AddSourcesRequest) (*pb.AddSourcesResponse, error) {
@@ -286,15 +299,20 @@ func (h *sessions) GetSession(ctx context.Context, req *pb.GetSessionRequest) (*
 }
 
 func (h *sessions) ListSessions(ctx context.Context, req *pb.ListSessionsRequest) (*pb.ListSessionsResponse, error) {
-	list, err := h.svc.ListSessions(ctx, req.GetTaskId())
+	task := req.GetTaskId()
+	list, next, err := listing[model.Session, *pb.Session]{
+		name: "sessions", parent: task,
+		list: func(ctx context.Context, p store.Page) ([]model.Session, error) {
+			return h.svc.ListSessionsPage(ctx, task, p)
+		},
+		cursor:   func(s model.Session) store.Cursor { return store.Cursor{Created: s.CreatedAt, ID: s.ID} },
+		wire:     toSession,
+		describe: func(s model.Session) string { return "session " + s.ID },
+	}.page(ctx, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.ListSessionsResponse{}
-	for _, s := range list {
-		out.Sessions = append(out.Sessions, toSession(s))
-	}
-	return out, nil
+	return &pb.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
 }
 
 func (h *sessions) GetSessionMCP(ctx context.Context, req *pb.GetSessionMCPRequest) (*pb.GetSessionMCPResponse, error) {

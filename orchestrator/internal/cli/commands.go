@@ -50,10 +50,11 @@ func (a *app) workspaceCmd() *cobra.Command {
 		Use: "list", Short: "List workspaces", Args: ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
-				resp, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
+				list, err := a.listWorkspaces(ctx, conn)
 				if err != nil {
 					return err
 				}
+				resp := &pb.ListWorkspacesResponse{Workspaces: list}
 				return a.emit(resp, func(w io.Writer) {
 					fmt.Fprintln(w, "ID\tNAME\tCONNECTIONS")
 					for _, ws := range resp.GetWorkspaces() {
@@ -222,14 +223,14 @@ sessions' checkouts are 'session list --task TASK --json'.`,
 				}
 				// The sessions as their records have them: listing them
 				// measures no workspace.
-				sessions, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: resp.GetTask().GetId()})
+				sessions, err := a.listSessions(ctx, conn, resp.GetTask().GetId())
 				if err != nil {
 					msg, _ := describe(cmd, err)
 					a.warnf("the task's sessions could not be listed, so their checkouts are not shown: %s", msg)
 				}
 				return a.emit(resp, func(w io.Writer) {
 					printTask(w, resp.GetTask())
-					printTaskCheckouts(w, resp.GetTask(), sessions.GetSessions())
+					printTaskCheckouts(w, resp.GetTask(), sessions)
 				})
 			})
 		},

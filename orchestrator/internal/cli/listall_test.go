@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,4 +55,33 @@ func TestListAllIsOneCallOrOnePerParent(t *testing.T) {
 	assert.ErrorIs(t, err, boom, "not a reason to list one by one")
 	_, err = listAll("", list(false), func() ([]string, error) { return nil, boom })
 	assert.ErrorIs(t, err, boom)
+}
+
+// TestPageAllFollowsEveryPage: a listing is asked for page after page,
+// each as large as the server makes it, until a page names no next one
+// (an orchestrator from before pages names none: its one response is the
+// listing); a page that names itself as the next is an error, not a loop.
+func TestPageAllFollowsEveryPage(t *testing.T) {
+	pages := map[string][]string{"": {"a", "b"}, "p2": {"c"}, "p3": {"d", "e"}}
+	nexts := map[string]string{"": "p2", "p2": "p3", "p3": ""}
+	var asked []string
+	got, err := pageAll(func(size int32, token string) ([]string, string, error) {
+		assert.Equal(t, int32(math.MaxInt32), size, "the server's largest page")
+		asked = append(asked, token)
+		return pages[token], nexts[token], nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c", "d", "e"}, got)
+	assert.Equal(t, []string{"", "p2", "p3"}, asked)
+
+	_, err = pageAll(func(int32, string) ([]string, string, error) { return []string{"a"}, "same", nil })
+	assert.ErrorContains(t, err, `the server answered page "same" with itself as the next page`)
+	boom := errors.New("unavailable")
+	_, err = pageAll(func(_ int32, token string) ([]string, string, error) {
+		if token == "" {
+			return []string{"a"}, "p2", nil
+		}
+		return nil, "", boom
+	})
+	assert.ErrorIs(t, err, boom, "a failed page fails the listing: no part of it is shown as all of it")
 }

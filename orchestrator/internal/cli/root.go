@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -173,12 +174,44 @@ func ExactArgs(names ...string) cobra.PositionalArgs {
 // workspaceIDs lists every workspace the caller may list, in the
 // server's order.
 func (a *app) workspaceIDs(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
-	list, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{})
+	list, err := a.listWorkspaces(ctx, conn)
 	var ids []string
-	for _, ws := range list.GetWorkspaces() {
+	for _, ws := range list {
 		ids = append(ids, ws.GetId())
 	}
 	return ids, err
+}
+
+// pageAll asks for a listing page by page, each as large as the server
+// makes it (page_size beyond its maximum asks for that), until a page
+// names no next one; an orchestrator from before pages answers the
+// whole listing in one response without one. It returns every page's
+// items, in order.
+func pageAll[T any](page func(size int32, token string) ([]T, string, error)) ([]T, error) {
+	var all []T
+	token := ""
+	for {
+		items, next, err := page(math.MaxInt32, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		if next == token {
+			return nil, fmt.Errorf("the server answered page %q with itself as the next page", token)
+		}
+		token = next
+	}
+}
+
+// listWorkspaces is every workspace, every page of them.
+func (a *app) listWorkspaces(ctx context.Context, conn *grpc.ClientConn) ([]*pb.Workspace, error) {
+	return pageAll(func(size int32, token string) ([]*pb.Workspace, string, error) {
+		resp, err := a.workspaces(conn).ListWorkspaces(ctx, &pb.ListWorkspacesRequest{PageSize: size, PageToken: token})
+		return resp.GetWorkspaces(), resp.GetNextPageToken(), err
+	})
 }
 
 // listAll is what list returns for parent, or when parent is "" for every
@@ -212,8 +245,10 @@ func listAll[T any](parent string, list func(parent string) ([]T, error), parent
 // listSessions is the sessions of task, or of every task when "".
 func (a *app) listSessions(ctx context.Context, conn *grpc.ClientConn, task string) ([]*pb.Session, error) {
 	return listAll(task, func(id string) ([]*pb.Session, error) {
-		resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id})
-		return resp.GetSessions(), err
+		return pageAll(func(size int32, token string) ([]*pb.Session, string, error) {
+			resp, err := a.sessions(conn).ListSessions(ctx, &pb.ListSessionsRequest{TaskId: id, PageSize: size, PageToken: token})
+			return resp.GetSessions(), resp.GetNextPageToken(), err
+		})
 	}, func() ([]string, error) {
 		tasks, err := a.listTasks(ctx, conn, "")
 		var ids []string
@@ -227,8 +262,10 @@ func (a *app) listSessions(ctx context.Context, conn *grpc.ClientConn, task stri
 // listTasks is the tasks of workspace, or of every workspace when "".
 func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace string) ([]*pb.Task, error) {
 	return listAll(workspace, func(id string) ([]*pb.Task, error) {
-		resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id})
-		return resp.GetTasks(), err
+		return pageAll(func(size int32, token string) ([]*pb.Task, string, error) {
+			resp, err := a.tasks(conn).ListTasks(ctx, &pb.ListTasksRequest{WorkspaceId: id, PageSize: size, PageToken: token})
+			return resp.GetTasks(), resp.GetNextPageToken(), err
+		})
 	}, func() ([]string, error) { return a.workspaceIDs(ctx, conn) })
 }
 
@@ -236,7 +273,9 @@ func (a *app) listTasks(ctx context.Context, conn *grpc.ClientConn, workspace st
 // workspace when "".
 func (a *app) listRepositories(ctx context.Context, conn *grpc.ClientConn, workspace string) ([]*pb.Repository, error) {
 	return listAll(workspace, func(id string) ([]*pb.Repository, error) {
-		resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id})
-		return resp.GetRepositories(), err
+		return pageAll(func(size int32, token string) ([]*pb.Repository, string, error) {
+			resp, err := a.repositories(conn).ListRepositories(ctx, &pb.ListRepositoriesRequest{WorkspaceId: id, PageSize: size, PageToken: token})
+			return resp.GetRepositories(), resp.GetNextPageToken(), err
+		})
 	}, func() ([]string, error) { return a.workspaceIDs(ctx, conn) })
 }

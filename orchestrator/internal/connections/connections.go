@@ -93,6 +93,16 @@ func New(ws Workspaces, opts Options) *Connections {
 // recorded in: what the scrubbers at the orchestrator's boundaries use.
 func (c *Connections) Secrets() *scrub.Set { return c.creds.Secrets }
 
+// Remember resolves refs now and records their values in Secrets,
+// skipping those that do not resolve: the scrubbers then redact a
+// credential before its first use (after a restart, a prefix-less GitLab
+// token echoed in a catalog result has no shape to be caught by).
+func (c *Connections) Remember(refs ...model.CredentialRef) {
+	for _, r := range refs {
+		_, _ = c.creds.Resolve(r)
+	}
+}
+
 // Lookup returns the workspace's connection to p, or ErrNotConnected.
 func (c *Connections) Lookup(ctx context.Context, workspaceID string, p providers.Provider) (model.Connection, error) {
 	ws, err := c.workspaces.GetWorkspace(ctx, workspaceID)

@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,11 @@ var files embed.FS
 const (
 	DefaultSessionTTL  = 12 * time.Hour
 	DefaultMaxSessions = 1000
+	// DefaultMaxSessionsPerCredential bounds the logins of one credential
+	// (one API token, one client certificate): a person's few browsers.
+	// Filling DefaultMaxSessions takes 100 credentials, which only an
+	// admin (token create) or the CA issues.
+	DefaultMaxSessionsPerCredential = 10
 	// DefaultToolsTimeout bounds listing a session's tools over MCP.
 	DefaultToolsTimeout = 5 * time.Second
 	// DefaultMaxStreams bounds the event streams (open session and
@@ -65,9 +71,17 @@ type Options struct {
 	Secure bool
 	// SessionTTL ends a login idle this long; DefaultSessionTTL if zero.
 	SessionTTL time.Duration
-	// MaxSessions bounds the logins held; the least recently used goes
-	// first. DefaultMaxSessions if zero.
+	// MaxSessions bounds the logins held (the console's memory). When it
+	// is reached, a credential holding logins gives up its own least
+	// recently used one; a credential holding none is refused (429)
+	// until a login ends: no login ever ends for another credential's.
+	// DefaultMaxSessions if zero.
 	MaxSessions int
+	// MaxSessionsPerCredential bounds the logins of one credential (one
+	// API token, one client certificate); its new login beyond ends its
+	// own least recently used one. DefaultMaxSessionsPerCredential if
+	// zero; at most MaxSessions.
+	MaxSessionsPerCredential int
 	// ToolsTimeout bounds listing a session's tools; DefaultToolsTimeout
 	// if zero.
 	ToolsTimeout time.Duration
@@ -90,7 +104,11 @@ type Console struct {
 	mux   *http.ServeMux
 
 	mu     sync.Mutex
-	logins map[string]*login // by the SHA-256 of the cookie's value
+	logins map[string]*login            // by the SHA-256 of the cookie's value
+	byCred map[string]map[string]*login // each credential's logins, by the same key
+	// idleFrom is when the first held login can end idle, at the
+	// earliest (lastSeen only grows): before it, sweeping finds nothing.
+	idleFrom time.Time
 
 	streams chan struct{} // a place per event stream served
 }
@@ -102,8 +120,20 @@ type Console struct {
 type login struct {
 	token    string
 	certFP   [32]byte
+	cred     string // the credential, whose logins are counted together
 	csrf     string
 	lastSeen time.Time
+}
+
+// credential names the login's credential: the SHA-256 of its API token
+// (the access layer compares the whole token, so no other string passes
+// for it) or its client certificate's fingerprint.
+func (l *login) credential() string {
+	if l.token != "" {
+		sum := sha256.Sum256([]byte(l.token))
+		return "token:" + hex.EncodeToString(sum[:])
+	}
+	return "cert:" + hex.EncodeToString(l.certFP[:])
 }
 
 // New returns a console serving svc.
@@ -117,6 +147,10 @@ func New(opts Options) (*Console, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.MaxSessionsPerCredential <= 0 {
+		opts.MaxSessionsPerCredential = DefaultMaxSessionsPerCredential
+	}
+	opts.MaxSessionsPerCredential = min(opts.MaxSessionsPerCredential, opts.MaxSessions)
 	if opts.ToolsTimeout <= 0 {
 		opts.ToolsTimeout = DefaultToolsTimeout
 	}
@@ -133,7 +167,7 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{opts: opts, svc: opts.Service, pages: p, logins: map[string]*login{}, streams: make(chan struct{}, opts.MaxStreams)}
+	c := &Console{opts: opts, svc: opts.Service, pages: p, logins: map[string]*login{}, byCred: map[string]map[string]*login{}, streams: make(chan struct{}, opts.MaxStreams)}
 	c.routes()
 	return c, nil
 }
@@ -339,7 +373,7 @@ func (c *Console) current(r *http.Request) (*login, string) {
 		return nil, ""
 	}
 	if now.Sub(l.lastSeen) > c.opts.SessionTTL {
-		delete(c.logins, key)
+		c.drop(key)
 		return nil, ""
 	}
 	if l.token == "" {
@@ -364,29 +398,113 @@ func certFingerprint(state *tls.ConnectionState) ([32]byte, bool) {
 	return sha256.Sum256(state.VerifiedChains[0][0].Raw), true
 }
 
-// remember starts a login and sets its cookie.
-func (c *Console) remember(w http.ResponseWriter, l *login) {
+// remember starts a login and sets its cookie. It reports false, having
+// answered 429, when the console is full and the credential holds no
+// login of its own to give up.
+//
+// The caps are per credential so that no credential's logins end another
+// one's. The console's cap stays, as its memory bound, but reaching it
+// never evicts another credential's login: a credential at either cap
+// gives up its own least recently used login, and one holding none is
+// refused until a login ends (logout, idle TTL). Reserving room per
+// credential instead is not possible, as credentials are not counted in
+// advance (admins create tokens, the CA signs certificates), and evicting
+// any other credential's login, even the biggest holder's, would let a few
+// credentials together end the rest. A refusal costs only new logins, and
+// only once MaxSessions/MaxSessionsPerCredential (100 by default)
+// credentials hold logins; restarting the orchestrator, or a larger
+// --console-max-logins, makes room.
+//
+// Login attempts are not rate limited: a burst of one credential now only
+// replaces its own logins (O(MaxSessionsPerCredential) under the lock;
+// sweeping idle logins, O(MaxSessions), runs only when one may have
+// ended), and each attempt costs what an API call with the same token
+// costs. A console-wide limiter would itself let one caller lock the
+// others out.
+func (c *Console) remember(w http.ResponseWriter, r *http.Request, l *login) bool {
 	value, csrf := random(), random()
-	l.csrf, l.lastSeen = csrf, c.opts.Now()
+	now := c.opts.Now()
+	l.cred, l.csrf, l.lastSeen = l.credential(), csrf, now
 	c.mu.Lock()
 	if len(c.logins) >= c.opts.MaxSessions {
+		c.sweep(now)
+	}
+	own := c.byCred[l.cred]
+	switch {
+	case len(own) >= c.opts.MaxSessionsPerCredential, len(c.logins) >= c.opts.MaxSessions && len(own) > 0:
 		oldest, at := "", time.Time{}
-		for k, v := range c.logins {
+		for k, v := range own {
 			if oldest == "" || v.lastSeen.Before(at) {
 				oldest, at = k, v.lastSeen
 			}
 		}
-		delete(c.logins, oldest)
+		c.drop(oldest)
+	case len(c.logins) >= c.opts.MaxSessions:
+		wait := max(c.idleFrom.Sub(now), time.Second)
+		c.mu.Unlock()
+		_, certOK := certFingerprint(r.TLS)
+		minutes := int((wait + time.Minute - 1) / time.Minute)
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		c.render(w, r, http.StatusTooManyRequests, "login", Me{}, map[string]any{
+			"Error": fmt.Sprintf("Not logged in: too many console logins (this console holds %d at once); log out elsewhere or wait %d minute%s.",
+				c.opts.MaxSessions, minutes, plural(minutes)),
+			"Next": safeNext(r.PostFormValue("next")), "Cert": certOK})
+		return false
 	}
-	c.logins[cookieKey(value)] = l
+	key := cookieKey(value)
+	c.logins[key] = l
+	if c.byCred[l.cred] == nil {
+		c.byCred[l.cred] = map[string]*login{}
+	}
+	c.byCred[l.cred][key] = l
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: value, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.opts.Secure})
+	return true
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// sweep drops the logins idle past SessionTTL, unless none can be yet, and
+// notes when the first of the rest can be. c.mu is held.
+func (c *Console) sweep(now time.Time) {
+	if !now.After(c.idleFrom) {
+		return
+	}
+	c.idleFrom = time.Time{}
+	for k, l := range c.logins {
+		switch until := l.lastSeen.Add(c.opts.SessionTTL); {
+		case now.After(until):
+			c.drop(k)
+		case c.idleFrom.IsZero() || until.Before(c.idleFrom):
+			c.idleFrom = until
+		}
+	}
+}
+
+// drop ends the login of key. c.mu is held.
+func (c *Console) drop(key string) {
+	l := c.logins[key]
+	if l == nil {
+		return
+	}
+	delete(c.logins, key)
+	if own := c.byCred[l.cred]; own != nil {
+		delete(own, key)
+		if len(own) == 0 {
+			delete(c.byCred, l.cred)
+		}
+	}
 }
 
 func (c *Console) forget(key string) {
 	c.mu.Lock()
-	delete(c.logins, key)
+	c.drop(key)
 	c.mu.Unlock()
 }
 
@@ -446,8 +564,9 @@ func (c *Console) loginToken(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "login", Me{}, map[string]any{"Error": loginError(err), "Next": safeNext(r.PostFormValue("next"))})
 		return
 	}
-	c.remember(w, l)
-	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	if c.remember(w, r, l) {
+		http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	}
 }
 
 func loginError(err error) string {
@@ -476,8 +595,9 @@ func (c *Console) loginCert(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "login", Me{}, map[string]any{"Error": loginError(err)})
 		return
 	}
-	c.remember(w, l)
-	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+	if c.remember(w, r, l) {
+		http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+	}
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {

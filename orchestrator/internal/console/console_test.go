@@ -115,8 +115,9 @@ func get(t *testing.T, c *http.Client, u string) *http.Response {
 }
 
 // TestLoginCookieAndBounds: the cookie is HttpOnly and SameSite=Strict; a
-// login idle longer than SessionTTL ends; beyond MaxSessions the least
-// recently used login ends; a revoked token ends its login at once.
+// login idle longer than SessionTTL ends; beyond MaxSessions a token's
+// new login ends its own least recently used one; a revoked token ends
+// its login at once.
 func TestLoginCookieAndBounds(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
@@ -138,7 +139,8 @@ func TestLoginCookieAndBounds(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	assert.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login"))
 
-	// Three logins, room for two: the least recently used one ends.
+	// Three logins of one token, room for two: its least recently used
+	// one ends.
 	a, b, d := browserLike(t), browserLike(t), browserLike(t)
 	logIn(t, a, srv.URL, tok)
 	clk.Add(time.Second)

@@ -22,6 +22,9 @@ type ConsoleConfig struct {
 	// MaxSessions bounds the logins held; console.DefaultMaxSessions if
 	// zero.
 	MaxSessions int
+	// MaxSessionsPerCredential bounds the logins of one API token or
+	// client certificate; console.DefaultMaxSessionsPerCredential if zero.
+	MaxSessionsPerCredential int
 	// MaxStreams bounds the event streams served at once;
 	// console.DefaultMaxStreams if zero.
 	MaxStreams int
@@ -38,7 +41,8 @@ const consoleReadHeaderTimeout = 10 * time.Second
 // returns the console's URL and a channel with Serve's result.
 func serveConsole(ctx context.Context, cfg Config, tlsConfig *tls.Config, svc *service.Service, auth *access.Authenticator, log *slog.Logger) (string, <-chan error, error) {
 	c, err := console.New(console.Options{Service: svc, Auth: auth, Secure: tlsConfig != nil, Log: log,
-		SessionTTL: cfg.ConsoleLogins.SessionTTL, MaxSessions: cfg.ConsoleLogins.MaxSessions, MaxStreams: cfg.ConsoleLogins.MaxStreams})
+		SessionTTL: cfg.ConsoleLogins.SessionTTL, MaxSessions: cfg.ConsoleLogins.MaxSessions, MaxStreams: cfg.ConsoleLogins.MaxStreams,
+		MaxSessionsPerCredential: cfg.ConsoleLogins.MaxSessionsPerCredential})
 	if err != nil {
 		return "", nil, err
 	}

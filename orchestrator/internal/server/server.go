@@ -98,6 +98,9 @@ type Config struct {
 	// MaxInspects bounds the running sessions one listing inspects at
 	// once (service.DefaultMaxInspects if zero).
 	MaxInspects int
+	// AgentEnv lists the variables a launch may pass to its agent by name
+	// (service.DefaultAgentEnv if nil).
+	AgentEnv []string
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 	// ProviderCalls bounds the provider calls in flight on each workspace
@@ -467,8 +470,14 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	dispatcher.SetExternalCaller(pool)
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
 		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions,
-		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew, MaxInspects: cfg.MaxInspects})
+		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew, MaxInspects: cfg.MaxInspects,
+		AgentEnv: cfg.AgentEnv, ReservedEnv: reservedEnv(cfg)})
 	eventsTo.Store(svc)
+	// Every credential is known to the scrubbers before anything is
+	// answered, not only once it was used since this start.
+	if err := svc.RememberCredentials(ctx); err != nil {
+		return err
+	}
 	if st.Shared() {
 		f, err := svc.NewFollower(ctx)
 		if err != nil {
@@ -584,6 +593,15 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return err
 		}
+	}
+	return nil
+}
+
+// reservedEnv names the variables the orchestrator reads for itself,
+// beyond its TOOLSCOPE_* and OTEL_* ones: no agent gets them.
+func reservedEnv(cfg Config) []string {
+	if cfg.DatabasePassword.Kind == model.CredentialEnv {
+		return []string{cfg.DatabasePassword.Ref}
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/executors/executortest"
+	"github.com/toolscope/toolscope/executors/local"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/orchestrator/internal/service"
@@ -21,7 +23,9 @@ import (
 // names what the user typed, and no session (nor its event) is left.
 func TestLaunchChecksRefuseBeforeSpawning(t *testing.T) {
 	t.Parallel()
-	l := newLive(t, 0)
+	exec, err := local.New(local.Options{Agentctl: executortest.Agentctl(t), StateDir: t.TempDir(), OrchestratorID: t.Name()})
+	require.NoError(t, err)
+	l := newLiveOn(t, exec, service.Options{AgentEnv: []string{"ORIENT_TEST_KEY_NEVER_SET"}})
 	task := l.task(t, "local0")
 	ctx := context.Background()
 	const unset = "ORIENT_TEST_KEY_NEVER_SET"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/executors/fake"
+	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/orchestrator/internal/events"
@@ -146,9 +147,9 @@ func TestPushesAreCountedByOutcome(t *testing.T) {
 func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFaked(t, service.Options{})
-	task := f.task(t, "github")
 	names := []string{"DEPLOY_REGION", "MY_TOOL_HOME"}
+	f := newFaked(t, service.Options{AgentEnv: names})
+	task := f.task(t, "github")
 	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
 		AgentArgv: []string{"sh", "-c", "sleep 60"}, AgentPassEnv: names}, nil)
 	require.NoError(t, err)
@@ -164,6 +165,36 @@ func TestResumeRelaunchesTheAgentWithItsEnvNames(t *testing.T) {
 	assert.Equal(t, model.SessionRunning, resumed.State)
 	require.NotNil(t, f.exec.Spec(sess.ID).Agent)
 	assert.Equal(t, names, f.exec.Spec(sess.ID).Agent.PassEnv, "the relaunch by resume")
+}
+
+// TestResumeRefusesANameThatBecameACredential (issue 33, item 2): a
+// name stored at launch (--env DEPLOY_REGION, allowed then) that a
+// connection has named as its credential variable since is not passed
+// again: the resume is refused, naming it, and the session is left as it
+// was.
+func TestResumeRefusesANameThatBecameACredential(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFaked(t, service.Options{AgentEnv: []string{"DEPLOY_REGION"}})
+	task := f.task(t, "github")
+	sess, err := f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
+		AgentArgv: []string{"sh", "-c", "sleep 60"}, AgentPassEnv: []string{"DEPLOY_REGION"}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = f.svc.StopSession(context.Background(), sess.ID, false) })
+
+	_, err = f.svc.SetConnection(ctx, service.ConnectionInput{WorkspaceID: task.WorkspaceID, Provider: "gitlab",
+		APIBaseURL: "https://gitlab.example", Credential: model.CredentialRef{Kind: model.CredentialEnv, Ref: "DEPLOY_REGION"}, SkipValidation: true})
+	require.NoError(t, err)
+	f.exec.Lose(sess.ID, "agentctl (pid 7) exited: signal: killed")
+	require.Eventually(t, func() bool { return f.session(t, sess.ID).State == model.SessionFailed }, time.Minute, 5*time.Millisecond)
+	_, err = f.svc.ResumeSession(ctx, sess.ID)
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "DEPLOY_REGION is a variable the orchestrator reads itself")
+	assert.Equal(t, model.SessionFailed, f.session(t, sess.ID).State, "left as it was")
+
+	_, err = f.svc.LaunchSession(ctx, service.SessionInput{TaskID: task.ID, Executor: "local",
+		AgentArgv: []string{"sh"}, AgentCredentialEnv: "DEPLOY_REGION"}, nil)
+	assert.ErrorContains(t, err, "agent.credential_env", "nor as --credential-env")
 }
 
 // TestResumeRelaunchesTheAgentWithItsAuth: a launch's --auth is stored

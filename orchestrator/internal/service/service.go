@@ -36,28 +36,30 @@ const MaxBatch = 100
 
 // Service implements the orchestrator's operations.
 type Service struct {
-	conns         *connections.Connections
-	pushTimeout   time.Duration
-	maxInspects   int // Options.MaxInspects
-	store         *store.Store
-	broker        *events.Broker
-	log           *slog.Logger
-	execs         map[string]executors.Executor
-	ctl           *executors.Controller // every call to a running session's agentctl
-	rec           reconciler            // brings running sessions to their desired surface
-	repairBackoff time.Duration
-	done          chan struct{}   // closed by Close: ends every watcher
-	life          context.Context // the reconciler's; cancelled by Close
-	endLife       context.CancelFunc
-	once          sync.Once
-	catalog       *catalogState // the governed tool catalog (catalog.go)
-	dataDir       string
-	logs          logdir.Bound // bound of dataDir/logs (PruneLogs)
-	metrics       *metrics.Metrics
-	hosted        HostedLimits // bounds of hosted sessions (hosted.go)
-	hostedMu      sync.Mutex   // held while a hosted session is counted and recorded
-	replica       replicaState // this replica's id and lease (replica.go)
-	orient        Orienter     // what a push carries for the server instructions (orient.go)
+	conns       *connections.Connections
+	pushTimeout time.Duration
+	maxInspects int // Options.MaxInspects
+	// agentEnv and reservedEnv are Options.AgentEnv and ReservedEnv.
+	agentEnv, reservedEnv []string
+	store                 *store.Store
+	broker                *events.Broker
+	log                   *slog.Logger
+	execs                 map[string]executors.Executor
+	ctl                   *executors.Controller // every call to a running session's agentctl
+	rec                   reconciler            // brings running sessions to their desired surface
+	repairBackoff         time.Duration
+	done                  chan struct{}   // closed by Close: ends every watcher
+	life                  context.Context // the reconciler's; cancelled by Close
+	endLife               context.CancelFunc
+	once                  sync.Once
+	catalog               *catalogState // the governed tool catalog (catalog.go)
+	dataDir               string
+	logs                  logdir.Bound // bound of dataDir/logs (PruneLogs)
+	metrics               *metrics.Metrics
+	hosted                HostedLimits // bounds of hosted sessions (hosted.go)
+	hostedMu              sync.Mutex   // held while a hosted session is counted and recorded
+	replica               replicaState // this replica's id and lease (replica.go)
+	orient                Orienter     // what a push carries for the server instructions (orient.go)
 }
 
 // Options configure a Service.
@@ -106,6 +108,13 @@ type Options struct {
 	// MaxInspects bounds the running sessions one listing asks for their
 	// state at once (ListSessions); DefaultMaxInspects if zero.
 	MaxInspects int
+	// AgentEnv lists the variables (path.Match patterns) a launch may
+	// pass to its agent by name (--env, --credential-env); DefaultAgentEnv
+	// if nil (agentenv.go).
+	AgentEnv []string
+	// ReservedEnv names more variables the orchestrator reads itself (its
+	// database password's), which no agent gets whatever AgentEnv says.
+	ReservedEnv []string
 }
 
 // DefaultMaxInspects is how many running sessions one listing inspects at
@@ -138,11 +147,15 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.LeaseRenew <= 0 {
 		opts.LeaseRenew = min(DefaultLeaseRenew, opts.LeaseTTL/3)
 	}
+	if opts.AgentEnv == nil {
+		opts.AgentEnv = DefaultAgentEnv
+	}
 	life, endLife := context.WithCancel(context.Background())
 	svc := &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
 		pushTimeout: opts.PushTimeout, maxInspects: opts.MaxInspects, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 	svc.replica.id, svc.replica.ttl, svc.replica.renew = opts.Replica, opts.LeaseTTL, opts.LeaseRenew
+	svc.agentEnv, svc.reservedEnv = opts.AgentEnv, opts.ReservedEnv
 	return svc
 }
 
@@ -185,7 +198,12 @@ func (s *Service) GetWorkspace(ctx context.Context, id string) (model.Workspace,
 
 // ListWorkspaces returns every workspace.
 func (s *Service) ListWorkspaces(ctx context.Context) ([]model.Workspace, error) {
-	return s.store.ListWorkspaces(ctx)
+	return s.ListWorkspacesPage(ctx, store.Page{})
+}
+
+// ListWorkspacesPage returns the page p of ListWorkspaces.
+func (s *Service) ListWorkspacesPage(ctx context.Context, p store.Page) ([]model.Workspace, error) {
+	return s.store.ListWorkspacesPage(ctx, p)
 }
 
 // ConnectionInput is a request to connect a workspace to a provider.
@@ -219,6 +237,9 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 		return model.Connection{}, err
 	}
 	c := model.Connection{Provider: p, APIBaseURL: strings.TrimRight(strings.TrimSpace(in.APIBaseURL), "/"), Credential: in.Credential}
+	if err := textlimit.URL.Check("api_base_url", c.APIBaseURL); err != nil {
+		return model.Connection{}, err
+	}
 	if c.APIBaseURL == "" {
 		c.APIBaseURL = DefaultAPIBaseURL[p]
 	}
@@ -242,6 +263,9 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 				"is not an environment variable name (letters, digits and _; the value is not shown)")
 		}
 	case model.CredentialFile:
+		if err := textlimit.Path.CheckBytes("credential.file_path", len(c.Credential.Ref), ""); err != nil {
+			return model.Connection{}, err
+		}
 		if !filepath.IsAbs(c.Credential.Ref) || strings.ContainsRune(c.Credential.Ref, 0) {
 			return model.Connection{}, errdefs.InvalidField("credential.file_path", "is not an absolute path (the value is not shown)")
 		}
@@ -262,6 +286,7 @@ func (s *Service) SetConnection(ctx context.Context, in ConnectionInput) (model.
 		}
 		c.Username, c.ValidatedAt = user, time.Now().UTC()
 	}
+	s.conns.Remember(c.Credential) // scrubbed from its first use, validated or not
 	return s.store.SetConnection(ctx, in.WorkspaceID, c)
 }
 
@@ -289,6 +314,10 @@ func (s *Service) validate(ctx context.Context, workspaceID string, c model.Conn
 		return "", errdefs.FailedPrecondition("validate the %s connection at %s: %s", c.Provider, c.APIBaseURL, fe.Message)
 	case err != nil:
 		return "", err
+	case len(user) > textlimit.Title.Max:
+		// Stored with the workspace and listed with it: bounded as text.
+		return "", errdefs.FailedPrecondition("validate the %s connection at %s: the provider reported a username of %d bytes; the limit is %d bytes",
+			c.Provider, c.APIBaseURL, len(user), textlimit.Title.Max)
 	}
 	return user, nil
 }
@@ -336,6 +365,17 @@ func (s *Service) CreateRepository(ctx context.Context, in RepositoryInput) (mod
 	r := model.Repository{
 		WorkspaceID: in.WorkspaceID, Provider: in.Provider,
 		Host: strings.ToLower(strings.TrimSpace(in.Host)), Path: strings.TrimSpace(in.Path), RemoteURL: strings.TrimSpace(in.RemoteURL),
+	}
+	// The provider is stored as given (its characters too); the host is
+	// held to a host name's below. Their bytes are bounded here.
+	if err := textlimit.Name.CheckBytes("provider", len(r.Provider), ""); err != nil {
+		return model.Repository{}, err
+	}
+	if err := textlimit.Host.CheckBytes("host", len(r.Host), ""); err != nil {
+		return model.Repository{}, err
+	}
+	if err := textlimit.URL.Check("remote_url", r.RemoteURL); err != nil {
+		return model.Repository{}, err
 	}
 	_, hosted := providers.Normalize(r.Provider)
 	if r.RemoteURL != "" {
@@ -466,10 +506,15 @@ func (s *Service) GetRepository(ctx context.Context, id string) (model.Repositor
 
 // ListRepositories returns a workspace's repositories.
 func (s *Service) ListRepositories(ctx context.Context, workspaceID string) ([]model.Repository, error) {
+	return s.ListRepositoriesPage(ctx, workspaceID, store.Page{})
+}
+
+// ListRepositoriesPage returns the page p of ListRepositories.
+func (s *Service) ListRepositoriesPage(ctx context.Context, workspaceID string, p store.Page) ([]model.Repository, error) {
 	if err := required("workspace_id", workspaceID); err != nil {
 		return nil, err
 	}
-	return s.store.ListRepositories(ctx, workspaceID)
+	return s.store.ListRepositoriesPage(ctx, workspaceID, p)
 }
 
 // TaskInput is a request to create a task.
@@ -508,10 +553,15 @@ func (s *Service) GetTask(ctx context.Context, id string) (model.Task, error) {
 
 // ListTasks returns a workspace's tasks.
 func (s *Service) ListTasks(ctx context.Context, workspaceID string) ([]model.Task, error) {
+	return s.ListTasksPage(ctx, workspaceID, store.Page{})
+}
+
+// ListTasksPage returns the page p of ListTasks.
+func (s *Service) ListTasksPage(ctx context.Context, workspaceID string, p store.Page) ([]model.Task, error) {
 	if err := required("workspace_id", workspaceID); err != nil {
 		return nil, err
 	}
-	return s.store.ListTasks(ctx, workspaceID)
+	return s.store.ListTasksPage(ctx, workspaceID, p)
 }
 
 func validateBatch(taskID string, repoIDs []string) error {

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
+	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
+	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
@@ -203,10 +204,31 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 		if err := textlimit.Text.Check(fmt.Sprintf("agent.argv[%d]", i), a); err != nil {
 			return in, err
 		}
-		total += utf8.RuneCountInString(a)
+		total += len(a)
 	}
-	if total > textlimit.Text.Max {
-		return in, errdefs.InvalidField("agent.argv", "is %d characters in all; the limit is %d", total, textlimit.Text.Max)
+	if err := textlimit.Text.CheckBytes("agent.argv", total, "in all"); err != nil {
+		return in, err
+	}
+	for _, f := range []struct {
+		kind         textlimit.Kind
+		field, value string
+	}{
+		{textlimit.Path, "agent.working_dir", in.AgentWorkDir},
+		{textlimit.Path, "image", in.Image},
+		{textlimit.Title, "agent.model", in.AgentModel},
+	} {
+		if err := f.kind.Check(f.field, f.value); err != nil {
+			return in, err
+		}
+	}
+	// Names: their characters are checked below (profiles); their bytes here.
+	if err := textlimit.Title.CheckBytes("agent.credential_env", len(in.AgentCredentialEnv), ""); err != nil {
+		return in, err
+	}
+	for i, name := range in.AgentPassEnv {
+		if err := textlimit.Title.CheckBytes(fmt.Sprintf("agent.pass_env[%d]", i), len(name), ""); err != nil {
+			return in, err
+		}
 	}
 	switch {
 	case runsImages(in.Executor) && strings.TrimSpace(in.Image) == "":
@@ -235,6 +257,9 @@ func (s *Service) validateLaunch(ctx context.Context, in SessionInput) (SessionI
 				return in, errdefs.InvalidField("agent.model", "%v", err)
 			}
 		}
+	}
+	if err := s.checkAgentEnv(ctx, in); err != nil {
+		return in, err
 	}
 	if _, err := s.store.TaskProviders(ctx, in.TaskID); err != nil {
 		return in, err
@@ -374,6 +399,10 @@ func (s *Service) relaunch(ctx context.Context, exec executors.Executor, sess mo
 	in := SessionInput{TaskID: sess.TaskID, Mode: sess.Mode, Image: sess.Image, AgentArgv: sess.AgentArgv, AgentWorkDir: sess.AgentWorkDir,
 		AgentProfile: sess.AgentProfile, AgentModel: sess.AgentModel, AgentCredentialEnv: sess.AgentCredentialEnv,
 		AgentPassEnv: sess.AgentPassEnv, AgentAuth: sess.AgentAuth}
+	if err := s.checkAgentEnv(ctx, in); err != nil {
+		// A name stored at launch may since have become a credential's.
+		return sess, fmt.Errorf("resume refused, session %s left as it was: %w", sess.ID, err)
+	}
 	if err := preflight(ctx, exec, in.preflightSpec(), "resume", "session "+sess.ID+" left as it was"); err != nil {
 		return sess, err
 	}
@@ -596,10 +625,16 @@ func (s *Service) MeasureSession(ctx context.Context, id string) (model.Session,
 // listing up to its probe timeout, and a host with many sessions that
 // went down must not hold it once per session.
 func (s *Service) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
+	return s.ListSessionsPage(ctx, taskID, store.Page{})
+}
+
+// ListSessionsPage returns the page p of ListSessions: only the page's
+// sessions are refreshed.
+func (s *Service) ListSessionsPage(ctx context.Context, taskID string, p store.Page) ([]model.Session, error) {
 	if err := required("task_id", taskID); err != nil {
 		return nil, err
 	}
-	list, err := s.store.ListSessions(ctx, taskID)
+	list, err := s.store.ListSessionsPage(ctx, taskID, p)
 	slots := make(chan struct{}, s.maxInspects)
 	var wg sync.WaitGroup
 	for i := range list {
@@ -697,12 +732,14 @@ func (s *Service) SessionEvent(ev executors.SessionEvent) {
 
 // recordAgentExit records that a session's agent exited, once, however it
 // is learnt (agentctl's event, or an inspection that finds the agent gone):
-// the exit code on the session, its status message, and a
-// agent.exited event with the code and the last lines of the
-// agent's output (the store scrubs event messages). The session stays
-// running: its agentctl serves the session's MCP endpoint, with the task's
-// tools, until the session is stopped (ADR 0015). A session still
-// launching records it too, and its launch keeps it.
+// the exit code on the session, its status message (never the output),
+// and an agent.exited event with the code and the last lines of the
+// agent's output (the store scrubs event messages; WatchTaskEvents shows
+// the output only to a caller who may read the session's log, see
+// withoutAgentOutput). The session stays running: its agentctl serves the
+// session's MCP endpoint, with the task's tools, until the session is
+// stopped (ADR 0015). A session still launching records it too, and its
+// launch keeps it.
 func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code int, output string) {
 	_, err := s.store.UpdateSession(ctx, sessionID, func(m *model.Session) ([]model.Event, error) {
 		if (m.State != model.SessionRunning && m.State != model.SessionPending) || m.AgentExited {
@@ -712,7 +749,7 @@ func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code in
 		m.StatusMessage = agentExitedMessage(code)
 		msg := fmt.Sprintf("agent exited with code %d", code)
 		if output = strings.TrimSpace(output); output != "" {
-			msg += "; last output:\n" + output
+			msg += agentOutputMark + output
 		} else {
 			msg += "; no output"
 		}
@@ -721,6 +758,27 @@ func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code in
 	if err == nil {
 		s.log.InfoContext(ctx, "agent exited", "session_id", sessionID, "exit_code", code)
 	}
+}
+
+// agentOutputMark separates, in an agent.exited event's message, the exit
+// ("agent exited with code N") from the agent's output after it.
+const agentOutputMark = "; last output:\n"
+
+// withoutAgentOutput returns e as a caller who may not read an agent's
+// output (access.MayReadAgentOutput) reads it: an agent.exited event says
+// that the agent exited and its code, and where its output is; the
+// output is dropped, and so is anything else after the exit's first
+// clause, so an event recorded in any form (an older release's too)
+// keeps nothing of it. Other events are as recorded.
+func withoutAgentOutput(e model.Event) model.Event {
+	if e.Kind != model.EventAgentExited {
+		return e
+	}
+	exit, _, _ := strings.Cut(e.Message, ";")
+	exit, _, _ = strings.Cut(exit, "\n")
+	e.Message = fmt.Sprintf("%s; its output is withheld: reading it (toolscope session logs) needs role %s",
+		strings.TrimSpace(exit), access.Table[access.AgentOutput])
+	return e
 }
 
 // agentExitedMessage is the status message of a running session whose

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 
+	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -13,9 +14,19 @@ const backlogPage = 500
 // first the stored backlog, then each event as it is committed, in
 // sequence order with no gaps and no repeats, until ctx ends (nil), send
 // fails, or the watcher falls behind (events.ErrLagged).
+//
+// Every reader of events (the API's WatchTaskEvents, the console's events
+// page) reads them here, as the caller in ctx (model.ActorFrom) may: the
+// agent's output an agent.exited event records only if the caller's role
+// may read the session's log (access.MayReadAgentOutput); otherwise,
+// and for a caller ctx does not name, without it (withoutAgentOutput).
 func (s *Service) WatchTaskEvents(ctx context.Context, taskID string, afterSeq uint64, send func(model.Event) error) error {
 	if err := required("task_id", taskID); err != nil {
 		return err
+	}
+	if a, ok := model.ActorFrom(ctx); !ok || !access.MayReadAgentOutput(a.Role) {
+		all := send
+		send = func(e model.Event) error { return all(withoutAgentOutput(e)) }
 	}
 	// Subscribe before reading the backlog, so nothing committed in
 	// between is missed; events seen in both are skipped by sequence.

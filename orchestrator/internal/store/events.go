@@ -14,10 +14,11 @@ import (
 
 // emit appends e to its task's event log in this transaction and assigns
 // its sequence number and time. Every event is appended here, so its
-// message is scrubbed here, once, before it is stored or published.
+// message is scrubbed here, once, before it is stored or published, and
+// bounded (MaxMessageBytes).
 func (t *tx) emit(ctx context.Context, e model.Event) error {
 	e.Time = t.now
-	e.Message = t.scrub.String(e.Message)
+	e.Message = clip(t.scrub.String(e.Message), MaxMessageBytes)
 	if e.RepositoryIDs == nil {
 		e.RepositoryIDs = []string{}
 	}

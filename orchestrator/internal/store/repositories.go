@@ -49,16 +49,23 @@ func (s *Store) GetRepository(ctx context.Context, id string) (model.Repository,
 
 // ListRepositories returns a workspace's repositories, oldest first; with
 // model.Every, every workspace's.
-func (s *Store) ListRepositories(ctx context.Context, workspaceID string) (out []model.Repository, err error) {
+func (s *Store) ListRepositories(ctx context.Context, workspaceID string) ([]model.Repository, error) {
+	return s.ListRepositoriesPage(ctx, workspaceID, Page{})
+}
+
+// ListRepositoriesPage returns the page p of ListRepositories.
+func (s *Store) ListRepositoriesPage(ctx context.Context, workspaceID string, p Page) (out []model.Repository, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		where, args := `WHERE r.workspace_id = ?`, []any{workspaceID}
+		owner, args := `r.workspace_id = ?`, []any{workspaceID}
 		if workspaceID == model.Every {
-			where, args = ``, nil
+			owner, args = ``, nil
 		} else if err := workspaceExists(ctx, q, workspaceID); err != nil {
 			return err
 		}
+		after, afterArgs := p.where(`r.`)
 		rows, err := q.QueryContext(ctx,
-			`SELECT `+repoColumns+` FROM repositories r `+where+` ORDER BY r.created_at, r.id`, args...)
+			`SELECT `+repoColumns+` FROM repositories r`+and(owner, after)+` ORDER BY r.created_at, r.id`+p.limit(),
+			append(args, afterArgs...)...)
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ func (s *Store) CreateSession(ctx context.Context, sess model.Session) (model.Se
 			return err
 		}
 		sess.CreatedAt, sess.UpdatedAt = t.now, t.now
+		bound(&sess)
 		argv, err := json.Marshal(nonNil(sess.AgentArgv))
 		if err != nil {
 			return err
@@ -64,6 +65,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*model.Ses
 			return err
 		}
 		sess.UpdatedAt = t.now
+		bound(&sess)
 		checkouts, err := json.Marshal(sess.Checkouts)
 		if err != nil {
 			return err
@@ -153,15 +155,22 @@ func (s *Store) SessionSurface(ctx context.Context, id string) (sess model.Sessi
 
 // ListSessions returns a task's sessions, oldest first; with model.Every,
 // every task's.
-func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Session, err error) {
+func (s *Store) ListSessions(ctx context.Context, taskID string) ([]model.Session, error) {
+	return s.ListSessionsPage(ctx, taskID, Page{})
+}
+
+// ListSessionsPage returns the page p of ListSessions.
+func (s *Store) ListSessionsPage(ctx context.Context, taskID string, p Page) (out []model.Session, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		where, args := `WHERE task_id = ?`, []any{taskID}
+		owner, args := `task_id = ?`, []any{taskID}
 		if taskID == model.Every {
-			where, args = ``, nil
+			owner, args = ``, nil
 		} else if err := taskExists(ctx, q, taskID); err != nil {
 			return err
 		}
-		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions `+where+` ORDER BY created_at, id`, args...)
+		after, afterArgs := p.where(``)
+		rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions`+and(owner, after)+` ORDER BY created_at, id`+p.limit(),
+			append(args, afterArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -176,6 +185,20 @@ func (s *Store) ListSessions(ctx context.Context, taskID string) (out []model.Se
 		return rows.Err()
 	})
 	return out, err
+}
+
+// bound clips what the orchestrator writes into a session from what
+// executors and agentctls tell it: its status message and its
+// checkouts' errors.
+func bound(sess *model.Session) {
+	sess.StatusMessage = clip(sess.StatusMessage, MaxMessageBytes)
+	for i := range sess.Checkouts.Repositories {
+		c := &sess.Checkouts.Repositories[i]
+		c.Error = clip(c.Error, maxCheckoutErrorBytes)
+		if c.Work != nil {
+			c.Work.Error = clip(c.Work.Error, maxCheckoutErrorBytes)
+		}
+	}
 }
 
 // agentExitCode is the agent_exit_code column of a session: NULL until

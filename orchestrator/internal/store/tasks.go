@@ -12,6 +12,12 @@ import (
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
+// MaxTaskRepositories is the most repositories one task may have
+// attached: a task is listed, and pushed to its sessions, with every one
+// of them, so this bounds the bytes of one task in a listing (each
+// repository's text is bounded by package textlimit).
+const MaxTaskRepositories = 128
+
 // CreateTask records a task in its workspace with primaryRepoID as its
 // primary repository (position 0), at provider generation 1.
 func (s *Store) CreateTask(ctx context.Context, task model.Task, primaryRepoID string) (model.Task, error) {
@@ -73,6 +79,10 @@ func attach(ctx context.Context, t *tx, taskID string, repoIDs []string, e model
 		return model.Task{}, errdefs.NotFound("task", taskID)
 	} else if err != nil {
 		return model.Task{}, err
+	}
+	if next+len(repoIDs) > MaxTaskRepositories {
+		return model.Task{}, errdefs.InvalidField("repository_ids", "task %q has %d repositories; %d more would make %d, and the limit is %d",
+			taskID, next, len(repoIDs), next+len(repoIDs), MaxTaskRepositories)
 	}
 	for i, repoID := range repoIDs {
 		field := fmt.Sprintf("repository_ids[%d]", i)
@@ -195,16 +205,29 @@ func (s *Store) GetTask(ctx context.Context, id string) (task model.Task, err er
 
 // ListTasks returns a workspace's tasks, oldest first; with model.Every,
 // every workspace's.
-func (s *Store) ListTasks(ctx context.Context, workspaceID string) (tasks []model.Task, err error) {
+func (s *Store) ListTasks(ctx context.Context, workspaceID string) ([]model.Task, error) {
+	return s.ListTasksPage(ctx, workspaceID, Page{})
+}
+
+// ListTasksPage returns the page p of ListTasks: the workspace's tasks
+// after p.After, at most p.Limit of them, each with its repositories.
+func (s *Store) ListTasksPage(ctx context.Context, workspaceID string, p Page) (tasks []model.Task, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		where, args := `WHERE t.workspace_id = ?`, []any{workspaceID}
+		owner, args := `t.workspace_id = ?`, []any{workspaceID}
 		if workspaceID == model.Every {
-			where, args = ``, nil
+			owner, args = ``, nil
 		} else if err := workspaceExists(ctx, q, workspaceID); err != nil {
 			return err
 		}
-		if tasks, err = queryTasks(ctx, q, where+` ORDER BY t.created_at, t.id`, args...); err != nil {
+		after, afterArgs := p.where(`t.`)
+		args = append(args, afterArgs...)
+		where := and(owner, after)
+		if tasks, err = queryTasks(ctx, q, where+` ORDER BY t.created_at, t.id`+p.limit(), args...); err != nil {
 			return err
+		}
+		if p.Limit > 0 {
+			// The page's tasks' repositories only.
+			where = ` WHERE t.id IN (SELECT t.id FROM tasks t` + where + ` ORDER BY t.created_at, t.id` + p.limit() + `)`
 		}
 		links, err := queryLinks(ctx, q, where, args...)
 		for i := range tasks {

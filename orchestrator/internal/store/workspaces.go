@@ -43,9 +43,16 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (ws model.Workspace
 }
 
 // ListWorkspaces returns every workspace, oldest first.
-func (s *Store) ListWorkspaces(ctx context.Context) (out []model.Workspace, err error) {
+func (s *Store) ListWorkspaces(ctx context.Context) ([]model.Workspace, error) {
+	return s.ListWorkspacesPage(ctx, Page{})
+}
+
+// ListWorkspacesPage returns the page p of ListWorkspaces, each workspace
+// with its connections.
+func (s *Store) ListWorkspacesPage(ctx context.Context, p Page) (out []model.Workspace, err error) {
 	err = s.read(ctx, func(q queryer) error {
-		rows, err := q.QueryContext(ctx, `SELECT id, name, agent_sources, created_at FROM workspaces ORDER BY created_at, id`)
+		where, args := p.where(``)
+		rows, err := q.QueryContext(ctx, `SELECT id, name, agent_sources, created_at FROM workspaces`+and(where)+` ORDER BY created_at, id`+p.limit(), args...)
 		if err != nil {
 			return err
 		}
@@ -60,7 +67,7 @@ func (s *Store) ListWorkspaces(ctx context.Context) (out []model.Workspace, err 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		conns, err := connections(ctx, q, "")
+		conns, err := queryConnections(ctx, q, `workspace_id IN (SELECT id FROM workspaces`+and(where)+` ORDER BY created_at, id`+p.limit()+`)`, args...)
 		for i := range out {
 			out[i].Connections = conns[out[i].ID]
 		}
@@ -125,9 +132,15 @@ func workspaceExists(ctx context.Context, q queryer, id string) error {
 // connections returns the connections of one workspace, or of all when
 // workspaceID is "", keyed by workspace id, in canonical provider order.
 func connections(ctx context.Context, q queryer, workspaceID string) (map[string][]model.Connection, error) {
+	return queryConnections(ctx, q, `CAST(? AS TEXT) = '' OR workspace_id = ?`, workspaceID, workspaceID)
+}
+
+// queryConnections returns the connections that meet cond, keyed by
+// workspace id, in canonical provider order.
+func queryConnections(ctx context.Context, q queryer, cond string, args ...any) (map[string][]model.Connection, error) {
 	rows, err := q.QueryContext(ctx, `
 		SELECT workspace_id, provider, api_base_url, credential_kind, credential_ref, username, validated_at
-		FROM connections WHERE CAST(? AS TEXT) = '' OR workspace_id = ? ORDER BY workspace_id, provider`, workspaceID, workspaceID)
+		FROM connections WHERE `+cond+` ORDER BY workspace_id, provider`, args...)
 	if err != nil {
 		return nil, err
 	}

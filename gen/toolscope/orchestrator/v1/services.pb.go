@@ -254,7 +254,19 @@ func (x *GetWorkspaceResponse) GetWorkspace() *Workspace {
 }
 
 type ListWorkspacesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most items to return: a page ends at page_size items (at most
+	// 1000; more asks for 1000) or before its items would pass 2 MiB
+	// encoded, whichever comes first, and next_page_token then names the
+	// rest. 0: the whole listing (after page_token) in one response,
+	// refused with RESOURCE_EXHAUSTED if that is more than 2 MiB: a client
+	// that does not page is never handed part of a listing as if it were
+	// all of it.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, with the same other fields:
+	// the listing continues after that response's last item. Empty: from
+	// the first item.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,9 +301,26 @@ func (*ListWorkspacesRequest) Descriptor() ([]byte, []int) {
 	return file_toolscope_orchestrator_v1_services_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *ListWorkspacesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorkspacesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListWorkspacesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Workspaces    []*Workspace           `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Workspaces []*Workspace           `protobuf:"bytes,1,rep,name=workspaces,proto3" json:"workspaces,omitempty"`
+	// Names the next page when this one did not reach the end; empty on
+	// the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -331,6 +360,13 @@ func (x *ListWorkspacesResponse) GetWorkspaces() []*Workspace {
 		return x.Workspaces
 	}
 	return nil
+}
+
+func (x *ListWorkspacesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type SetConnectionRequest struct {
@@ -760,7 +796,19 @@ func (x *GetRepositoryResponse) GetRepository() *Repository {
 type ListRepositoriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A workspace, or "-" for every workspace.
-	WorkspaceId   string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The most items to return: a page ends at page_size items (at most
+	// 1000; more asks for 1000) or before its items would pass 2 MiB
+	// encoded, whichever comes first, and next_page_token then names the
+	// rest. 0: the whole listing (after page_token) in one response,
+	// refused with RESOURCE_EXHAUSTED if that is more than 2 MiB: a client
+	// that does not page is never handed part of a listing as if it were
+	// all of it.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, with the same other fields:
+	// the listing continues after that response's last item. Empty: from
+	// the first item.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,9 +850,26 @@ func (x *ListRepositoriesRequest) GetWorkspaceId() string {
 	return ""
 }
 
+func (x *ListRepositoriesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRepositoriesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListRepositoriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Repositories  []*Repository          `protobuf:"bytes,1,rep,name=repositories,proto3" json:"repositories,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Repositories []*Repository          `protobuf:"bytes,1,rep,name=repositories,proto3" json:"repositories,omitempty"`
+	// Names the next page when this one did not reach the end; empty on
+	// the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -844,6 +909,13 @@ func (x *ListRepositoriesResponse) GetRepositories() []*Repository {
 		return x.Repositories
 	}
 	return nil
+}
+
+func (x *ListRepositoriesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type CreateTaskRequest struct {
@@ -1050,7 +1122,19 @@ func (x *GetTaskResponse) GetTask() *Task {
 type ListTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A workspace, or "-" for every workspace.
-	WorkspaceId   string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	WorkspaceId string `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	// The most items to return: a page ends at page_size items (at most
+	// 1000; more asks for 1000) or before its items would pass 2 MiB
+	// encoded, whichever comes first, and next_page_token then names the
+	// rest. 0: the whole listing (after page_token) in one response,
+	// refused with RESOURCE_EXHAUSTED if that is more than 2 MiB: a client
+	// that does not page is never handed part of a listing as if it were
+	// all of it.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, with the same other fields:
+	// the listing continues after that response's last item. Empty: from
+	// the first item.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1092,9 +1176,26 @@ func (x *ListTasksRequest) GetWorkspaceId() string {
 	return ""
 }
 
+func (x *ListTasksRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTasksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// Names the next page when this one did not reach the end; empty on
+	// the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,6 +1235,13 @@ func (x *ListTasksResponse) GetTasks() []*Task {
 		return x.Tasks
 	}
 	return nil
+}
+
+func (x *ListTasksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type AddSourcesRequest struct {
@@ -2302,7 +2410,19 @@ func (x *GetSessionResponse) GetSession() *Session {
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A task, or "-" for every task.
-	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The most items to return: a page ends at page_size items (at most
+	// 1000; more asks for 1000) or before its items would pass 2 MiB
+	// encoded, whichever comes first, and next_page_token then names the
+	// rest. 0: the whole listing (after page_token) in one response,
+	// refused with RESOURCE_EXHAUSTED if that is more than 2 MiB: a client
+	// that does not page is never handed part of a listing as if it were
+	// all of it.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, with the same other fields:
+	// the listing continues after that response's last item. Empty: from
+	// the first item.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2344,9 +2464,26 @@ func (x *ListSessionsRequest) GetTaskId() string {
 	return ""
 }
 
+func (x *ListSessionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListSessionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sessions      []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Names the next page when this one did not reach the end; empty on
+	// the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2386,6 +2523,13 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type WatchTaskEventsRequest struct {
@@ -4262,12 +4406,16 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x13GetWorkspaceRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\"Z\n" +
 	"\x14GetWorkspaceResponse\x12B\n" +
-	"\tworkspace\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.WorkspaceR\tworkspace\"\x17\n" +
-	"\x15ListWorkspacesRequest\"^\n" +
+	"\tworkspace\x18\x01 \x01(\v2$.toolscope.orchestrator.v1.WorkspaceR\tworkspace\"S\n" +
+	"\x15ListWorkspacesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x86\x01\n" +
 	"\x16ListWorkspacesResponse\x12D\n" +
 	"\n" +
 	"workspaces\x18\x01 \x03(\v2$.toolscope.orchestrator.v1.WorkspaceR\n" +
-	"workspaces\"\xea\x01\n" +
+	"workspaces\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xea\x01\n" +
 	"\x14SetConnectionRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12 \n" +
@@ -4301,11 +4449,15 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x15GetRepositoryResponse\x12E\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\v2%.toolscope.orchestrator.v1.RepositoryR\n" +
-	"repository\"<\n" +
+	"repository\"x\n" +
 	"\x17ListRepositoriesRequest\x12!\n" +
-	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\"e\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8d\x01\n" +
 	"\x18ListRepositoriesResponse\x12I\n" +
-	"\frepositories\x18\x01 \x03(\v2%.toolscope.orchestrator.v1.RepositoryR\frepositories\"\x93\x01\n" +
+	"\frepositories\x18\x01 \x03(\v2%.toolscope.orchestrator.v1.RepositoryR\frepositories\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
 	"\x11CreateTaskRequest\x12!\n" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -4316,11 +4468,15 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"F\n" +
 	"\x0fGetTaskResponse\x123\n" +
-	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\"5\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.toolscope.orchestrator.v1.TaskR\x04task\"q\n" +
 	"\x10ListTasksRequest\x12!\n" +
-	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\"J\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"r\n" +
 	"\x11ListTasksResponse\x125\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x1f.toolscope.orchestrator.v1.TaskR\x05tasks\"S\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1f.toolscope.orchestrator.v1.TaskR\x05tasks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"S\n" +
 	"\x11AddSourcesRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0erepository_ids\x18\x02 \x03(\tR\rrepositoryIds\"\x89\x01\n" +
@@ -4392,11 +4548,15 @@ const file_toolscope_orchestrator_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"R\n" +
 	"\x12GetSessionResponse\x12<\n" +
-	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\".\n" +
+	"\asession\x18\x01 \x01(\v2\".toolscope.orchestrator.v1.SessionR\asession\"j\n" +
 	"\x13ListSessionsRequest\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"V\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"~\n" +
 	"\x14ListSessionsResponse\x12>\n" +
-	"\bsessions\x18\x01 \x03(\v2\".toolscope.orchestrator.v1.SessionR\bsessions\"X\n" +
+	"\bsessions\x18\x01 \x03(\v2\".toolscope.orchestrator.v1.SessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"X\n" +
 	"\x16WatchTaskEventsRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\"U\n" +

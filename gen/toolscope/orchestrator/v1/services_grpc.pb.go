@@ -36,7 +36,8 @@ type WorkspaceServiceClient interface {
 	CreateWorkspace(ctx context.Context, in *CreateWorkspaceRequest, opts ...grpc.CallOption) (*CreateWorkspaceResponse, error)
 	// GetWorkspace returns one workspace with its connections.
 	GetWorkspace(ctx context.Context, in *GetWorkspaceRequest, opts ...grpc.CallOption) (*GetWorkspaceResponse, error)
-	// ListWorkspaces returns every workspace, oldest first.
+	// ListWorkspaces returns every workspace, oldest first, by pages
+	// (page_size, page_token).
 	ListWorkspaces(ctx context.Context, in *ListWorkspacesRequest, opts ...grpc.CallOption) (*ListWorkspacesResponse, error)
 	// SetConnection creates or replaces the workspace's connection to one
 	// provider.
@@ -113,7 +114,8 @@ type WorkspaceServiceServer interface {
 	CreateWorkspace(context.Context, *CreateWorkspaceRequest) (*CreateWorkspaceResponse, error)
 	// GetWorkspace returns one workspace with its connections.
 	GetWorkspace(context.Context, *GetWorkspaceRequest) (*GetWorkspaceResponse, error)
-	// ListWorkspaces returns every workspace, oldest first.
+	// ListWorkspaces returns every workspace, oldest first, by pages
+	// (page_size, page_token).
 	ListWorkspaces(context.Context, *ListWorkspacesRequest) (*ListWorkspacesResponse, error)
 	// SetConnection creates or replaces the workspace's connection to one
 	// provider.
@@ -306,8 +308,8 @@ type RepositoryServiceClient interface {
 	// GetRepository returns one repository.
 	GetRepository(ctx context.Context, in *GetRepositoryRequest, opts ...grpc.CallOption) (*GetRepositoryResponse, error)
 	// ListRepositories returns a workspace's repositories, oldest first; with
-	// workspace_id "-", every workspace's in one response (AIP-159's
-	// wildcard).
+	// workspace_id "-", every workspace's in one listing (AIP-159's
+	// wildcard). By pages: page_size, page_token.
 	ListRepositories(ctx context.Context, in *ListRepositoriesRequest, opts ...grpc.CallOption) (*ListRepositoriesResponse, error)
 }
 
@@ -361,8 +363,8 @@ type RepositoryServiceServer interface {
 	// GetRepository returns one repository.
 	GetRepository(context.Context, *GetRepositoryRequest) (*GetRepositoryResponse, error)
 	// ListRepositories returns a workspace's repositories, oldest first; with
-	// workspace_id "-", every workspace's in one response (AIP-159's
-	// wildcard).
+	// workspace_id "-", every workspace's in one listing (AIP-159's
+	// wildcard). By pages: page_size, page_token.
 	ListRepositories(context.Context, *ListRepositoriesRequest) (*ListRepositoriesResponse, error)
 	mustEmbedUnimplementedRepositoryServiceServer()
 }
@@ -500,7 +502,8 @@ type TaskServiceClient interface {
 	// GetTask returns a task with its repositories and provider set.
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
 	// ListTasks returns a workspace's tasks, oldest first; with workspace_id
-	// "-", every workspace's tasks in one response (AIP-159's wildcard).
+	// "-", every workspace's tasks in one listing (AIP-159's wildcard). By
+	// pages: page_size, page_token.
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 	// AddSources attaches several repositories to a task as one batch: all of
 	// them or none.
@@ -566,7 +569,8 @@ type TaskServiceServer interface {
 	// GetTask returns a task with its repositories and provider set.
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
 	// ListTasks returns a workspace's tasks, oldest first; with workspace_id
-	// "-", every workspace's tasks in one response (AIP-159's wildcard).
+	// "-", every workspace's tasks in one listing (AIP-159's wildcard). By
+	// pages: page_size, page_token.
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	// AddSources attaches several repositories to a task as one batch: all of
 	// them or none.
@@ -752,7 +756,8 @@ type SessionServiceClient interface {
 	// GetSession returns one session.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first; with task_id "-",
-	// every task's sessions in one response (AIP-159's wildcard).
+	// every task's sessions in one listing (AIP-159's wildcard). By pages:
+	// page_size, page_token.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// GetSessionMCP tells how to attach an MCP client to a running session:
 	// its streamable HTTP endpoint and bearer token, and a stdio command when
@@ -921,7 +926,8 @@ type SessionServiceServer interface {
 	// GetSession returns one session.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListSessions returns a task's sessions, oldest first; with task_id "-",
-	// every task's sessions in one response (AIP-159's wildcard).
+	// every task's sessions in one listing (AIP-159's wildcard). By pages:
+	// page_size, page_token.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// GetSessionMCP tells how to attach an MCP client to a running session:
 	// its streamable HTTP endpoint and bearer token, and a stdio command when

@@ -97,6 +97,9 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 			if cfg.ConsoleLogins.SessionTTL <= 0 || cfg.ConsoleLogins.MaxSessions < 1 || cfg.ConsoleLogins.MaxStreams < 1 {
 				return cli.Usagef("invalid --console-login-ttl, --console-max-logins or --console-max-streams: give a positive duration and at least 1")
 			}
+			if cfg.ConsoleLogins.MaxSessionsPerCredential < 1 {
+				return cli.Usagef("invalid --console-max-logins-per-credential %d: give at least 1", cfg.ConsoleLogins.MaxSessionsPerCredential)
+			}
 			if cfg.LeaseTTL <= 0 || cfg.LeaseRenew < 0 || cfg.LeaseRenew >= cfg.LeaseTTL {
 				return cli.Usagef("invalid --lease-ttl %s or --lease-renew %s: give a positive lease and a renewal shorter than it (0: a third of the lease; defaults %s and %s)",
 					cfg.LeaseTTL, cfg.LeaseRenew, service.DefaultLeaseTTL, service.DefaultLeaseRenew)
@@ -151,7 +154,8 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().StringVar(&cfg.Console, "console", "", "serve the web console on this TCP address (e.g. 127.0.0.1:7780; port 0 picks a free port); a non-loopback address needs --tls-cert")
 	cmd.Flags().StringVar(&cfg.Metrics, "metrics-addr", "", "serve Prometheus metrics at /metrics on this loopback address (e.g. 127.0.0.1:9464; port 0 picks a free port)")
 	cmd.Flags().DurationVar(&cfg.ConsoleLogins.SessionTTL, "console-login-ttl", console.DefaultSessionTTL, "a console login idle this long ends")
-	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; the least recently used ends first")
+	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessions, "console-max-logins", console.DefaultMaxSessions, "console logins held at once; beyond, a new login of a credential holding none is refused (429) until one ends")
+	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxSessionsPerCredential, "console-max-logins-per-credential", console.DefaultMaxSessionsPerCredential, "console logins of one API token or client certificate at once; its new login beyond ends its own least recently used one")
 	cmd.Flags().IntVar(&cfg.ConsoleLogins.MaxStreams, "console-max-streams", console.DefaultMaxStreams, "console event streams (open session and events pages) served at once; beyond, a page's stream is answered 503 and retried")
 	cmd.Flags().StringVar(&cfg.WorkspacesDir, "workspaces-dir", "", "directory of the local executor's session workspaces (checkouts of the tasks' repositories), kept after a session stops; agents under uids of their own (as root) must be able to traverse its parents (default: DATA_DIR/workspaces)")
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", "", "directory of the SQLite database and the socket, created 0700 (default $TOOLSCOPE_DATA_DIR, $XDG_DATA_HOME/toolscope or ~/.local/share/toolscope)")
@@ -159,6 +163,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
 	cmd.Flags().DurationVar(&cfg.PushTimeout, "push-timeout", service.DefaultPushTimeout, "bound on one push of a session's tool surface to its agentctl")
+	cmd.Flags().StringSliceVar(&cfg.AgentEnv, "agent-env", service.DefaultAgentEnv, "variables of the executors' environment a launch may pass to its agent by name (session launch --env, --credential-env); patterns like CLAUDE_CODE_*; repeat or separate with commas. Never a connection's or MCP server's credential variable, nor the orchestrator's own, whatever this says")
 	cmd.Flags().IntVar(&cfg.MaxInspects, "max-inspects", service.DefaultMaxInspects, "running sessions one listing (session list, the console) asks for their state at once; an agentctl that does not answer holds a listing up to its probe timeout")
 	cmd.Flags().DurationVar(&cfg.RepairBackoff, "repair-backoff", service.DefaultRepairBackoff, "longest wait between two failed attempts to bring a session to its tool surface")
 	cmd.Flags().StringVar(&cfg.Database, "database", "", "PostgreSQL connection URL without a password (postgres://user@host:port/db?sslmode=verify-full) used instead of the SQLite database in --data-dir (default $"+server.EnvDatabase+")")
