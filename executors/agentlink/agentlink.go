@@ -297,9 +297,7 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 				ctx, span := traceCall(ctx, c)
 				r := l.opts.Calls(ctx, call)
 				tracing.EndCall(span, r.IsError, r.Code)
-				_ = send(&agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
-					CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
-				}}})
+				_ = send(l.resultMessage(c, r))
 			})
 		}
 		// A call agentctl refused itself is audited like the ones it
@@ -331,6 +329,36 @@ func (l *Link) attachOnce(ctx context.Context) (attached bool, err error) {
 		}
 	}
 }
+
+// MaxMessageBytes is the largest message agentctl's end of the link
+// receives: gRPC's default receive limit, which agentctl does not raise
+// (nor may the orchestrator count on more). A larger message ends the
+// Attach stream, and with it every call in flight on the link.
+const MaxMessageBytes = 4 << 20
+
+// resultMessage is the Attach message that answers call c with r; a
+// result that would make it larger than MaxMessageBytes is answered
+// result_too_large instead, so the link carries on. The orchestrator's
+// dispatcher bounds results well under it (toolapi.MaxResultBytes);
+// this holds for any handler.
+func (l *Link) resultMessage(c *agentctlv1.ToolCall, r executors.ToolResult) *agentctlv1.AttachRequest {
+	// The message's size: its fields' bytes, and at most resultEnvelope
+	// of tags and lengths around them.
+	if n := len(c.GetCallId()) + len(r.Code) + len(r.Text) + len(r.Structured) + resultEnvelope; n > MaxMessageBytes {
+		l.opts.Log.Warn("tool result over the link's message limit; answered result_too_large", "tool", c.GetToolName(),
+			"session_id", c.GetSessionId(), "bytes", n, "limit", MaxMessageBytes)
+		r = executors.ToolResult{IsError: true, Code: toolapi.CodeResultTooLarge,
+			Text: toolapi.ResultTooLarge(c.GetToolName(), int64(len(r.Text)+len(r.Structured)), false)}
+	}
+	return &agentctlv1.AttachRequest{Message: &agentctlv1.AttachRequest_ToolResult{ToolResult: &agentctlv1.ToolResult{
+		CallId: c.GetCallId(), IsError: r.IsError, ErrorCode: r.Code, Text: r.Text, StructuredJson: r.Structured,
+	}}}
+}
+
+// resultEnvelope bounds what a ToolResult's encoding adds to its fields:
+// a tag and a length of at most 5 bytes for each of them, and for the
+// message that holds it.
+const resultEnvelope = 64
 
 // CreateSession hands spec to agentctl and binds the session to the link.
 // It is bound before agentctl starts the agent, whose first call may

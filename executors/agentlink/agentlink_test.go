@@ -357,3 +357,55 @@ func TestAnotherInstallationCannotStopOrPushToTheSessions(t *testing.T) {
 	_, err = copy.CreateSession(ctx, executors.Spec{SessionID: "s2", TaskID: "t2", WorkspaceID: "w1", Mode: executors.ModeTask})
 	refused(errdefs.ErrFailedPrecondition, err)
 }
+
+// TestAnOversizedResultLeavesTheLinkUp replays the finding: a result of
+// over 4 MiB sent on the Attach stream was refused by agentctl (its gRPC
+// receive limit), which ended the stream: the agent got
+// orchestrator_unreachable, and so did every other call in flight on the
+// link. Now the link answers such a result result_too_large: the call in
+// flight beside it is answered, and so is the next call, on the same
+// stream.
+func TestAnOversizedResultLeavesTheLinkUp(t *testing.T) {
+	addr, secret := serve(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	calls := func(_ context.Context, c executors.ToolCall) executors.ToolResult {
+		switch c.Tool {
+		case "task_inbox":
+			close(started)
+			<-release
+			return executors.ToolResult{Text: "inbox answered"}
+		case "github_pr_comments":
+			return executors.ToolResult{Text: "20 review comments", Structured: json.RawMessage(`{"comments":"` + strings.Repeat("x", 5<<20) + `"}`)}
+		}
+		return executors.ToolResult{Text: "answered " + c.Tool}
+	}
+	link, err := agentlink.Dial(agentlink.Options{Addr: addr, Secret: secret, Calls: calls, OrchestratorID: "test"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = link.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := link.CreateSession(ctx, executors.Spec{SessionID: "s1", TaskID: "t1", WorkspaceID: "w1", Mode: executors.ModeTask,
+		Providers: providers.Of("github"), Generation: 1})
+	require.NoError(t, err)
+	require.NoError(t, link.WaitAttached(ctx))
+	client := mcptest.Connect(t, mcptest.HTTP(st.MCPURL, st.MCPToken), "")
+	text := func(name string) string {
+		res, err := client.Session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		require.NoError(t, err)
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+
+	beside := make(chan string, 1)
+	go func() { beside <- text("task_inbox") }()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the call beside never reached the orchestrator")
+	}
+	big := text("github_pr_comments")
+	assert.True(t, strings.HasPrefix(big, "result_too_large: the result of github_pr_comments is 52"), big)
+	assert.Contains(t, big, "ask for less")
+	close(release)
+	assert.Equal(t, "inbox answered", <-beside, "the call in flight beside it is answered")
+	assert.Equal(t, "answered session_info", text("session_info"), "the next call is answered")
+}

@@ -37,6 +37,50 @@ func ArgumentsTooLarge(n int) string {
 	return fmt.Sprintf("the arguments are %d bytes; the limit is %d: shorten the text or split the work into several calls", n, MaxArgumentBytes)
 }
 
+// MaxResultBytes bounds one tool call's result as it leaves the
+// orchestrator: its text plus its encoded structured content, counted in
+// bytes, as sent. A result travels to agentctl in one gRPC message, and
+// agentctl's end of the link receives messages of at most 4 MiB (gRPC's
+// default, which neither end raises): a larger one ends the link's Attach
+// stream, and every call in flight on it with the one that broke it. Half
+// of that leaves room for the message's envelope (ids, code, framing) with
+// a wide margin, and is already far more than an agent can use in one
+// turn (over half a million tokens). A result over it is answered
+// CodeResultTooLarge instead, and audited so.
+const MaxResultBytes = 2 << 20
+
+// CodeResultTooLarge is the stable code of a call whose result was over
+// MaxResultBytes: the call ran, its result was not returned.
+const CodeResultTooLarge = "result_too_large"
+
+// ResultTooLarge is the message of a call whose result from tool is n
+// bytes, over MaxResultBytes; with more, n is only what was read of it
+// before reading stopped (the result is larger still).
+func ResultTooLarge(tool string, n int64, more bool) string {
+	size := fmt.Sprintf("%d bytes", n)
+	if more {
+		size = "more than " + size
+	}
+	return fmt.Sprintf("the result of %s is %s; the limit for one result is %d bytes, so it was not returned: "+
+		"ask for less (a narrower query or filter, fewer items or a smaller page, one repository or file at a time) and call again",
+		tool, size, MaxResultBytes)
+}
+
+// ResultTooLargeError is a result found over the bound while it was read
+// (a catalog server's answer, cut off before it was held whole): Bytes is
+// its size, or with More what was read of it or what it announced.
+type ResultTooLargeError struct {
+	Bytes int64
+	More  bool
+}
+
+func (e *ResultTooLargeError) Error() string {
+	if e.More {
+		return fmt.Sprintf("the answer is more than %d bytes", e.Bytes)
+	}
+	return fmt.Sprintf("the answer is %d bytes", e.Bytes)
+}
+
 // TaskInfo is the result of task_info.
 type TaskInfo struct {
 	TaskID       string       `json:"task_id"`

@@ -105,3 +105,17 @@ func TestExternalNames(t *testing.T) {
 		assert.Error(t, toolapi.CheckExternalName(bad), "%q", bad)
 	}
 }
+
+// TestResultTooLargeSaysWhatToDo: the refusal names the tool, the size and
+// the limit, and tells the agent to ask for less; the bound is well under
+// the 4 MiB an agentctl link carries in one message.
+func TestResultTooLargeSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	msg := toolapi.ResultTooLarge("github_pr_comments", 5245348, false)
+	assert.Equal(t, "the result of github_pr_comments is 5245348 bytes; the limit for one result is 2097152 bytes, so it was not returned: "+
+		"ask for less (a narrower query or filter, fewer items or a smaller page, one repository or file at a time) and call again", msg)
+	assert.Contains(t, toolapi.ResultTooLarge("docs__search", 3<<20, true), "is more than 3145728 bytes; the limit for one result is 2097152 bytes")
+	assert.LessOrEqual(t, toolapi.MaxResultBytes, (4<<20)/2, "room for the envelope under the link's 4 MiB")
+	var err error = &toolapi.ResultTooLargeError{Bytes: 15 << 20}
+	assert.EqualError(t, err, "the answer is 15728640 bytes")
+}

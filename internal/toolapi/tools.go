@@ -95,9 +95,10 @@ type Tool struct {
 
 // The refusals the table's tools share.
 var (
-	// callCodes: the checks every call goes through before its tool runs.
+	// callCodes: the checks every call goes through before its tool runs,
+	// and the bound on every call's result (MaxResultBytes).
 	callCodes = []string{CodeSessionNotOnLink, CodeUnknownSession, CodePermissionDenied, CodeSessionEnded,
-		CodeArgumentsTooLarge, CodeInvalidArguments, CodeInternal}
+		CodeArgumentsTooLarge, CodeInvalidArguments, CodeInternal, CodeResultTooLarge}
 	// providerCodes: a provider tool's checks before the provider's API:
 	// the target repository, the connection, its credential, the
 	// connection's rate-limit gate and calls in flight.

@@ -62,7 +62,7 @@ func TestParity(t *testing.T) {
 // result, and every refusal code is one of the stable codes.
 func TestTableIsWellFormed(t *testing.T) {
 	t.Parallel()
-	stable := map[string]bool{toolapi.CodeArgumentsTooLarge: true}
+	stable := map[string]bool{toolapi.CodeArgumentsTooLarge: true, toolapi.CodeResultTooLarge: true}
 	for _, c := range []string{toolapi.CodeSessionNotOnLink, toolapi.CodeUnknownSession, toolapi.CodePermissionDenied,
 		toolapi.CodeSessionEnded, toolapi.CodeUnknownTool, toolapi.CodeInvalidArguments, toolapi.CodeReadOnlySession,
 		toolapi.CodeInternal, toolapi.CodeProviderNotAttached, toolapi.CodeRepositoryNotAttached, toolapi.CodeProviderMismatch,

@@ -238,7 +238,9 @@ func (p *Pool) Discover(ctx context.Context, prov model.MCPServer) ([]model.Disc
 // Call calls a server's tool (by its name on the server) over the
 // pooled connection. args is a JSON object (empty: no arguments). A tool
 // that fails answers with a result whose IsError is set; an error means
-// the call could not be made or answered. A call is sent again on a new
+// the call could not be made or answered. An answer over MaxMessageBytes
+// is not held: the call fails with a *toolapi.ResultTooLargeError, and the
+// connection is kept. A call is sent again on a new
 // connection only when it cannot have run: the server did not know the
 // connection's session. A connection that breaks during a call, and an
 // HTTP error answer (go-sdk reports a 5xx or 429 like an unsent request),
@@ -421,7 +423,7 @@ func (p *Pool) connect(ctx context.Context, prov model.MCPServer, secrets *scrub
 		}
 		c.stderr = &tail{max: 4 << 10}
 		cmd.Stderr = c.stderr
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: p.opts.TerminateTimeout}
+		transport = &stdioTransport{cmd: cmd, terminate: p.opts.TerminateTimeout}
 	case prov.Transport == model.TransportHTTP && prov.HTTP != nil:
 		// Resolve once now, for a precise error before any request.
 		for _, h := range prov.HTTP.Headers {
@@ -433,10 +435,13 @@ func (p *Pool) connect(ctx context.Context, prov model.MCPServer, secrets *scrub
 		}
 		transport = &mcp.StreamableClientTransport{
 			Endpoint: prov.HTTP.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{
+			HTTPClient: &http.Client{Transport: &boundedTransport{max: MaxMessageBytes, base: &headerTransport{
 				base: p.httpT, headers: prov.HTTP.Headers, creds: p.opts.Credentials, secrets: secrets,
-			}},
+			}}},
 			DisableStandaloneSSE: true, // the pool needs no server-initiated messages
+			// boundedTransport bounds the events of an answer to a call;
+			// this bounds any other stream's (a resumed one's) as well.
+			MaxEventSize: MaxMessageBytes + 64<<10,
 		}
 	default:
 		return c, errdefs.FailedPrecondition("MCP server %q has no %s transport", prov.Name, prov.Transport)
@@ -493,7 +498,12 @@ func (p *Pool) failure(ctx context.Context, prov model.MCPServer, what string, e
 	var rpcErr *jsonrpc.Error
 	class := errdefs.ErrUnavailable
 	msg := err.Error()
-	switch {
+	switch big := asTooLarge(err); {
+	case big != nil:
+		// The pool's own answer in place of one over the bound (see
+		// boundedTransport, boundedLines).
+		return fmt.Errorf("MCP server %q: %s: %w; the pool reads at most %d bytes of one message: %w",
+			prov.Name, what, big, MaxMessageBytes, errdefs.ErrResourceExhausted)
 	case errors.Is(err, errdefs.ErrFailedPrecondition), errors.Is(err, errdefs.ErrUnavailable), errors.Is(err, errdefs.ErrInvalidArgument):
 		return err // already ours, and secret-free
 	case isLimit(err):

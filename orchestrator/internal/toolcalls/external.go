@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolscope/toolscope/internal/errdefs"
+	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/internal/tracing"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
@@ -66,6 +67,13 @@ func (d *Dispatcher) handleExternal(ctx context.Context, c Call, s scope, args j
 	}
 	tracing.Stage(ctx, "catalog: assigned, enabled, available; the mode allows it")
 	out, err := d.external.Call(ctx, target.Server, target.Tool.ExternalName, args)
+	var big *toolapi.ResultTooLargeError
+	if errors.As(err, &big) {
+		// The pool stopped reading the server's answer at its bound: the
+		// call ran, its result is not held, and the connection lives on.
+		d.log.InfoContext(ctx, "external tool result over the bound", "tool", c.Tool, "server", target.Server.Name, "error", err.Error())
+		return fail(toolapi.CodeResultTooLarge, "%s", toolapi.ResultTooLarge(c.Tool, big.Bytes, big.More)), true
+	}
 	if err != nil {
 		d.log.WarnContext(ctx, "external tool call failed", "tool", c.Tool, "server", target.Server.Name, "error", err.Error())
 		return fail(CodeExternalFailed, "the call to %q failed: %v", target.Server.Name, err), true

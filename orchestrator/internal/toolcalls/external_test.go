@@ -3,6 +3,7 @@ package toolcalls
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,56 @@ func TestPlanModeCatalogCalls(t *testing.T) {
 	assert.Equal(t, []string{"lookup", "deploy"}, server.CallNames())
 	testutil.Figure(t, "catalog: plan mode", "a plan session's call to a catalog tool not marked read-only is refused %s with 0 calls at the server; "+
 		"its read-only tool is answered; a task session's call to the same write tool is answered", toolapi.CodeReadOnlySession)
+}
+
+// TestOversizedCatalogResultsAreRefusedAndAudited: a catalog tool's result
+// over the bound is answered result_too_large and audited so, whether the
+// pool stopped reading it (over catalog.MaxMessageBytes: not held) or the
+// dispatcher found it over toolapi.MaxResultBytes once converted; the
+// server's connection lives on, and its next call is answered.
+func TestOversizedCatalogResultsAreRefusedAndAudited(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	server := catalogtest.NewHTTPServer(t, catalogtest.HTTPOptions{})
+	server.SetTools(catalogtest.ToolSpec{Name: "dump", ResultBytes: 4 << 20}, catalogtest.ToolSpec{Name: "page", ResultBytes: 5 << 19},
+		catalogtest.ToolSpec{Name: "lookup"})
+	pool := catalog.New(catalog.Options{Timeout: time.Minute, WorkDir: t.TempDir()})
+	t.Cleanup(func() { _ = pool.Close() })
+	f.d.SetExternalCaller(pool)
+	prov, err := f.st.CreateMCPServer(ctx, model.MCPServer{Name: "kb", Transport: model.TransportHTTP, HTTP: &model.HTTPTransport{URL: server.URL}})
+	require.NoError(t, err)
+	tools, err := pool.Discover(ctx, prov)
+	require.NoError(t, err)
+	_, err = f.st.ApplyDiscovery(ctx, prov.ID, tools, time.Now())
+	require.NoError(t, err)
+	_, _, err = f.st.SetMCPServerEnabled(ctx, "kb", true)
+	require.NoError(t, err)
+	for _, name := range []string{"kb__dump", "kb__page", "kb__lookup"} {
+		_, _, err = f.st.AssignCatalogTool(ctx, name, f.ws.ID, true)
+		require.NoError(t, err)
+		_, _, err = f.st.SetCatalogToolEnabled(ctx, name, true)
+		require.NoError(t, err)
+	}
+	call := func(tool string) Result { return f.callAs(f.session.ID, f.task.ID, tool, json.RawMessage(`{}`)) }
+
+	dump := call("kb__dump")
+	assert.Equal(t, toolapi.CodeResultTooLarge, dump.Code, dump.Text)
+	assert.Equal(t, toolapi.ResultTooLarge("kb__dump", catalog.MaxMessageBytes, true), dump.Text)
+	page := call("kb__page")
+	assert.Equal(t, toolapi.CodeResultTooLarge, page.Code, "%.200s", page.Text)
+	assert.Regexp(t, `^the result of kb__page is 2621\d{3} bytes; the limit for one result is 2097152 bytes`, page.Text)
+	lookup := call("kb__lookup")
+	require.False(t, lookup.IsError, "%s: %s", lookup.Code, lookup.Text)
+	assert.Equal(t, []string{"dump", "page", "lookup"}, server.CallNames())
+
+	events, err := f.st.Events(ctx, f.task.ID, 0, 1000)
+	require.NoError(t, err)
+	var outcomes []string
+	for _, e := range events {
+		if e.Kind == model.EventToolCalled {
+			outcomes = append(outcomes, strings.Join(strings.Fields(e.Message)[:2], " "))
+		}
+	}
+	assert.Equal(t, []string{"tool=kb__dump outcome=result_too_large", "tool=kb__page outcome=result_too_large", "tool=kb__lookup outcome=ok"}, outcomes)
 }

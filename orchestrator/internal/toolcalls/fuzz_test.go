@@ -52,7 +52,7 @@ var fuzzCodes = map[string]bool{
 	toolapi.CodeUnknownSession: true, toolapi.CodePermissionDenied: true, toolapi.CodeSessionEnded: true, toolapi.CodeUnknownTool: true,
 	toolapi.CodeInvalidArguments: true, toolapi.CodeProviderNotAttached: true, toolapi.CodeNotConnected: true, toolapi.CodeCredentialUnavailable: true,
 	toolapi.CodeRepositoryNotAttached: true, toolapi.CodeProviderMismatch: true, toolapi.CodeAmbiguousRepository: true, toolapi.CodeNoChangeRequest: true,
-	toolapi.CodeAlreadyExists: true, toolapi.CodeInternal: true,
+	toolapi.CodeAlreadyExists: true, toolapi.CodeInternal: true, toolapi.CodeResultTooLarge: true,
 	toolapi.CodeNoWorkspace: true, toolapi.CodePushRejected: true, toolapi.CodePushFailed: true,
 	forge.CodeUnauthorized: true, forge.CodeForbidden: true, forge.CodeNotFound: true, forge.CodeInvalid: true,
 	forge.CodeRateLimited: true, forge.CodeUnavailable: true, forge.CodeFailed: true,

@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/testutil"
 	"github.com/toolscope/toolscope/internal/toolapi"
 	"github.com/toolscope/toolscope/orchestrator/internal/forge"
+	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
 )
 
@@ -159,4 +161,61 @@ func TestProviderCallsPerConnectionAreBounded(t *testing.T) {
 	testutil.Figure(t, "limit: provider calls per connection",
 		"500 simultaneous calls on a held provider: at most %d at the provider at once, %d queued then answered, %d refused rate_limited (retry after 1s)",
 		peak, ok-limits.MaxConcurrent, refused.Load())
+}
+
+// TestOversizedResultsAreRefusedAndAudited replays the finding: twenty
+// 256 KiB review comments on the task's pull request made one
+// github_pr_comments result of over 5 MiB, which ended the agentctl link's
+// stream (its limit is 4 MiB a message) and was audited ok. Now a result
+// over toolapi.MaxResultBytes, counted as sent, is answered
+// result_too_large with the tool, the size and the limit, the audit says
+// result_too_large, and what leaves through CallHandler stays within the
+// bound; a result under the bound is answered as before.
+func TestOversizedResultsAreRefusedAndAudited(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	created := f.call("github_pr_create", map[string]any{"title": "t", "branch": "fix-login"})
+	require.False(t, created.IsError, "%s: %s", created.Code, created.Text)
+	number := int(structured[toolapi.ChangeRequest](t, created).Number)
+	comment := strings.Repeat("review nit ", (256<<10)/len("review nit "))
+
+	// Seven such comments (1.75 MiB): answered.
+	for range 7 {
+		f.gh.AddComment("acme/api", number, "mallory", comment, "login.go", 3)
+	}
+	r := f.call("github_pr_comments", map[string]any{})
+	require.False(t, r.IsError, "%s: %.300s", r.Code, r.Text)
+	out := f.d.result(r)
+	assert.Len(t, structured[toolapi.Comments](t, r).Comments, 7)
+	assert.LessOrEqual(t, len(out.Text)+len(out.Structured), toolapi.MaxResultBytes)
+
+	// Twenty: refused, and the refusal is what is sent and audited.
+	for range 13 {
+		f.gh.AddComment("acme/api", number, "mallory", comment, "login.go", 3)
+	}
+	r = f.call("github_pr_comments", map[string]any{})
+	require.True(t, r.IsError)
+	assert.Equal(t, toolapi.CodeResultTooLarge, r.Code)
+	assert.Nil(t, r.Structured)
+	assert.Regexp(t, `^the result of github_pr_comments is 5\d{6} bytes; the limit for one result is 2097152 bytes, so it was not returned: ask for less`, r.Text)
+	direct := f.d.CallHandler(ctx, executors.ToolCall{SessionID: f.session.ID, TaskID: f.task.ID, Tool: "github_pr_comments",
+		Arguments: json.RawMessage(`{}`), OnLink: true})
+	assert.True(t, direct.IsError)
+	assert.Equal(t, toolapi.CodeResultTooLarge, direct.Code)
+	assert.Empty(t, direct.Structured)
+	assert.Less(t, len(direct.Text), 1024, "the refusal is small: %s", direct.Text)
+
+	events, err := f.st.Events(ctx, f.task.ID, 0, 1000)
+	require.NoError(t, err)
+	var outcomes []string
+	for _, e := range events {
+		if e.Kind == model.EventToolCalled && strings.HasPrefix(e.Message, "tool=github_pr_comments ") {
+			outcomes = append(outcomes, strings.Fields(e.Message)[1])
+			assert.Equal(t, []string{f.github.ID}, e.RepositoryIDs, "the target repository is still recorded")
+		}
+	}
+	assert.Equal(t, []string{"outcome=ok", "outcome=result_too_large", "outcome=result_too_large"}, outcomes)
+	testutil.Figure(t, "limit: result size", "20 review comments of 256 KiB: github_pr_comments answered %s (%d bytes sent), audited %s; 7 of them (%d bytes) answered",
+		direct.Code, len(direct.Text), outcomes[1], len(out.Text)+len(out.Structured))
 }

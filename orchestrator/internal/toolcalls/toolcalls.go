@@ -56,6 +56,8 @@ type Result struct {
 	// repository is the repository a provider tool acted on, for the
 	// audit record.
 	repository string
+	// wire is the result as it is sent, set by Handle (see bounded).
+	wire *executors.ToolResult
 }
 
 func fail(code, format string, args ...any) Result {
@@ -252,18 +254,19 @@ func addSources(ctx context.Context, d *Dispatcher, s scope, args json.RawMessag
 
 // CallHandler answers calls as executors deliver them; it is what the
 // orchestrator installs in every backend, and the single exit of results
-// toward agents: each leaves scrubbed (see result).
+// toward agents: each leaves scrubbed and within toolapi.MaxResultBytes
+// (see bounded).
 func (d *Dispatcher) CallHandler(ctx context.Context, c executors.ToolCall) executors.ToolResult {
 	return d.result(d.Handle(ctx, c))
 }
 
-// Handle authorizes and answers one call, and records it as a
-// tool.called event (see audit.go).
+// Handle authorizes and answers one call, bounds its result (see
+// bounded), and records it as a tool.called event (see audit.go).
 func (d *Dispatcher) Handle(ctx context.Context, c Call) Result {
 	ctx, span := startSpan(ctx, c)
 	start := time.Now()
 	var a auditRecord
-	res := d.handle(ctx, c, &a)
+	res := d.bounded(ctx, c, d.handle(ctx, c, &a))
 	if res.IsError {
 		d.log.InfoContext(ctx, "tool call refused", "session_id", shown(c.SessionID), "task_id", shown(c.TaskID), "tool", shown(c.Tool), "code", res.Code)
 	}

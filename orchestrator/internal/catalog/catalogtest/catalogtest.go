@@ -134,6 +134,9 @@ type HTTPOptions struct {
 	Header, Value string
 	// PageSize is the tools per tools/list page; 0 is the SDK's default.
 	PageSize int
+	// JSONResponse makes the server answer calls with a JSON body rather
+	// than an event stream.
+	JSONResponse bool
 }
 
 // HTTPServer is an in-process go-sdk MCP server over streamable HTTP
@@ -164,7 +167,8 @@ func NewHTTPServer(t testing.TB, opts HTTPOptions) *HTTPServer {
 		defer s.mu.Unlock()
 		s.calls = append(s.calls, name)
 	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{JSONResponse: opts.JSONResponse})
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests++

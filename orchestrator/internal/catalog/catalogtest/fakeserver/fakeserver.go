@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +25,9 @@ type ToolSpec struct {
 	InputSchema  json.RawMessage `json:"inputSchema,omitempty"` // default {"type":"object"}
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	ReadOnly     bool            `json:"readOnly,omitempty"`
+	// ResultBytes, if set, makes the tool answer with a text of that many
+	// bytes instead.
+	ResultBytes int `json:"resultBytes,omitempty"`
 }
 
 // Toolset applies lists of specs to a server, touching only the tools
@@ -61,7 +65,7 @@ func (ts *Toolset) Set(specs []ToolSpec) {
 		if len(spec.OutputSchema) > 0 {
 			tool.OutputSchema = spec.OutputSchema
 		}
-		ts.server.AddTool(tool, ts.handler(spec.Name))
+		ts.server.AddTool(tool, ts.handler(spec.Name, spec.ResultBytes))
 	}
 	var gone []string
 	for name := range ts.applied {
@@ -75,11 +79,14 @@ func (ts *Toolset) Set(specs []ToolSpec) {
 	}
 }
 
-func (ts *Toolset) handler(name string) mcp.ToolHandler {
+func (ts *Toolset) handler(name string, size int) mcp.ToolHandler {
 	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args := json.RawMessage(req.Params.Arguments)
 		if ts.OnCall != nil {
 			ts.OnCall(name, args)
+		}
+		if size > 0 {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", size)}}}, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{
 			&mcp.TextContent{Text: fmt.Sprintf("%s called with %s by pid %d", name, args, os.Getpid())},
