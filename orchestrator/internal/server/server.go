@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,9 @@ type Config struct {
 	// AgentEnv lists the variables a launch may pass to its agent by name
 	// (service.DefaultAgentEnv if nil).
 	AgentEnv []string
+	// AuditKeep is how many tool.called events each task keeps, the
+	// newest (store.DefaultAuditKeep if zero).
+	AuditKeep int
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 	// ProviderCalls bounds the provider calls in flight on each workspace
@@ -138,6 +142,14 @@ type Config struct {
 // logsPruneInterval is how often DataDir/logs is bounded besides at start
 // and after each stop (for Logs.MaxAge).
 const logsPruneInterval = time.Hour
+
+// auditFlushInterval is how often the calls the audit's rate suppressed
+// are recorded; auditPruneInterval how often each task's audit is cut to
+// its bound.
+const (
+	auditFlushInterval = 2 * time.Second
+	auditPruneInterval = 10 * time.Minute
+)
 
 // RemoteConfig is how the orchestrator reaches an agentctl daemon on
 // another host: its address and the files of the mutual TLS pair (see
@@ -522,6 +534,22 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if cfg.Logs.Set() {
 		go periodic.Run(ctx, logsPruneInterval, func(ctx context.Context) error { svc.PruneLogs(ctx); return nil })
 	}
+	// The audit: what each session's rate suppressed is recorded once it
+	// is quiet, and each task keeps its newest AuditKeep calls.
+	background.Go(func() {
+		periodic.Run(ctx, auditFlushInterval, func(ctx context.Context) error { dispatcher.FlushAudit(ctx); return nil })
+	})
+	auditKeep := cmp.Or(max(cfg.AuditKeep, 0), store.DefaultAuditKeep)
+	background.Go(func() {
+		periodic.Run(ctx, auditPruneInterval, func(ctx context.Context) error {
+			if n, err := st.PruneAudit(ctx, auditKeep); err != nil {
+				log.WarnContext(ctx, "bounding the audit", "error", err)
+			} else if n > 0 {
+				log.InfoContext(ctx, "audit bounded", "removed_calls", n, "kept_per_task", auditKeep)
+			}
+			return nil
+		})
+	})
 
 	auth := &access.Authenticator{Credentials: st, OwnerUID: uint32(os.Getuid()), Log: log}
 	opts := append(grpcerr.ServerOptions(log), grpc.Creds(access.Transport(tlsConfig)), tracesetup.ServerOption())

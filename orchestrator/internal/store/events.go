@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 
@@ -132,4 +133,64 @@ func (s *Store) AppendEvents(ctx context.Context, events ...model.Event) error {
 		}
 		return nil
 	})
+}
+
+// DefaultAuditKeep is how many tool.called events PruneAudit keeps per
+// task: the newest, as many as a session writes in 25 minutes at the
+// audit's rate (20 a second), about 10 MB.
+const DefaultAuditKeep = 30_000
+
+// PruneAudit removes the tool.called events of each task beyond its keep
+// newest ones, and records on the task how many went, so the audit is
+// bounded and says where it was cut. It returns how many it removed.
+func (s *Store) PruneAudit(ctx context.Context, keep int) (removed int64, err error) {
+	if keep <= 0 {
+		return 0, nil
+	}
+	var over []string
+	err = s.read(ctx, func(q queryer) error {
+		rows, err := q.QueryContext(ctx, `SELECT task_id FROM task_events WHERE kind = ? GROUP BY task_id HAVING COUNT(*) > ?`,
+			string(model.EventToolCalled), keep)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			over = append(over, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, task := range over {
+		err := s.write(ctx, func(t *tx) error {
+			var cutoff int64
+			err := t.QueryRowContext(ctx, `SELECT seq FROM task_events WHERE task_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1 OFFSET ?`,
+				task, string(model.EventToolCalled), keep).Scan(&cutoff)
+			if err != nil {
+				return err
+			}
+			res, err := t.ExecContext(ctx, `DELETE FROM task_events WHERE task_id = ? AND kind = ? AND seq <= ?`,
+				task, string(model.EventToolCalled), cutoff)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			removed += n
+			return t.emit(ctx, model.Event{TaskID: task, Kind: model.EventToolCalled,
+				Message: fmt.Sprintf("tool=(pruned) outcome=pruned pruned_calls=%d through_seq=%d", n, cutoff)})
+		})
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
 }

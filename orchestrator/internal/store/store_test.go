@@ -804,3 +804,57 @@ func TestCertificateRevocations(t *testing.T) {
 		assert.True(t, list[1].NotAfter.IsZero(), "revoked by serial alone")
 	})
 }
+
+// TestPruneAuditKeepsTheNewestAndSaysWhereItCut (issue 33, item 6): the
+// audit of a task is bounded to its newest tool.called events; the others
+// go, their number recorded, and no event of another kind or another task
+// is touched.
+func TestPruneAuditKeepsTheNewestAndSaysWhereItCut(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b backend) {
+		t.Parallel()
+		ctx := context.Background()
+		s := b.open(t, nil)
+		f := newFixture(t, s, "acme")
+		task, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "t"}, f.github.ID)
+		require.NoError(t, err)
+		small, err := s.CreateTask(ctx, model.Task{WorkspaceID: f.ws.ID, Title: "small"}, f.github.ID)
+		require.NoError(t, err)
+		call := func(task string, i int) model.Event {
+			return model.Event{TaskID: task, Kind: model.EventToolCalled, Message: fmt.Sprintf("tool=task_info outcome=ok n=%d", i)}
+		}
+		for i := range 50 {
+			require.NoError(t, s.AppendEvents(ctx, call(task.ID, i)))
+		}
+		for i := range 5 {
+			require.NoError(t, s.AppendEvents(ctx, call(small.ID, i)))
+		}
+		_, err = s.AddSources(ctx, task.ID, []string{f.gitlab.ID}, testActor)
+		require.NoError(t, err)
+
+		removed, err := s.PruneAudit(ctx, 10)
+		require.NoError(t, err)
+		assert.EqualValues(t, 40, removed)
+		evs, err := s.Events(ctx, task.ID, 0, 1000)
+		require.NoError(t, err)
+		var calls []string
+		kinds := map[model.EventKind]int{}
+		for _, e := range evs {
+			kinds[e.Kind]++
+			if e.Kind == model.EventToolCalled {
+				calls = append(calls, e.Message)
+			}
+		}
+		require.Len(t, calls, 11, "the newest 10 calls, and the record of the cut")
+		assert.Equal(t, "tool=task_info outcome=ok n=40", calls[0], "the newest kept, in order")
+		assert.Regexp(t, `^tool=\(pruned\) outcome=pruned pruned_calls=40 through_seq=\d+$`, calls[10])
+		assert.Equal(t, 1, kinds[model.EventTaskCreated], "other kinds untouched")
+		assert.Equal(t, 1, kinds[model.EventSourcesAdded])
+		other, err := s.Events(ctx, small.ID, 0, 1000)
+		require.NoError(t, err)
+		assert.Len(t, other, 6, "a task within its bound untouched")
+
+		removed, err = s.PruneAudit(ctx, 11)
+		require.NoError(t, err)
+		assert.Zero(t, removed, "a second pass within the bound removes nothing")
+	})
+}

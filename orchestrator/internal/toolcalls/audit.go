@@ -22,11 +22,13 @@ type auditRecord struct {
 // task of the session it came from: the session, the tool, the target
 // repository, the outcome code and the duration. The message is
 //
-//	tool=NAME outcome=CODE duration_ms=N [refused_at=endpoint [suppressed=N]] [claimed_task=ID] [claimed_session=ID: session X on link of session Y]
+//	tool=NAME outcome=CODE duration_ms=N [refused_at=endpoint [suppressed=N]] [claimed_task=ID] [claimed_session=ID: session X on link of session Y] [suppressed_calls=N suppressed_refused=M]
 //
 // (refused_at=endpoint: the session's MCP endpoint refused the call
 // itself and reported it; suppressed: its refusals over the report bound
-// since the previous report) and never holds the arguments; the names and ids a message claims are
+// since the previous report; suppressed_calls: the session's calls the
+// audit's rate did not record one by one since its previous record,
+// refused ones among them, auditrate.go) and never holds the arguments; the names and ids a message claims are
 // kept only if they are shaped like names (else "(malformed)"), so a
 // forged call cannot write free text into the log. A call whose session
 // is unknown, and that came on a link carrying no single session, is
@@ -58,6 +60,11 @@ func (d *Dispatcher) audit(ctx context.Context, c Call, a *auditRecord, res Resu
 			"link_sessions", c.LinkSessions, "tool", shown(c.Tool), "outcome", outcome)
 		return
 	}
+	ok, suppressed, refused := d.auditRate.admit(sessionID, outcome, d.auditRate.clock())
+	if !ok {
+		return // counted, and said by the session's next record (auditrate.go)
+	}
+	msg += suppressedNote(suppressed, refused)
 	ev := model.Event{TaskID: taskID, Kind: model.EventToolCalled, SessionID: sessionID, Message: msg}
 	if res.repository != "" {
 		ev.RepositoryIDs = []string{res.repository}

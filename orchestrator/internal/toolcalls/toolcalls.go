@@ -68,6 +68,8 @@ func fail(code, format string, args ...any) Result {
 type Dispatcher struct {
 	store *store.Store
 	log   *slog.Logger
+	// auditRate bounds the tool.called events each session records.
+	auditRate auditSessions
 	// conns resolves, gates and builds the provider clients.
 	conns *connections.Connections
 	// addSources backs task_add_sources.

@@ -163,6 +163,7 @@ bearer token per session. A non-loopback address needs --tls-cert and --tls-key.
 	cmd.Flags().StringVar(&cfg.Agentctl, "agentctl", "", "static agentctl binary for the local and docker executors (default: next to toolscope, then PATH)")
 	cmd.Flags().DurationVar(&cfg.PollInterval, "poll-interval", time.Minute, "how often to poll the tasks' pull and merge requests (0: never)")
 	cmd.Flags().DurationVar(&cfg.PushTimeout, "push-timeout", service.DefaultPushTimeout, "bound on one push of a session's tool surface to its agentctl")
+	cmd.Flags().IntVar(&cfg.AuditKeep, "audit-keep", store.DefaultAuditKeep, "tool.called events each task keeps, the newest; older ones are removed (every 10 minutes) and their number recorded. Each session records at most 20 calls a second (bursts of 100) one by one, and counts the rest")
 	cmd.Flags().StringSliceVar(&cfg.AgentEnv, "agent-env", service.DefaultAgentEnv, "variables of the executors' environment a launch may pass to its agent by name (session launch --env, --credential-env); patterns like CLAUDE_CODE_*; repeat or separate with commas. Never a connection's or MCP server's credential variable, nor the orchestrator's own, whatever this says")
 	cmd.Flags().IntVar(&cfg.MaxInspects, "max-inspects", service.DefaultMaxInspects, "running sessions one listing (session list, the console) asks for their state at once; an agentctl that does not answer holds a listing up to its probe timeout")
 	cmd.Flags().DurationVar(&cfg.RepairBackoff, "repair-backoff", service.DefaultRepairBackoff, "longest wait between two failed attempts to bring a session to its tool surface")
@@ -236,7 +237,7 @@ func checkServeBounds(cmd *cobra.Command) error {
 			return cli.Usagef("invalid --%s %s: give 0 or more (default %s)", name, v, cmd.Flag(name).DefValue)
 		}
 	}
-	for _, name := range []string{"max-inspects", "max-hosted", "max-hosted-per-task", "hosted-header-timeout", "hosted-body-timeout", "hosted-idle-timeout",
+	for _, name := range []string{"max-inspects", "audit-keep", "max-hosted", "max-hosted-per-task", "hosted-header-timeout", "hosted-body-timeout", "hosted-idle-timeout",
 		"hosted-body-max-bytes", "hosted-max-conns", "hosted-max-sessions", "hosted-session-idle", "hosted-refusal-reports"} {
 		if v := cmd.Flag(name).Value.String(); strings.HasPrefix(v, "-") || v == "0" || v == "0s" {
 			return cli.Usagef("invalid --%s %s: give a positive value (default %s)", name, v, cmd.Flag(name).DefValue)
