@@ -3,15 +3,20 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolscope/toolscope/internal/benchstats"
 	"github.com/toolscope/toolscope/internal/mcpserver"
+	"github.com/toolscope/toolscope/internal/mcptest"
 	"github.com/toolscope/toolscope/internal/providers"
 	"github.com/toolscope/toolscope/internal/registry"
 )
@@ -129,4 +134,83 @@ func BenchmarkContextCost(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkInitializeUnderSlowloris: a new client's initialize and
+// tools/list (2025-11-25, on connections of its own) from an endpoint with
+// the default Limits while a slowloris attacker holds 600 connections
+// whose headers never end (over the default bound of 512), reopening each
+// one the server closes at once, interleaved with the same from an
+// endpoint under no attack (the floor). reopened/op is how many
+// connections the attacker reopened per client connected.
+func BenchmarkInitializeUnderSlowloris(b *testing.B) {
+	reg := registry.Build(registry.Spec{Mode: registry.ModeTask, Providers: providers.Of("github", "gitlab")})
+	attacked := serveEndpoint(b, newPublisher(b, reg), mcpserver.Limits{})
+	quiet := serveEndpoint(b, newPublisher(b, reg), mcpserver.Limits{})
+	reopened := slowlorisAttack(b, strings.TrimPrefix(strings.TrimSuffix(attacked, mcpserver.Path), "http://"), slowloris)
+
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil)
+	connect := func(url string) {
+		tr := mcptest.HTTP(url, testToken)
+		defer tr.HTTPClient.CloseIdleConnections()
+		cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	before := reopened.Load()
+	var figure, base benchstats.Samples
+	for b.Loop() {
+		figure.Time(func() { connect(attacked) })
+		base.Time(func() { connect(quiet) })
+	}
+	benchstats.Report(b, figure, base)
+	b.ReportMetric(float64(reopened.Load()-before)/float64(len(figure)), "reopened/op")
+}
+
+// slowlorisAttack holds n connections to addr that send the start of a
+// request and never end its headers, reopening each as soon as the server
+// closes it, until the benchmark ends. It returns once all n are open,
+// with the count of those reopened.
+func slowlorisAttack(b *testing.B, addr string, n int) *atomic.Int64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg       sync.WaitGroup
+		opened   sync.WaitGroup
+		reopened atomic.Int64
+	)
+	opened.Add(n)
+	for range n {
+		wg.Go(func() {
+			first := true
+			for ctx.Err() == nil {
+				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+				if err != nil {
+					continue
+				}
+				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+				_, _ = c.Write([]byte("POST " + mcpserver.Path + " HTTP/1.1\r\nHost: x\r\nX-Slow: "))
+				if first {
+					opened.Done()
+					first = false
+				} else {
+					reopened.Add(1)
+				}
+				_, _ = c.Read(make([]byte, 1)) // until the server closes it
+				stop()
+				_ = c.Close()
+			}
+			if first {
+				opened.Done()
+			}
+		})
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	opened.Wait()
+	return &reopened
 }

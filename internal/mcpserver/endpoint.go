@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/net/netutil"
 
 	"github.com/toolscope/toolscope/internal/periodic"
 )
@@ -41,8 +40,10 @@ type Limits struct {
 	// IdleTimeout closes a kept-alive connection with no request in
 	// progress after this long.
 	IdleTimeout time.Duration
-	// MaxConns bounds the connections open at once; more wait to be
-	// accepted until one closes.
+	// MaxConns bounds the connections open at once. At the bound, a new
+	// connection closes one that no request has authenticated yet (the
+	// oldest of the remote address holding the most: NewHTTPServer), and
+	// waits to be accepted only while all are authenticated.
 	MaxConns int
 	// MaxSessions bounds the stateful MCP sessions (clients before
 	// 2026-07-28) at once; an initialize beyond it is refused.
@@ -141,7 +142,8 @@ const CodeSessionLimit = -32000
 //
 // A request is first authenticated: a refused one is answered 401 and its
 // connection closed, before any of its body is read, so an unauthenticated
-// client holds no connection and creates no session state. An
+// client holds no connection and creates no session state (and one still
+// sending its headers gives way at MaxConns: NewHTTPServer). An
 // authenticated request's body is read whole within BodyTimeout (and
 // MaxRequestBytes) before the SDK sees it. Stateful sessions are counted
 // against MaxSessions and closed in bulk once idle for SessionIdle.
@@ -165,19 +167,16 @@ type Endpoint struct {
 // bearer token that verify accepts.
 func (p *Publisher) Serve(lis net.Listener, verify auth.TokenVerifier, limits Limits) *Endpoint {
 	e := p.Handler(verify, limits)
-	e.srv = &http.Server{
-		Handler:           e,
-		ReadHeaderTimeout: e.limits.HeaderTimeout,
-		IdleTimeout:       e.limits.IdleTimeout,
-	}
-	go func() { _ = e.srv.Serve(netutil.LimitListener(lis, e.limits.MaxConns)) }()
+	srv, bounded := NewHTTPServer(e, lis, e.limits, e.log)
+	e.srv = srv
+	go func() { _ = srv.Serve(bounded) }()
 	return e
 }
 
 // Handler returns p's endpoint without a listener of its own, for an
 // http.Server that routes to many (the orchestrator's hosted endpoint,
 // which applies HeaderTimeout, IdleTimeout and MaxConns once for all of
-// them). The endpoint still checks the bearer token, reads bodies within
+// them, through NewHTTPServer). The endpoint still checks the bearer token, reads bodies within
 // BodyTimeout, and counts, sweeps and pings its MCP sessions. Requests
 // reach it with the URL path Path. Close ends its sessions.
 func (p *Publisher) Handler(verify auth.TokenVerifier, limits Limits) *Endpoint {
@@ -236,6 +235,7 @@ func (c closeOnRefusal) WriteHeader(code int) {
 }
 
 func (e *Endpoint) serveAuthenticated(w http.ResponseWriter, r *http.Request) {
+	authenticated(r.Context())
 	if c, ok := w.(closeOnRefusal); ok {
 		w = c.ResponseWriter
 	}

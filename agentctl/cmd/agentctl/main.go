@@ -293,7 +293,7 @@ Once the daemon accepts connections it prints one JSON line on stdout:
 	f.DurationVar(&mcpLimits.HeaderTimeout, "mcp-header-timeout", mcpserver.DefaultHeaderTimeout, "MCP endpoints: time for a request's headers to arrive")
 	f.DurationVar(&mcpLimits.BodyTimeout, "mcp-body-timeout", mcpserver.DefaultBodyTimeout, "MCP endpoints: time for a request's body to arrive once its headers are in")
 	f.DurationVar(&mcpLimits.IdleTimeout, "mcp-idle-timeout", mcpserver.DefaultIdleTimeout, "MCP endpoints: a kept-alive connection with no request in progress is closed after this")
-	f.IntVar(&mcpLimits.MaxConns, "mcp-max-conns", mcpserver.DefaultMaxConns, "MCP endpoints: most connections open at once, each; more wait to be accepted")
+	f.IntVar(&mcpLimits.MaxConns, "mcp-max-conns", mcpserver.DefaultMaxConns, "MCP endpoints: most connections open at once, each; at the bound, a new connection closes one no request has authenticated yet, else waits to be accepted")
 	f.IntVar(&mcpLimits.MaxSessions, "mcp-max-sessions", mcpserver.DefaultMaxSessions, "MCP endpoints: most MCP sessions (clients before 2026-07-28) at once, each; more are refused")
 	f.DurationVar(&mcpLimits.SessionIdle, "mcp-session-idle", mcpserver.DefaultSessionIdle, "MCP endpoints: an MCP session with no request (a notification stream counts as one) for this long is closed")
 	f.IntVar(&mcpLimits.EventBytes, "mcp-event-bytes", mcpserver.DefaultEventBytes, "MCP endpoints: bytes of sent messages kept per MCP session (clients before 2026-07-28) to resume a broken stream; the oldest streams go first")

@@ -44,7 +44,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/net/netutil"
 
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
@@ -121,14 +120,13 @@ func New(opts Options) *Executor {
 func (x *Executor) Serve(lis net.Listener, base string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sessions/{id}/mcp", x.serveSession)
-	x.srv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: x.opts.Limits.HeaderTimeout,
-		IdleTimeout:       x.opts.Limits.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(x.log.Handler(), slog.LevelWarn),
-	}
+	// One bound on connections for all sessions: a connection counts as
+	// authenticated once a request on it passes its session's bearer check.
+	srv, bounded := mcpserver.NewHTTPServer(mux, lis, x.opts.Limits, x.log)
+	srv.ErrorLog = slog.NewLogLogger(x.log.Handler(), slog.LevelWarn)
+	x.srv = srv
 	x.base = strings.TrimSuffix(base, "/")
-	go func() { _ = x.srv.Serve(netutil.LimitListener(lis, x.opts.Limits.MaxConns)) }()
+	go func() { _ = srv.Serve(bounded) }()
 }
 
 // Base returns the URL the endpoint serves on, without a path.

@@ -375,18 +375,30 @@ func TestTimeoutsAreTheFlags(t *testing.T) {
 }
 
 // TestConnectionsAreBounded: beyond --hosted-max-conns, all sessions
-// together, a connection waits to be accepted until one closes.
+// together, a connection that no request has authenticated (its headers
+// still coming) gives way to a new one at once, and a new connection waits
+// to be accepted while every place is held by an authenticated connection,
+// until one closes.
 func TestConnectionsAreBounded(t *testing.T) {
-	x, _ := serve(t, mcpserver.Limits{MaxConns: 1, HeaderTimeout: 20 * time.Second})
+	x, _ := serve(t, mcpserver.Limits{MaxConns: 1, HeaderTimeout: time.Hour})
 	s := launch(t, x, "c", executors.ModeTask)
-	addr := strings.TrimPrefix(x.Base(), "http://")
-	held, err := net.Dial("tcp", addr)
+	slow := openSlow(t, strings.TrimPrefix(x.Base(), "http://"), strings.TrimPrefix(s.url, x.Base()))
+
+	// This client's connection takes the slow one's place, and is kept
+	// alive, authenticated.
+	held := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: mcptest.Hang}
+	defer held.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodPost, s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
 	require.NoError(t, err)
-	defer held.Close()
-	// The held connection is accepted (a request on it is read), so the
-	// next one waits.
-	_, err = held.Write([]byte("POST " + strings.TrimPrefix(s.url, x.Base()) + " HTTP/1.1\r\nHost: x\r\n"))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := held.Do(req)
 	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	awaitClosed(t, slow)
 
 	answered := make(chan int, 1)
 	go func() {
@@ -405,7 +417,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 		t.Fatalf("a second connection was served (%d) while the one allowed was held", code)
 	case <-time.After(mcptest.Quiet):
 	}
-	require.NoError(t, held.Close())
+	held.CloseIdleConnections()
 	select {
 	case code := <-answered:
 		assert.Positive(t, code, "served once the held connection closed")
