@@ -72,7 +72,7 @@ TEST_TIMEOUT ?= 45m
 # whole run). Under CI, where nothing else writes there, it fails the run;
 # on a workstation other programs may, so it only warns.
 TEST_TMP := $(or $(TMPDIR),/tmp)
-TEST_TMP_KEEP := ^(go-build[0-9]+|toolscope-agent-uids)$$
+TEST_TMP_KEEP := ^(go-build[0-9]+|toolscope-agent-uids(-[0-9]+)?)$$
 TEST_TMP_BEFORE := $(CURDIR)/bench/tmp-before.txt
 
 .PHONY: test
