@@ -483,7 +483,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	svc := service.New(st, broker, service.Options{Logger: log, Executors: execs, Catalog: pool, Connections: conns, DataDir: cfg.DataDir, Logs: cfg.Logs,
 		PushTimeout: cfg.PushTimeout, RepairBackoff: cfg.RepairBackoff, Metrics: obs, Hosted: cfg.HostedSessions,
 		Replica: replica, LeaseTTL: cfg.LeaseTTL, LeaseRenew: cfg.LeaseRenew, MaxInspects: cfg.MaxInspects,
-		AgentEnv: cfg.AgentEnv, ReservedEnv: reservedEnv(cfg)})
+		AgentEnv: cfg.AgentEnv, ReservedEnv: reservedEnv(cfg), AgentOutputRole: access.Table[access.AgentOutput]})
 	eventsTo.Store(svc)
 	// Every credential is known to the scrubbers before anything is
 	// answered, not only once it was used since this start.

@@ -41,6 +41,7 @@ type Service struct {
 	maxInspects int // Options.MaxInspects
 	// agentEnv and reservedEnv are Options.AgentEnv and ReservedEnv.
 	agentEnv, reservedEnv []string
+	agentOutputRole       model.Role // Options.AgentOutputRole
 	store                 *store.Store
 	broker                *events.Broker
 	log                   *slog.Logger
@@ -115,6 +116,10 @@ type Options struct {
 	// ReservedEnv names more variables the orchestrator reads itself (its
 	// database password's), which no agent gets whatever AgentEnv says.
 	ReservedEnv []string
+	// AgentOutputRole is the least role that reads an agent's output where
+	// events carry it (the access table's, for ReadSessionLog: the server
+	// wires access.Table[access.AgentOutput]); model.RoleMember if empty.
+	AgentOutputRole model.Role
 }
 
 // DefaultMaxInspects is how many running sessions one listing inspects at
@@ -150,12 +155,15 @@ func New(st *store.Store, broker *events.Broker, opts Options) *Service {
 	if opts.AgentEnv == nil {
 		opts.AgentEnv = DefaultAgentEnv
 	}
+	if opts.AgentOutputRole == "" {
+		opts.AgentOutputRole = model.RoleMember
+	}
 	life, endLife := context.WithCancel(context.Background())
 	svc := &Service{life: life, endLife: endLife, store: st, broker: broker, log: opts.Logger, execs: opts.Executors, ctl: executors.NewController(opts.Executors), conns: opts.Connections,
 		pushTimeout: opts.PushTimeout, maxInspects: opts.MaxInspects, repairBackoff: opts.RepairBackoff, rec: reconciler{workers: map[string]*worker{}, desired: map[string]desiredRead{}, reading: map[taskVersion]*desiredRead{}}, done: make(chan struct{}), dataDir: opts.DataDir, logs: opts.Logs, metrics: opts.Metrics, hosted: opts.Hosted.withDefaults(),
 		catalog: &catalogState{pool: opts.Catalog, onChange: opts.OnCatalogChange}}
 	svc.replica.id, svc.replica.ttl, svc.replica.renew = opts.Replica, opts.LeaseTTL, opts.LeaseRenew
-	svc.agentEnv, svc.reservedEnv = opts.AgentEnv, opts.ReservedEnv
+	svc.agentEnv, svc.reservedEnv, svc.agentOutputRole = opts.AgentEnv, opts.ReservedEnv, opts.AgentOutputRole
 	return svc
 }
 

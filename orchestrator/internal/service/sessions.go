@@ -12,7 +12,6 @@ import (
 	"github.com/toolscope/toolscope/executors"
 	"github.com/toolscope/toolscope/internal/errdefs"
 	"github.com/toolscope/toolscope/internal/profiles"
-	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 	"github.com/toolscope/toolscope/orchestrator/internal/store"
 	"github.com/toolscope/toolscope/orchestrator/internal/textlimit"
@@ -765,19 +764,19 @@ func (s *Service) recordAgentExit(ctx context.Context, sessionID string, code in
 const agentOutputMark = "; last output:\n"
 
 // withoutAgentOutput returns e as a caller who may not read an agent's
-// output (access.MayReadAgentOutput) reads it: an agent.exited event says
+// output (whose role is below need: Options.AgentOutputRole) reads it: an agent.exited event says
 // that the agent exited and its code, and where its output is; the
 // output is dropped, and so is anything else after the exit's first
 // clause, so an event recorded in any form (an older release's too)
 // keeps nothing of it. Other events are as recorded.
-func withoutAgentOutput(e model.Event) model.Event {
+func withoutAgentOutput(e model.Event, need model.Role) model.Event {
 	if e.Kind != model.EventAgentExited {
 		return e
 	}
 	exit, _, _ := strings.Cut(e.Message, ";")
 	exit, _, _ = strings.Cut(exit, "\n")
 	e.Message = fmt.Sprintf("%s; its output is withheld: reading it (toolscope session logs) needs role %s",
-		strings.TrimSpace(exit), access.Table[access.AgentOutput])
+		strings.TrimSpace(exit), need)
 	return e
 }
 

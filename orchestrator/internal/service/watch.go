@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 
-	"github.com/toolscope/toolscope/orchestrator/internal/access"
 	"github.com/toolscope/toolscope/orchestrator/internal/model"
 )
 
@@ -18,15 +17,16 @@ const backlogPage = 500
 // Every reader of events (the API's WatchTaskEvents, the console's events
 // page) reads them here, as the caller in ctx (model.ActorFrom) may: the
 // agent's output an agent.exited event records only if the caller's role
-// may read the session's log (access.MayReadAgentOutput); otherwise,
-// and for a caller ctx does not name, without it (withoutAgentOutput).
+// may read the session's log (Options.AgentOutputRole, which the server
+// wires from the access table: access.MayReadAgentOutput); otherwise, and
+// for a caller ctx does not name, without it (withoutAgentOutput).
 func (s *Service) WatchTaskEvents(ctx context.Context, taskID string, afterSeq uint64, send func(model.Event) error) error {
 	if err := required("task_id", taskID); err != nil {
 		return err
 	}
-	if a, ok := model.ActorFrom(ctx); !ok || !access.MayReadAgentOutput(a.Role) {
+	if a, ok := model.ActorFrom(ctx); !ok || !a.Role.AtLeast(s.agentOutputRole) {
 		all := send
-		send = func(e model.Event) error { return all(withoutAgentOutput(e)) }
+		send = func(e model.Event) error { return all(withoutAgentOutput(e, s.agentOutputRole)) }
 	}
 	// Subscribe before reading the backlog, so nothing committed in
 	// between is missed; events seen in both are skipped by sequence.
