@@ -27,8 +27,11 @@ type Executor struct {
 	Events executors.EventHandler
 	// Drops says its Stop ends a session's workspace
 	// (executors.WorkspaceDropper), as the kubernetes executor's does.
-	Drops      bool
-	inspecting atomic.Pointer[func(ctx context.Context, sessionID string)] // SetInspecting
+	Drops bool
+	// AgentOutput, if set, is what every session's agent printed: its
+	// agent log (AgentLog), as a real agentctl's once the agent ran.
+	AgentOutput string
+	inspecting  atomic.Pointer[func(ctx context.Context, sessionID string)] // SetInspecting
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -317,8 +320,11 @@ func (a *agentctl) Notify(ctx context.Context, id, text string) (n int, err erro
 	return 0, err
 }
 
-func (a *agentctl) AgentLog(ctx context.Context, id string, _ bool, _ func([]byte) error) error {
-	return a.call(ctx, id, func(*session) {})
+func (a *agentctl) AgentLog(ctx context.Context, id string, _ bool, fn func([]byte) error) error {
+	if err := a.call(ctx, id, func(*session) {}); err != nil || a.AgentOutput == "" {
+		return err
+	}
+	return fn([]byte(a.AgentOutput + "\n"))
 }
 
 // Deliver: a fake session has no workspace (the real one is agentctl's,

@@ -35,27 +35,10 @@ const printedSecret = "cat notes/prod.txt: the vault unseal phrase is ZEBRA-OCTO
 
 // printing is the fake backend whose sessions' agent log holds output,
 // as a real agentctl's would after the agent printed it.
-type printing struct {
-	*fake.Executor
-	output string
-}
-
-func (p *printing) Endpoint(h executors.Handle) (executors.Endpoint, error) {
-	ep, err := p.Executor.Endpoint(h)
-	ep.Agentctl = printingAgentctl{Agentctl: ep.Agentctl, output: p.output}
-	return ep, err
-}
-
-type printingAgentctl struct {
-	executors.Agentctl
-	output string
-}
-
-func (a printingAgentctl) AgentLog(ctx context.Context, id string, follow bool, fn func([]byte) error) error {
-	if err := a.Agentctl.AgentLog(ctx, id, follow, func([]byte) error { return nil }); err != nil {
-		return err
-	}
-	return fn([]byte(a.output + "\n"))
+func printing(output string) *fake.Executor {
+	e := fake.New("local")
+	e.AgentOutput = output
+	return e
 }
 
 // servedAPI is the public API served as the server serves it (the
@@ -119,7 +102,7 @@ func agentExited(t *testing.T, stream grpc.ServerStreamingClient[pb.WatchTaskEve
 func TestAViewerWatchingEventsNeverReadsTheAgentsOutput(t *testing.T) {
 	t.Parallel()
 	output := "reading the notes\n" + printedSecret
-	api := serveAPI(t, &printing{Executor: fake.New("local"), output: output})
+	api := serveAPI(t, printing(output))
 	ctx := context.Background()
 	ws, err := api.svc.CreateWorkspace(ctx, "acme")
 	require.NoError(t, err)

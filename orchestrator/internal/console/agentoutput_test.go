@@ -24,27 +24,10 @@ const printedSecret = "cat notes/prod.txt: the vault unseal phrase is ZEBRA-OCTO
 
 // printing is the fake backend whose sessions' agent log holds output,
 // as a real agentctl's would after the agent printed it.
-type printing struct {
-	*fake.Executor
-	output string
-}
-
-func (p *printing) Endpoint(h executors.Handle) (executors.Endpoint, error) {
-	ep, err := p.Executor.Endpoint(h)
-	ep.Agentctl = printingAgentctl{Agentctl: ep.Agentctl, output: p.output}
-	return ep, err
-}
-
-type printingAgentctl struct {
-	executors.Agentctl
-	output string
-}
-
-func (a printingAgentctl) AgentLog(ctx context.Context, id string, follow bool, fn func([]byte) error) error {
-	if err := a.Agentctl.AgentLog(ctx, id, follow, func([]byte) error { return nil }); err != nil {
-		return err
-	}
-	return fn([]byte(a.output + "\n"))
+func printing(output string) *fake.Executor {
+	e := fake.New("local")
+	e.AgentOutput = output
+	return e
 }
 
 // agentExitedRow reads a task's events page stream (the rows the events
@@ -88,7 +71,7 @@ func agentExitedRow(t *testing.T, c *http.Client, base, taskID string) string {
 func TestTheEventsPageShowsAViewerNoAgentOutput(t *testing.T) {
 	t.Parallel()
 	output := "reading the notes\n" + printedSecret
-	exec := &printing{Executor: fake.New("local"), output: output}
+	exec := printing(output)
 	srv, svc, _, _ := consoleOver(t, console.Options{}, service.Options{Executors: map[string]executors.Executor{"local": exec}})
 	task, _ := githubTask(t, svc, "acme/api")
 	sess, err := svc.LaunchSession(context.Background(), service.SessionInput{TaskID: task.ID, Executor: "local"}, nil)

@@ -23,27 +23,10 @@ const printedOutput = "reading the notes\n" + printedSecret
 
 // printing is the fake backend whose sessions' agent log holds output,
 // as a real agentctl's would after the agent printed it.
-type printing struct {
-	*fake.Executor
-	output string
-}
-
-func (p *printing) Endpoint(h executors.Handle) (executors.Endpoint, error) {
-	ep, err := p.Executor.Endpoint(h)
-	ep.Agentctl = printingAgentctl{Agentctl: ep.Agentctl, output: p.output}
-	return ep, err
-}
-
-type printingAgentctl struct {
-	executors.Agentctl
-	output string
-}
-
-func (a printingAgentctl) AgentLog(ctx context.Context, id string, follow bool, fn func([]byte) error) error {
-	if err := a.Agentctl.AgentLog(ctx, id, follow, func([]byte) error { return nil }); err != nil {
-		return err
-	}
-	return fn([]byte(a.output + "\n"))
+func printing(output string) *fake.Executor {
+	e := fake.New("local")
+	e.AgentOutput = output
+	return e
 }
 
 // as is ctx carrying a person of role, as the access layer leaves it.
@@ -82,7 +65,7 @@ func agentExited(ctx context.Context, t *testing.T, l *live, taskID, sid string)
 // nothing after its first clause for a viewer either.
 func TestViewersReadThatTheAgentExitedNeverItsOutput(t *testing.T) {
 	t.Parallel()
-	exec := &printing{Executor: fake.New("local"), output: printedOutput}
+	exec := printing(printedOutput)
 	l := newLiveOn(t, exec, service.Options{})
 	task := l.task(t, "github")
 	sess := l.launch(t, task.ID)
